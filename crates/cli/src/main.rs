@@ -1,0 +1,5 @@
+//! The `weft` binary (work in progress).
+
+fn main() {
+    println!("weft: the CLI lands with the rpc issue");
+}

@@ -1,0 +1,164 @@
+//! `FrameCodec`: the tokio-util `Decoder` and `Encoder` for frames.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+
+use crate::{Frame, FrameError, HEADER_LEN, Header, Limits};
+
+/// Payloads at least this long are chained rather than copied by
+/// [`FrameCodec::encode_head`], for vectored writes.
+pub const CHAIN_THRESHOLD: usize = 1024;
+
+/// Decodes and encodes frames.
+///
+/// Decoding follows the tokio-util contract: `Ok(None)` until a whole frame
+/// is buffered (after reserving room for the rest), the header checked
+/// against the [`Limits`] before any room is reserved for the body, and the
+/// body split off the read buffer, so metadata and payload are `Bytes`
+/// slices of it. Once the buffer holds a frame, decoding it allocates
+/// nothing and copies no payload.
+#[derive(Debug, Clone)]
+pub struct FrameCodec {
+    limits: Limits,
+    overhead: u32,
+    head: Option<Header>,
+}
+
+impl Default for FrameCodec {
+    fn default() -> Self {
+        FrameCodec::new(Limits::default())
+    }
+}
+
+impl FrameCodec {
+    /// A codec with these limits and no record overhead.
+    pub fn new(limits: Limits) -> FrameCodec {
+        FrameCodec {
+            limits,
+            overhead: 0,
+            head: None,
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Allows `overhead` extra payload bytes on the wire beyond
+    /// `max_payload` (the record layer's authentication tag).
+    pub fn set_overhead(&mut self, overhead: u32) {
+        self.overhead = overhead;
+    }
+
+    /// Decodes one frame's header and raw body (metadata then payload, as
+    /// on the wire), without looking inside the body. This is the hook for
+    /// the record layer, which must open the body before it is parsed.
+    pub fn decode_raw(
+        &mut self,
+        src: &mut BytesMut,
+    ) -> Result<Option<(Header, BytesMut)>, FrameError> {
+        let header = match self.head {
+            Some(h) => h,
+            None => {
+                let Some(raw) = src.get(..HEADER_LEN) else {
+                    src.reserve(HEADER_LEN - src.len());
+                    return Ok(None);
+                };
+                let raw: &[u8; HEADER_LEN] = raw.try_into().expect("slice of HEADER_LEN");
+                let h = Header::parse(raw)?;
+                h.check(&self.limits, self.overhead)?;
+                src.advance(HEADER_LEN);
+                self.head = Some(h);
+                h
+            }
+        };
+        let need = header.body_len();
+        if src.len() < need {
+            src.reserve(need - src.len());
+            return Ok(None);
+        }
+        self.head = None;
+        Ok(Some((header, src.split_to(need))))
+    }
+
+    /// Bytes of a partly received frame, for error reports at EOF.
+    fn buffered(&self, src: &BytesMut) -> usize {
+        src.len() + if self.head.is_some() { HEADER_LEN } else { 0 }
+    }
+
+    /// Checks a frame against the limits before sending it.
+    fn check_outbound(&self, frame: &Frame) -> Result<Header, FrameError> {
+        let header = frame.header();
+        header.check(&self.limits, 0)?;
+        Ok(header)
+    }
+
+    /// Encodes a frame by copying it into `dst`. Allocates nothing when `dst`
+    /// has room.
+    pub fn encode_frame(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+        let header = self.check_outbound(frame)?;
+        dst.reserve(frame.encoded_len());
+        dst.put_slice(&header.to_bytes());
+        dst.put_slice(frame.metadata.as_bytes());
+        dst.put_slice(&frame.payload);
+        Ok(())
+    }
+
+    /// Encodes header and metadata into `dst`; a payload shorter than
+    /// [`CHAIN_THRESHOLD`] is copied too and `None` returned, a longer one is
+    /// returned for the caller to chain after `dst`'s bytes (a vectored
+    /// write) instead of being copied.
+    pub fn encode_head(
+        &mut self,
+        frame: &Frame,
+        dst: &mut BytesMut,
+    ) -> Result<Option<Bytes>, FrameError> {
+        if frame.payload.len() < CHAIN_THRESHOLD {
+            return self.encode_frame(frame, dst).map(|()| None);
+        }
+        let header = self.check_outbound(frame)?;
+        dst.reserve(HEADER_LEN + frame.metadata.len());
+        dst.put_slice(&header.to_bytes());
+        dst.put_slice(frame.metadata.as_bytes());
+        Ok(Some(frame.payload.clone()))
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = Frame;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        match self.decode_raw(src)? {
+            Some((header, body)) => Frame::from_body(&header, body.freeze()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        match self.decode(src)? {
+            Some(frame) => Ok(Some(frame)),
+            None if src.is_empty() && self.head.is_none() => Ok(None),
+            None => Err(FrameError::Truncated {
+                buffered: self.buffered(src),
+            }),
+        }
+    }
+}
+
+impl Encoder<Frame> for FrameCodec {
+    type Error = FrameError;
+
+    fn encode(&mut self, frame: Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+        self.encode_frame(&frame, dst)
+    }
+}
+
+impl Encoder<&Frame> for FrameCodec {
+    type Error = FrameError;
+
+    fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+        self.encode_frame(frame, dst)
+    }
+}

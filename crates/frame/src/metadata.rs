@@ -1,0 +1,294 @@
+//! Metadata: compact binary key/value entries with a typed view of the
+//! well-known keys, read lazily from a `Bytes` without copying.
+//!
+//! Encoding of one entry:
+//!
+//! ```text
+//! tag:u8 | (tag == 0: key_len:u8 key[key_len]) | value_len:u16 | value[value_len]
+//! ```
+//!
+//! Tags: 0 custom, 1 method (UTF-8), 2 timeout (u64 microseconds), 3 status
+//! (u32), 4 status message (UTF-8). Other tags are skipped by receivers.
+
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::MetadataError;
+
+/// Well-known metadata tags.
+pub mod tag {
+    /// A custom entry: a key follows the tag.
+    pub const CUSTOM: u8 = 0;
+    /// The method name of a call (UTF-8), on `OPEN`.
+    pub const METHOD: u8 = 1;
+    /// The caller's remaining time, u64 microseconds, on `OPEN`.
+    pub const TIMEOUT: u8 = 2;
+    /// The final status code of a call, u32, on the last frame of a response.
+    pub const STATUS: u8 = 3;
+    /// The status message (UTF-8), beside `STATUS`.
+    pub const MESSAGE: u8 = 4;
+}
+
+/// One metadata entry, borrowed from the block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// The tag.
+    pub tag: u8,
+    /// The key of a custom entry; empty for well-known tags.
+    pub key: &'a [u8],
+    /// The value bytes.
+    pub value: &'a [u8],
+}
+
+/// A metadata block: a cheap-to-clone view over its encoded bytes.
+///
+/// A block that came out of the decoder has been validated once (no
+/// allocation); the accessors then walk it lazily.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    raw: Bytes,
+}
+
+impl std::fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut list = f.debug_list();
+        for e in self.iter() {
+            list.entry(&e);
+        }
+        list.finish()
+    }
+}
+
+impl Metadata {
+    /// The empty block.
+    pub const fn new() -> Metadata {
+        Metadata { raw: Bytes::new() }
+    }
+
+    /// Wraps and validates an encoded block. Allocates nothing.
+    pub fn from_bytes(raw: Bytes) -> Result<Metadata, MetadataError> {
+        validate(&raw)?;
+        Ok(Metadata { raw })
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.raw
+    }
+
+    /// The encoded length.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// Whether the block has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { rest: &self.raw }
+    }
+
+    fn well_known(&self, t: u8) -> Option<&[u8]> {
+        self.iter().find(|e| e.tag == t).map(|e| e.value)
+    }
+
+    /// The method name, if present.
+    pub fn method(&self) -> Option<&str> {
+        self.well_known(tag::METHOD)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The caller's remaining time, if present.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout_micros().map(Duration::from_micros)
+    }
+
+    /// The raw timeout in microseconds, if present (the layer above rejects
+    /// absurd values).
+    pub fn timeout_micros(&self) -> Option<u64> {
+        let v = self.well_known(tag::TIMEOUT)?;
+        Some(u64::from_be_bytes(v.try_into().ok()?))
+    }
+
+    /// The status code, if present.
+    pub fn status(&self) -> Option<u32> {
+        let v = self.well_known(tag::STATUS)?;
+        Some(u32::from_be_bytes(v.try_into().ok()?))
+    }
+
+    /// The status message, if present.
+    pub fn message(&self) -> Option<&str> {
+        self.well_known(tag::MESSAGE)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The value of the first custom entry with this key.
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.iter()
+            .find(|e| e.tag == tag::CUSTOM && e.key == key)
+            .map(|e| e.value)
+    }
+
+    /// A builder that encodes into a fresh buffer.
+    pub fn builder() -> MetadataBuilder {
+        MetadataBuilder::new(BytesMut::new())
+    }
+}
+
+/// Iterator over the entries of a [`Metadata`] block.
+#[derive(Debug, Clone)]
+pub struct Iter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        // Blocks are validated on construction, so a parse failure here can
+        // only mean the end; stop rather than panic either way.
+        let (entry, rest) = parse_entry(self.rest).ok()??;
+        self.rest = rest;
+        Some(entry)
+    }
+}
+
+type Parsed<'a> = Option<(Entry<'a>, &'a [u8])>;
+
+/// Parses one entry off the front of `buf`; `Ok(None)` at the end.
+fn parse_entry(buf: &[u8]) -> Result<Parsed<'_>, MetadataError> {
+    let Some((&t, mut rest)) = buf.split_first() else {
+        return Ok(None);
+    };
+    let mut key: &[u8] = &[];
+    if t == tag::CUSTOM {
+        let (&klen, after) = rest.split_first().ok_or(MetadataError::Truncated)?;
+        if klen == 0 {
+            return Err(MetadataError::EmptyKey);
+        }
+        (key, rest) = after
+            .split_at_checked(klen as usize)
+            .ok_or(MetadataError::Truncated)?;
+    }
+    let (len, after) = rest.split_at_checked(2).ok_or(MetadataError::Truncated)?;
+    let vlen = u16::from_be_bytes([len[0], len[1]]) as usize;
+    let (value, rest) = after
+        .split_at_checked(vlen)
+        .ok_or(MetadataError::Truncated)?;
+    Ok(Some((Entry { tag: t, key, value }, rest)))
+}
+
+/// Checks a whole block: framing, well-known value lengths and UTF-8, no
+/// duplicate well-known entries. Allocates nothing.
+pub fn validate(mut buf: &[u8]) -> Result<(), MetadataError> {
+    let mut seen = 0u8;
+    while let Some((e, rest)) = parse_entry(buf)? {
+        buf = rest;
+        let ok = match e.tag {
+            tag::CUSTOM => continue,
+            tag::METHOD | tag::MESSAGE => {
+                std::str::from_utf8(e.value).map_err(|_| MetadataError::NotUtf8)?;
+                true
+            }
+            tag::TIMEOUT => e.value.len() == 8,
+            tag::STATUS => e.value.len() == 4,
+            _ => continue,
+        };
+        if !ok {
+            return Err(MetadataError::BadLength);
+        }
+        let bit = 1u8 << e.tag;
+        if seen & bit != 0 {
+            return Err(MetadataError::Duplicate);
+        }
+        seen |= bit;
+    }
+    Ok(())
+}
+
+/// Encodes metadata entries into a caller-supplied buffer, so a caller that
+/// reuses the buffer allocates nothing in steady state.
+///
+/// Values longer than `u16::MAX` and custom keys longer than 255 bytes are
+/// truncated to fit; the frame limit (16 KiB by default) is far below both.
+#[derive(Debug)]
+pub struct MetadataBuilder {
+    buf: BytesMut,
+}
+
+impl MetadataBuilder {
+    /// Starts a block at the end of `buf` (normally an empty, reused buffer).
+    pub fn new(buf: BytesMut) -> MetadataBuilder {
+        MetadataBuilder { buf }
+    }
+
+    fn entry(mut self, t: u8, key: &[u8], value: &[u8]) -> Self {
+        self.buf.put_u8(t);
+        if t == tag::CUSTOM {
+            let key = &key[..key.len().min(255)];
+            self.buf.put_u8(key.len() as u8);
+            self.buf.put_slice(key);
+        }
+        let value = &value[..value.len().min(u16::MAX as usize)];
+        self.buf.put_u16(value.len() as u16);
+        self.buf.put_slice(value);
+        self
+    }
+
+    /// Adds the method name.
+    #[must_use]
+    pub fn method(self, name: &str) -> Self {
+        self.entry(tag::METHOD, &[], name.as_bytes())
+    }
+
+    /// Adds the caller's remaining time (saturating at `u64::MAX` microseconds).
+    #[must_use]
+    pub fn timeout(self, d: Duration) -> Self {
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.entry(tag::TIMEOUT, &[], &micros.to_be_bytes())
+    }
+
+    /// Adds a status code.
+    #[must_use]
+    pub fn status(self, code: u32) -> Self {
+        self.entry(tag::STATUS, &[], &code.to_be_bytes())
+    }
+
+    /// Adds a status message.
+    #[must_use]
+    pub fn message(self, text: &str) -> Self {
+        self.entry(tag::MESSAGE, &[], text.as_bytes())
+    }
+
+    /// Adds a custom entry. An empty key is not encodable and is skipped.
+    #[must_use]
+    pub fn custom(self, key: &[u8], value: &[u8]) -> Self {
+        if key.is_empty() {
+            return self;
+        }
+        self.entry(tag::CUSTOM, key, value)
+    }
+
+    /// Adds an entry with a raw tag (for tags newer than this crate).
+    #[must_use]
+    pub fn raw(self, t: u8, key: &[u8], value: &[u8]) -> Self {
+        if t == tag::CUSTOM {
+            return self.custom(key, value);
+        }
+        self.entry(t, &[], value)
+    }
+
+    /// Finishes the block. The builder's buffer is split, not copied.
+    ///
+    /// The builder does not deduplicate: a block with a well-known entry
+    /// twice is rejected by the receiver with [`MetadataError::Duplicate`].
+    pub fn finish(mut self) -> Metadata {
+        Metadata {
+            raw: self.buf.split().freeze(),
+        }
+    }
+}
