@@ -56,6 +56,10 @@ fn item_01_truncation_at_every_offset_is_a_typed_error() {
             other => panic!("cut at {cut}: expected Truncated, got {other:?}"),
         }
     }
+    // A whole frame left in the buffer at EOF is still delivered.
+    let mut buf = wire.clone();
+    let mut codec = FrameCodec::default();
+    assert_eq!(codec.decode_eof(&mut buf).unwrap(), Some(sample()));
     // Nothing at all is a clean end, not an error.
     let mut codec = FrameCodec::default();
     assert!(codec.decode_eof(&mut BytesMut::new()).unwrap().is_none());
