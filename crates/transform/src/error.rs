@@ -87,10 +87,9 @@ impl TransformError {
                 _ => Reason::PROTOCOL_ERROR,
             },
             TransformErrorKind::SendLimit => Reason::NO_ERROR,
-            TransformErrorKind::UnexpectedCompression | TransformErrorKind::Decompress { .. } => {
-                Reason::COMPRESSION_ERROR
-            }
-            TransformErrorKind::Open
+            TransformErrorKind::Decompress { .. } => Reason::COMPRESSION_ERROR,
+            TransformErrorKind::UnexpectedCompression
+            | TransformErrorKind::Open
             | TransformErrorKind::ShortRecord
             | TransformErrorKind::ReceiveLimit
             | TransformErrorKind::Poisoned => Reason::PROTOCOL_ERROR,

@@ -239,13 +239,14 @@ impl Inbound {
     /// per-frame decompression error consumes that frame and the next call
     /// goes on with the following one. Allocates nothing in steady state.
     pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
-        if self.open.is_none() && self.decompressor.is_none() {
-            return self.decode_plain(src);
-        }
         if self.poisoned {
             return Err(fatal(TransformErrorKind::Poisoned));
         }
-        let result = self.decode_transformed(src);
+        let result = if self.open.is_none() && self.decompressor.is_none() {
+            self.decode_plain(src)
+        } else {
+            self.decode_transformed(src)
+        };
         if let Err(e) = &result {
             self.poisoned = e.is_fatal();
         }
@@ -255,17 +256,20 @@ impl Inbound {
     /// Like [`decode`](Self::decode) at the end of input: bytes left that do
     /// not make a whole frame are a truncation error, never a partial frame.
     pub fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
-        match self.decode(src)? {
-            Some(frame) => Ok(Some(frame)),
-            None if src.is_empty() && self.aad.is_none() => {
-                // Also catches a header held inside the codec.
-                self.codec.decode_eof(src).map_err(Into::into)
-            }
-            None => Err(weft_frame::FrameError::Truncated {
+        if let Some(frame) = self.decode(src)? {
+            return Ok(Some(frame));
+        }
+        let result = if src.is_empty() && self.aad.is_none() {
+            // Also catches a header held inside the codec.
+            self.codec.decode_eof(src).map_err(Into::into)
+        } else {
+            Err(weft_frame::FrameError::Truncated {
                 buffered: src.len() + self.aad.map_or(0, |_| HEADER_LEN),
             }
-            .into()),
-        }
+            .into())
+        };
+        self.poisoned = result.is_err();
+        result
     }
 
     fn decode_plain(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {

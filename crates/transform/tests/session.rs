@@ -109,10 +109,15 @@ fn off_against_preferred_is_unencrypted() {
 
 #[test]
 fn peer_limits_are_reported() {
-    let mut small = HandshakeConfig::default();
-    small.offer.max_payload = 20_000;
-    small.offer.max_message = 1 << 20;
-    small.max_ratio = 7;
+    let small = HandshakeConfig {
+        offer: Offer {
+            max_payload: 20_000,
+            max_message: 1 << 20,
+            ..Offer::default()
+        },
+        max_ratio: 7,
+        ..HandshakeConfig::default()
+    };
     let (a, b) = pair(small, HandshakeConfig::default());
     assert_eq!(b.negotiated.peer_limits.max_payload, 20_000);
     assert_eq!(b.negotiated.peer_max_message, 1 << 20);

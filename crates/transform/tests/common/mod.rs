@@ -124,3 +124,94 @@ pub fn json_payload() -> bytes::Bytes {
     s.push(']');
     bytes::Bytes::from(s)
 }
+
+use weft_frame::preface::PREFACE;
+use weft_frame::{Flags, FrameType, HEADER_LEN, Header};
+use weft_transform::noise::{CipherState, HandshakeState, Pattern};
+
+/// An offer as docs/PROTOCOL.md section 3.4 lays it out.
+pub fn offer_bytes(encryption: u8, compression: bool, max_payload: u32, max_ratio: u32) -> Vec<u8> {
+    let mut o = vec![1, encryption, u8::from(compression), 0];
+    o.extend_from_slice(&max_payload.to_be_bytes());
+    o.extend_from_slice(&16_384u32.to_be_bytes());
+    o.extend_from_slice(&(4u32 << 20).to_be_bytes());
+    o.extend_from_slice(&max_ratio.to_be_bytes());
+    o
+}
+
+/// A HANDSHAKE frame carrying `message`.
+pub fn handshake_frame(message: &[u8]) -> Vec<u8> {
+    let header = Header {
+        ty: FrameType::HANDSHAKE,
+        flags: Flags::NONE,
+        stream_id: 0,
+        metadata_len: 0,
+        payload_len: message.len() as u32,
+    };
+    let mut out = header.to_bytes().to_vec();
+    out.extend_from_slice(message);
+    out
+}
+
+/// The Noise prologue of docs/PROTOCOL.md section 3.3.
+pub fn prologue() -> Vec<u8> {
+    let mut p = b"weft handshake v1".to_vec();
+    p.extend_from_slice(&PREFACE);
+    p
+}
+
+/// A hand-written initiator built from the protocol document and the Noise
+/// layer alone (no weft `Handshake`): it completes a handshake with
+/// `responder` and returns its (send, receive) ciphers, so tests can seal
+/// any record a hostile peer could.
+pub fn raw_initiator(
+    responder: &mut Handshake,
+    offer: &[u8],
+    psk: Option<[u8; 32]>,
+) -> Result<(CipherState, CipherState), HandshakeError> {
+    let (pattern, kind) = match psk {
+        Some(_) => (Pattern::NNpsk0, 2u8),
+        None => (Pattern::NN, 1u8),
+    };
+    let e = weft_transform::noise::RingEphemeral::generate().unwrap();
+    let mut noise = HandshakeState::new(pattern, true, &prologue(), psk, Box::new(e)).unwrap();
+    let mut msg1 = vec![kind];
+    noise.write_message(offer, &mut msg1).unwrap();
+    let mut wire = BytesMut::from(&PREFACE[..]);
+    wire.extend_from_slice(&handshake_frame(&msg1));
+    responder.handle_input(&mut wire)?;
+    assert!(responder.is_complete());
+    let mut reply = BytesMut::new();
+    responder.poll_transmit(&mut reply);
+    let msg2 = &reply[PREFACE.len() + HEADER_LEN..];
+    assert_eq!(msg2[0], kind);
+    let mut payload = Vec::new();
+    noise.read_message(&msg2[1..], &mut payload).unwrap();
+    assert_eq!(payload.len(), 21, "responder offer + selection");
+    Ok(noise.split().unwrap().ciphers(true, u64::MAX))
+}
+
+/// Seals one record by hand: header (payload length + 16) as AAD, metadata
+/// and payload encrypted together, tag appended.
+pub fn seal_record(
+    cipher: &mut CipherState,
+    ty: FrameType,
+    flags: Flags,
+    stream_id: u32,
+    payload: &[u8],
+) -> BytesMut {
+    let header = Header {
+        ty,
+        flags,
+        stream_id,
+        metadata_len: 0,
+        payload_len: payload.len() as u32 + 16,
+    };
+    let raw = header.to_bytes();
+    let mut out = BytesMut::from(&raw[..]);
+    let mut body = payload.to_vec();
+    let tag = cipher.encrypt_in_place(&raw, &mut body).unwrap();
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&tag);
+    out
+}
