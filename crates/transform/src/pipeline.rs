@@ -58,6 +58,7 @@ impl PipelineParams {
             out_codec.set_overhead(TAG);
         }
         let outbound = Outbound {
+            plain: self.seal.is_none() && !self.compression,
             codec: out_codec,
             compressor: self.compression.then(Compressor::new),
             min_size: self.compression_min_size.max(1),
@@ -67,6 +68,7 @@ impl PipelineParams {
         };
         let max_inflated = self.local_limits.max_payload.min(self.local_max_message) as usize;
         let inbound = Inbound {
+            plain: self.open.is_none() && !self.compression,
             codec: in_codec,
             decompressor: self.compression.then(Decompressor::new),
             max_inflated,
@@ -99,6 +101,8 @@ pub fn passthrough(limits: Limits) -> (Outbound, Inbound) {
 /// Write half: compresses (if negotiated and worth it), then seals; writes
 /// the wire bytes of one frame to `dst`.
 pub struct Outbound {
+    /// No compression and no encryption: the fast path.
+    plain: bool,
     codec: FrameCodec,
     compressor: Option<Compressor>,
     min_size: usize,
@@ -127,9 +131,14 @@ impl Outbound {
     ///
     /// Allocates nothing when `dst` has room. Errors are fatal: the frame is
     /// over the peer's limits, or the key's record limit is reached.
+    #[inline]
     pub fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), TransformError> {
-        if self.compressor.is_none() && self.seal.is_none() {
-            return self.codec.encode_frame(frame, dst).map_err(Into::into);
+        if self.plain {
+            // The passthrough: the frame codec alone.
+            return match self.codec.encode_frame(frame, dst) {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
         }
         self.encode_transformed(frame, dst)
     }
@@ -208,6 +217,8 @@ fn header_slot(dst: &mut BytesMut, start: usize) -> &mut [u8; HEADER_LEN] {
 /// Read half: opens (when encrypted), then decompresses (when the frame says
 /// so); `Ok(None)` until a whole frame is buffered.
 pub struct Inbound {
+    /// No decryption, no decompression and not failed: the fast path.
+    plain: bool,
     codec: FrameCodec,
     decompressor: Option<Decompressor>,
     max_inflated: usize,
@@ -238,17 +249,38 @@ impl Inbound {
     /// [`TransformError::is_fatal`]) leave this half failing for good; a
     /// per-frame decompression error consumes that frame and the next call
     /// goes on with the following one. Allocates nothing in steady state.
+    #[inline]
     pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
+        if self.plain {
+            // The passthrough: the frame codec plus one flag test.
+            return match self.codec.decode(src) {
+                Ok(Some(frame)) if !frame.flags.contains(Flags::COMPRESSED) => Ok(Some(frame)),
+                Ok(None) => Ok(None),
+                Ok(Some(_)) => self.fail(fatal(TransformErrorKind::UnexpectedCompression)),
+                Err(e) => self.fail(e.into()),
+            };
+        }
+        self.decode_slow(src)
+    }
+
+    /// Records a fatal error: this half fails for good from now on.
+    #[cold]
+    fn fail(&mut self, e: TransformError) -> Result<Option<Frame>, TransformError> {
+        self.plain = false;
+        self.poisoned = true;
+        Err(e)
+    }
+
+    fn decode_slow(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
         if self.poisoned {
             return Err(fatal(TransformErrorKind::Poisoned));
         }
-        let result = if self.open.is_none() && self.decompressor.is_none() {
-            self.decode_plain(src)
-        } else {
-            self.decode_transformed(src)
-        };
-        if let Err(e) = &result {
-            self.poisoned = e.is_fatal();
+        let result = self.decode_transformed(src);
+        if let Err(e) = &result
+            && e.is_fatal()
+        {
+            self.plain = false;
+            self.poisoned = true;
         }
         result
     }
@@ -268,16 +300,9 @@ impl Inbound {
             }
             .into())
         };
-        self.poisoned = result.is_err();
-        result
-    }
-
-    fn decode_plain(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
-        match self.codec.decode(src)? {
-            Some(frame) if frame.flags.contains(Flags::COMPRESSED) => {
-                Err(fatal(TransformErrorKind::UnexpectedCompression))
-            }
-            other => Ok(other),
+        match result {
+            Err(e) => self.fail(e),
+            ok => ok,
         }
     }
 
