@@ -188,12 +188,11 @@ impl Handshake {
     pub fn poll_transmit(&mut self, out: &mut BytesMut) {
         out.extend_from_slice(&self.transmit);
         self.transmit.clear();
-        if let State::Refused(_) = self.state {
-            let State::Refused(e) = std::mem::replace(&mut self.state, State::Preface) else {
-                unreachable!()
-            };
-            self.state = State::Failed(e);
-        }
+        // A refusal fails for good once it is out.
+        self.state = match std::mem::replace(&mut self.state, State::Preface) {
+            State::Refused(e) => State::Failed(e),
+            other => other,
+        };
     }
 
     /// Consumes from `src` the bytes of the handshake it can use, and no
