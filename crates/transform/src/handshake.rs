@@ -16,7 +16,7 @@ use crate::pipeline::PipelineParams;
 use crate::{EncryptionPolicy, HandshakeConfig, Negotiated, Role, Session};
 
 /// Largest handshake message (the payload of a `HANDSHAKE` frame) accepted.
-/// Version 1 messages are at most 71 bytes.
+/// Version 1 messages are at most 70 bytes.
 pub const MAX_HANDSHAKE_MESSAGE: u32 = 256;
 
 /// First byte of a handshake message: which handshake it belongs to.
