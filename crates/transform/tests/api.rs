@@ -347,3 +347,26 @@ fn transform_errors_have_texts_reasons_and_predicates() {
     assert_eq!(err.reason(), Reason::PROTOCOL_ERROR);
     assert!(std::error::Error::source(&err).is_none());
 }
+
+#[test]
+fn halves_and_errors_can_cross_threads() {
+    fn send<T: Send + 'static>() {}
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send::<Handshake>();
+    send_sync::<weft_transform::Session>();
+    send_sync::<weft_transform::Outbound>();
+    send_sync::<weft_transform::Inbound>();
+    send_sync::<weft_transform::TransformError>();
+    send_sync::<weft_transform::HandshakeError>();
+    send_sync::<weft_transform::Negotiated>();
+    // Moving a live session to another thread keeps working.
+    let (mut a, mut b) =
+        handshake_in_memory(HandshakeConfig::default(), HandshakeConfig::default()).unwrap();
+    let frame = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame, &mut wire).unwrap();
+    let got = std::thread::spawn(move || b.inbound.decode(&mut wire).unwrap().unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(got, frame);
+}
