@@ -219,9 +219,12 @@ impl Handshake {
         }
     }
 
-    /// Whether the handshake finished (successfully, or with a refusal
-    /// that [`into_session`](Self::into_session) reports after the reply is
-    /// out).
+    /// Whether the handshake finished: successfully, or (responder only)
+    /// with a policy refusal whose reply is waiting in
+    /// [`poll_transmit`](Self::poll_transmit). Once that reply has been
+    /// taken, a refused handshake is failed: `is_complete` turns false and
+    /// both [`handle_input`](Self::handle_input) and
+    /// [`into_session`](Self::into_session) return the refusal.
     pub fn is_complete(&self) -> bool {
         matches!(self.state, State::Complete | State::Refused(_))
     }
