@@ -158,3 +158,19 @@ pub struct Negotiated {
     /// The peer's decompression ratio limit.
     pub peer_max_ratio: u32,
 }
+
+impl Default for Negotiated {
+    /// What a [`passthrough`](crate::passthrough) connection has: nothing
+    /// negotiated, default limits assumed for the peer.
+    fn default() -> Self {
+        Negotiated {
+            encrypted: false,
+            compressed: false,
+            handshake_hash: None,
+            authenticated: false,
+            peer_limits: Limits::default(),
+            peer_max_message: DEFAULT_MAX_MESSAGE,
+            peer_max_ratio: DEFAULT_MAX_RATIO,
+        }
+    }
+}

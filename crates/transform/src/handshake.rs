@@ -16,7 +16,7 @@ use crate::pipeline::PipelineParams;
 use crate::{EncryptionPolicy, HandshakeConfig, Negotiated, Role, Session};
 
 /// Largest handshake message (the payload of a `HANDSHAKE` frame) accepted.
-/// Version 1 messages are at most 71 bytes.
+/// Version 1 messages are at most 70 bytes.
 pub const MAX_HANDSHAKE_MESSAGE: u32 = 256;
 
 /// First byte of a handshake message: which handshake it belongs to.
@@ -188,12 +188,11 @@ impl Handshake {
     pub fn poll_transmit(&mut self, out: &mut BytesMut) {
         out.extend_from_slice(&self.transmit);
         self.transmit.clear();
-        if let State::Refused(_) = self.state {
-            let State::Refused(e) = std::mem::replace(&mut self.state, State::Preface) else {
-                unreachable!()
-            };
-            self.state = State::Failed(e);
-        }
+        // A refusal fails for good once it is out.
+        self.state = match std::mem::replace(&mut self.state, State::Preface) {
+            State::Refused(e) => State::Failed(e),
+            other => other,
+        };
     }
 
     /// Consumes from `src` the bytes of the handshake it can use, and no
@@ -220,9 +219,12 @@ impl Handshake {
         }
     }
 
-    /// Whether the handshake finished (successfully, or with a refusal
-    /// that [`into_session`](Self::into_session) reports after the reply is
-    /// out).
+    /// Whether the handshake finished: successfully, or (responder only)
+    /// with a policy refusal whose reply is waiting in
+    /// [`poll_transmit`](Self::poll_transmit). Once that reply has been
+    /// taken, a refused handshake is failed: `is_complete` turns false and
+    /// both [`handle_input`](Self::handle_input) and
+    /// [`into_session`](Self::into_session) return the refusal.
     pub fn is_complete(&self) -> bool {
         matches!(self.state, State::Complete | State::Refused(_))
     }

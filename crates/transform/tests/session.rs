@@ -163,4 +163,7 @@ fn passthrough_round_trips_and_is_plain_frames() {
     assert_eq!(wire, plain);
     assert_eq!(inb.decode(&mut wire).unwrap().unwrap(), frame);
     assert!(!out.is_encrypting() && !out.is_compressing());
+    let n = weft_transform::Negotiated::default();
+    assert!(!n.encrypted && !n.compressed && n.handshake_hash.is_none());
+    assert_eq!(n.peer_limits, Limits::default());
 }

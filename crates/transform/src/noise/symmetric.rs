@@ -111,3 +111,19 @@ impl SymmetricState {
         (k1, k2)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_protocol_names_are_hashed_short_ones_padded() {
+        let long = b"Noise_NNpsk0+psk2_25519_AESGCM_SHA256_and_more";
+        let ss = SymmetricState::new(long);
+        let expected = digest::digest(&digest::SHA256, long);
+        assert_eq!(&ss.handshake_hash()[..], expected.as_ref());
+        let short = SymmetricState::new(b"Noise_NN");
+        assert_eq!(&short.handshake_hash()[..8], b"Noise_NN");
+        assert_eq!(short.handshake_hash()[8..], [0; 24]);
+    }
+}
