@@ -1,13 +1,13 @@
-//! Shared inputs and the target registry for weft's benches, so the divan
-//! benches (`benches/*.rs`) and the allocation harness (`src/bin/alloc.rs`)
-//! measure the same bytes and the same operations.
+//! Shared inputs for weft's benches, so every bench and the allocation
+//! harness measure the same bytes.
 //!
-//! - [`targets()`] lists every registered target: its name (divan's path for
-//!   the same measurement, `<bench file>/<function>[/<argument>]`), a label and
-//!   a constructor for its [`Op`].
-//! - The allocation harness runs each [`Op`] many times after a warm-up and
-//!   prints allocations and bytes per op as JSON; `cargo xtask bench` compares
-//!   them with `benches/alloc-baseline.json`.
+//! - [`targets()`] is the registry: every measured operation with its name
+//!   (divan's path for the same measurement,
+//!   `<bench file>/<function>[/<argument>]`), a label and a constructor for
+//!   its [`Op`].
+//! - The allocation harness (`src/bin/alloc.rs`) runs each [`Op`] many times
+//!   after a warm-up and prints allocations and bytes per op as JSON;
+//!   `cargo xtask bench` compares them with `benches/alloc-baseline.json`.
 //!
 //! What it does NOT do: time anything (divan does), or decide pass/fail
 //! (xtask does). Benches never count towards coverage.
@@ -15,8 +15,32 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod frame;
-pub mod payload;
 mod registry;
 
-pub use frame::{FRAME_SIZES, encoded_frame, sample_frame};
 pub use registry::{Op, Target, targets};
+
+use bytes::{Bytes, BytesMut};
+use weft_frame::{Flags, Frame, FrameCodec, FrameType, Metadata};
+
+/// The payload sizes of the three frame-decode targets.
+pub const FRAME_SIZES: [usize; 3] = [64, 1024, 64 * 1024];
+
+/// A representative DATA frame with `size` payload bytes and a method entry.
+pub fn sample_frame(size: usize) -> Frame {
+    Frame {
+        ty: FrameType::DATA,
+        flags: Flags::END_STREAM,
+        stream_id: 1,
+        metadata: Metadata::builder().method("bench/echo").finish(),
+        payload: Bytes::from(vec![0xA5; size]),
+    }
+}
+
+/// `sample_frame(size)` encoded.
+pub fn encoded_frame(size: usize) -> BytesMut {
+    let mut out = BytesMut::new();
+    FrameCodec::default()
+        .encode_frame(&sample_frame(size), &mut out)
+        .expect("sample frame fits the default limits");
+    out
+}

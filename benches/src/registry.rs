@@ -51,7 +51,7 @@ pub fn targets() -> Vec<Target> {
             make: || Box::new(frame::Decode::new(64 * 1024)),
         },
         // Transform targets (passthrough, deflate, GCM, deflate + GCM on
-        // `payload::json_reference()`, out + in) register here when
+        // the ~1.3 KiB JSON payload, out + in) register here when
         // weft-transform's `passthrough` / `Outbound` / `Inbound` land.
         // End-to-end targets (TCP loopback, plain and encrypted, nil request,
         // `{"n":1}` response) register here when the `weft` facade lands.
