@@ -12,6 +12,7 @@ use crate::{Op, encoded_frame};
 /// first frame: already shared, so splitting a frame off it only bumps a
 /// reference count. (A freshly cloned `BytesMut` would allocate its shared
 /// header on the first split, which is the benchmark's cost, not the codec's.)
+/// `benches/frame.rs` prepares its inputs the same way.
 pub fn read_buffer(encoded: &BytesMut) -> BytesMut {
     let mut buf = encoded.clone();
     drop(buf.split_to(0));
