@@ -318,7 +318,13 @@ mod tests {
         for p in ["weft-transform", "weft-mux", "weft-rpc", "weft"] {
             assert_eq!(floor(p), 90.0, "{p}");
         }
-        for p in ["xtask", "weft-benches", "weft-peers", "weft-cli", "weft-testkit"] {
+        for p in [
+            "xtask",
+            "weft-benches",
+            "weft-peers",
+            "weft-cli",
+            "weft-testkit",
+        ] {
             assert!(floors.excluded.iter().any(|e| e == p), "{p}");
         }
     }
