@@ -82,15 +82,30 @@ pub(crate) fn measure(runs: usize) -> Result<BTreeMap<String, Vec<f64>>, String>
 pub(crate) fn parse(table: &str) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut file = String::new();
+    // The name column ends at the header's first `│`; tree lines (`│  ├─ `)
+    // use the same character, so rows are cut there, not split on every `│`.
+    let mut name_width = None;
     let mut stack: Vec<String> = Vec::new();
     for line in table.lines() {
-        let cells: Vec<&str> = line.split('│').map(str::trim_end).collect();
-        if cells.len() < 6 {
+        if line.contains("fastest") && line.contains('│') {
+            file = line.split_whitespace().next().unwrap_or("").to_string();
+            name_width = line.chars().position(|c| c == '│');
+            stack.clear();
             continue;
         }
-        if cells[0].contains("fastest") {
-            file = cells[0].split_whitespace().next().unwrap_or("").to_string();
-            stack.clear();
+        let Some(width) = name_width else {
+            continue;
+        };
+        let chars: Vec<char> = line.chars().collect();
+        if chars.len() <= width || chars[width] != '│' {
+            continue;
+        }
+        let first: String = chars[..width].iter().collect();
+        let others: String = chars[width + 1..].iter().collect();
+        let cells: Vec<&str> = std::iter::once(first.as_str())
+            .chain(others.split('│'))
+            .collect();
+        if cells.len() < 6 {
             continue;
         }
         let Some((depth, rest)) = split_name(cells[0]) else {
@@ -203,6 +218,39 @@ transform       fastest │ slowest │ median  │ mean    │ samples │ iter
         assert_eq!(
             paths,
             vec!["transform/passthrough", "transform/sealed/gcm/1300"]
+        );
+    }
+
+    /// Divan's own output for a group that is not the last: its children's
+    /// tree prefix starts with `│`, the column separator's character.
+    #[test]
+    fn args_under_a_group_that_is_not_last() {
+        let table = "\
+Timer precision: 27 ns
+transform              fastest       │ slowest       │ median        │ mean          │ samples │ iters
+├─ codec_only          114.6 ns      │ 3.992 µs      │ 119.6 ns      │ 169.1 ns      │ 100     │ 100
+│                      max alloc:    │               │               │               │         │
+│                        0           │ 1             │ 0             │ 0.01          │         │
+├─ deflate_settings                  │               │               │               │         │
+│  ├─ (1, false)       13.66 µs      │ 4.083 ms      │ 14.1 µs       │ 55.53 µs      │ 100     │ 100
+│  ╰─ (9, true)        16.5 µs       │ 2.205 ms      │ 17.4 µs       │ 39.58 µs      │ 100     │ 100
+╰─ passthrough         83.08 ns      │ 86.05 ns      │ 83.93 ns      │ 84.01 ns      │ 100     │ 3200
+";
+        let got: Vec<(String, f64)> = parse(table)
+            .into_iter()
+            .map(|r| (r.path, r.median_ns))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("transform/codec_only".to_string(), 119.6),
+                (
+                    "transform/deflate_settings/(1, false)".to_string(),
+                    14_100.0
+                ),
+                ("transform/deflate_settings/(9, true)".to_string(), 17_400.0),
+                ("transform/passthrough".to_string(), 83.93),
+            ]
         );
     }
 
