@@ -55,6 +55,10 @@ pub fn targets() -> Vec<Target> {
         // weft-transform's `passthrough` / `Outbound` / `Inbound` land.
         // End-to-end targets (TCP loopback, plain and encrypted, nil request,
         // `{"n":1}` response) register here when the `weft` facade lands.
+        // Their counts span client and server threads: `run` must return only
+        // once the call has completed, and work the server finishes after
+        // replying can land in a neighbouring op, so such targets may need an
+        // `allocs_tolerance` in the baseline (see docs/BENCHMARKS.md).
     ]
 }
 

@@ -114,10 +114,10 @@ fn install() -> Result<(), String> {
             TOOLCHAIN,
         ],
     )?;
-    let installed = std::process::Command::new("cargo")
-        .args(["llvm-cov", "--version"])
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("0.9.1"));
+    // `cargo install` of an installed version still rebuilds it when the
+    // toolchain differs from the one that built it (minutes), so ask first.
+    let installed = cmd::output("cargo", &["llvm-cov", "--version"])
+        .is_ok_and(|version| version.split_whitespace().any(|w| w == "0.9.1"));
     if installed {
         println!("cargo-llvm-cov 0.9.1 is installed");
         Ok(())
