@@ -1,6 +1,23 @@
 //! Shared inputs for weft's benches, so every bench and the allocation
 //! harness measure the same bytes.
+//!
+//! - [`targets()`] is the registry: every measured operation with its name
+//!   (divan's path for the same measurement,
+//!   `<bench file>/<function>[/<argument>]`), a label and a constructor for
+//!   its [`Op`].
+//! - The allocation harness (`src/bin/alloc.rs`) runs each [`Op`] many times
+//!   after a warm-up and prints allocations and bytes per op as JSON;
+//!   `cargo xtask bench` compares them with `benches/alloc-baseline.json`.
+//!
+//! What it does NOT do: time anything (divan does), or decide pass/fail
+//! (xtask does). Benches never count towards coverage.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod frame;
+mod registry;
+
+pub use registry::{Op, Target, targets};
 
 use bytes::{Bytes, BytesMut};
 use weft_frame::{Flags, Frame, FrameCodec, FrameType, Metadata};

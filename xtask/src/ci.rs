@@ -1,9 +1,12 @@
 //! `cargo xtask ci`: exactly what .ci/run runs, in order.
 
-use crate::cmd;
+use crate::{bench, cmd, coverage};
 
 /// Runs the CI steps; stops at the first failure.
-pub(crate) fn run(_args: &[String]) -> Result<(), String> {
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    if let Some(arg) = args.first() {
+        return Err(format!("ci takes no arguments, got {arg:?}"));
+    }
     cmd::run("cargo", &["fmt", "--all", "--", "--check"])?;
     cmd::run(
         "cargo",
@@ -19,5 +22,7 @@ pub(crate) fn run(_args: &[String]) -> Result<(), String> {
     )?;
     // The README's test command, verbatim.
     cmd::run("cargo", &["test", "--workspace"])?;
+    bench::run(&["--check".to_string()])?;
+    coverage::run(&[])?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Running commands, printed first.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// The workspace root (the parent of xtask/).
 pub(crate) fn root() -> PathBuf {
@@ -12,15 +12,92 @@ pub(crate) fn root() -> PathBuf {
 /// Runs `program args...` in the workspace root, printing it first; fails
 /// with a message naming the command if it exits non-zero.
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    println!("$ {program} {}", args.join(" "));
-    let status = Command::new(program)
-        .args(args)
-        .current_dir(root())
+    let status = command(program, args)
         .status()
         .map_err(|e| format!("could not start {program}: {e}"))?;
+    check(program, args, status)
+}
+
+/// Like [`run`], but returns what the command wrote to stdout (stderr still
+/// goes to the terminal, so progress stays visible).
+pub(crate) fn output(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = command(program, args)
+        .stdout(Stdio::piped())
+        .output()
+        .map_err(|e| format!("could not start {program}: {e}"))?;
+    check(program, args, out.status)?;
+    String::from_utf8(out.stdout).map_err(|_| format!("`{program}` wrote non-UTF-8 output"))
+}
+
+/// Runs a built executable (a bench binary) with `args`, returning stdout.
+pub(crate) fn output_of(exe: &Path, args: &[&str]) -> Result<String, String> {
+    output(&exe.to_string_lossy(), args)
+}
+
+fn command(program: &str, args: &[&str]) -> Command {
+    println!("$ {}", shell_words(program, args));
+    let mut command = Command::new(program);
+    command.args(args).current_dir(root());
+    command
+}
+
+fn check(program: &str, args: &[&str], status: std::process::ExitStatus) -> Result<(), String> {
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`{program} {}` failed ({status})", args.join(" ")))
+        Err(format!(
+            "`{}` failed ({status})",
+            shell_words(program, args)
+        ))
+    }
+}
+
+/// The command as one would type it: arguments with spaces are quoted.
+fn shell_words(program: &str, args: &[&str]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().copied())
+        .map(|word| {
+            if word.is_empty() || word.contains([' ', '"', '\'', '$']) {
+                format!("'{}'", word.replace('\'', r"'\''"))
+            } else {
+                word.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Reads a file under the workspace root, naming it in the error.
+pub(crate) fn read(relative: &str) -> Result<String, String> {
+    let path = root().join(relative);
+    std::fs::read_to_string(&path).map_err(|e| format!("cannot read {relative}: {e}"))
+}
+
+/// Writes a file under the workspace root (creating its directory), saying so.
+pub(crate) fn write(relative: &str, contents: &str) -> Result<(), String> {
+    let path = root().join(relative);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, contents).map_err(|e| format!("cannot write {relative}: {e}"))?;
+    println!("wrote {relative}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_commands_quote_words_with_spaces() {
+        assert_eq!(
+            shell_words("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+            "date -u '+%Y-%m-%d %H:%M UTC'"
+        );
+        assert_eq!(
+            shell_words("cargo", &["test", "--workspace"]),
+            "cargo test --workspace"
+        );
     }
 }

@@ -1,0 +1,65 @@
+//! `weft-peers`: runs every registered peer interleaved (A B C D A B C D …)
+//! over several rounds and prints one JSON document on stdout; `cargo xtask
+//! bench --peers` runs it and renders the table.
+//!
+//! usage: weft-peers [--rounds R] [--calls N] [--batches B] [--inflight K]
+
+use std::time::Duration;
+
+use serde_json::json;
+
+fn main() {
+    let mut rounds = 5;
+    let mut calls = 5000;
+    let mut batches = 200;
+    let mut inflight = 64;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let value = pair.get(1).and_then(|v| v.parse().ok());
+        let Some(value) = value else {
+            eprintln!("weft-peers: {:?} needs a number", pair[0]);
+            std::process::exit(2);
+        };
+        match pair[0].as_str() {
+            "--rounds" => rounds = value,
+            "--calls" => calls = value,
+            "--batches" => batches = value,
+            "--inflight" => inflight = value,
+            other => {
+                eprintln!("weft-peers: unknown option {other:?}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let peers = weft_peers::peers();
+    // per peer: the median of each round, in nanoseconds
+    let mut sequential = vec![Vec::new(); peers.len()];
+    let mut concurrent = vec![Vec::new(); peers.len()];
+    for round in 0..rounds {
+        for (i, peer) in peers.iter().enumerate() {
+            eprintln!("round {}/{rounds}: {}", round + 1, peer.name);
+            sequential[i].push(median_ns((peer.run_sequential)(calls)));
+            concurrent[i].push(median_ns((peer.run_concurrent)(batches, inflight)));
+        }
+    }
+    let report = json!({
+        "rounds": rounds,
+        "calls": calls,
+        "batches": batches,
+        "inflight": inflight,
+        "peers": peers.iter().enumerate().map(|(i, p)| json!({
+            "name": p.name,
+            "description": p.description,
+            "sequential_round_ns": sequential[i],
+            "concurrent_batch_round_ns": concurrent[i],
+        })).collect::<Vec<_>>(),
+    });
+    println!("{report:#}");
+}
+
+fn median_ns(mut samples: Vec<Duration>) -> u64 {
+    samples.sort_unstable();
+    samples
+        .get(samples.len() / 2)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}

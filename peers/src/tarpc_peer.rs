@@ -1,0 +1,78 @@
+//! tarpc 0.38 with its serde transport (bincode over a length-delimited
+//! TCP stream, nodelay), `BaseChannel` spawning each request, the stock
+//! client. The service returns the 7-byte body as a `String`.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use tarpc::server::{BaseChannel, Channel};
+use tarpc::tokio_serde::formats::Bincode;
+use tarpc::{client, context, serde_transport};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::LengthDelimitedCodec;
+
+use crate::{RESPONSE, runtime, time_each};
+
+/// The benchmark service: a nil request, a 7-byte response.
+#[tarpc::service]
+pub trait Ping {
+    /// Returns `{"n":1}`.
+    async fn ping() -> String;
+}
+
+#[derive(Clone, Debug)]
+struct PingServer;
+
+impl Ping for PingServer {
+    async fn ping(self, _: context::Context) -> String {
+        // An owned String per call is what a tarpc String response costs.
+        String::from_utf8_lossy(RESPONSE).into_owned()
+    }
+}
+
+/// Times `n` sequential round trips.
+pub fn run_sequential(n: usize) -> Vec<Duration> {
+    runtime().block_on(async {
+        let client = connect().await;
+        time_each(n, async || call(&client).await).await
+    })
+}
+
+/// Times `n` batches of `inflight` concurrent calls on one client.
+pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
+    runtime().block_on(async {
+        let client = connect().await;
+        time_each(n, async || {
+            join_all((0..inflight).map(|_| call(&client))).await;
+        })
+        .await
+    })
+}
+
+async fn call(client: &PingClient) {
+    let body = client.ping(context::current()).await.expect("tarpc call");
+    assert_eq!(body.as_bytes(), RESPONSE);
+}
+
+async fn connect() -> PingClient {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.expect("accept");
+        stream.set_nodelay(true).expect("nodelay");
+        let framed = LengthDelimitedCodec::builder().new_framed(stream);
+        let transport = serde_transport::new(framed, Bincode::default());
+        BaseChannel::with_defaults(transport)
+            .execute(PingServer.serve())
+            .for_each(|response| async move {
+                tokio::spawn(response);
+            })
+            .await;
+    });
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let framed = LengthDelimitedCodec::builder().new_framed(stream);
+    let transport = serde_transport::new(framed, Bincode::default());
+    PingClient::new(client::Config::default(), transport).spawn()
+}

@@ -1,0 +1,152 @@
+//! tonic 0.14 unary gRPC over HTTP/2 without protobuf: tonic's generic
+//! `server::Grpc` and `client::Grpc` with a hand-written codec whose messages
+//! are raw `Bytes`. One `Channel` (one HTTP/2 connection) carries every call.
+
+use std::convert::Infallible;
+use std::future::{Future, Ready, ready};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes};
+use futures_util::future::join_all;
+use http::uri::PathAndQuery;
+use tokio::net::TcpListener;
+use tonic::body::Body;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::server::{Grpc as GrpcServer, UnaryService};
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::{Request, Response, Status};
+
+use crate::{RESPONSE, runtime, time_each};
+
+/// The one method's path.
+const PATH: &str = "/weft.peers.Ping/Ping";
+
+/// Times `n` sequential round trips.
+pub fn run_sequential(n: usize) -> Vec<Duration> {
+    runtime().block_on(async {
+        let client = connect().await;
+        time_each(n, async || call(client.clone()).await).await
+    })
+}
+
+/// Times `n` batches of `inflight` concurrent calls on one channel.
+pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
+    runtime().block_on(async {
+        let client = connect().await;
+        time_each(n, async || {
+            join_all((0..inflight).map(|_| call(client.clone()))).await;
+        })
+        .await
+    })
+}
+
+async fn call(mut client: tonic::client::Grpc<Channel>) {
+    client.ready().await.expect("channel ready");
+    let response: Response<Bytes> = client
+        .unary(
+            Request::new(Bytes::new()),
+            PathAndQuery::from_static(PATH),
+            BytesCodec,
+        )
+        .await
+        .expect("tonic call");
+    assert_eq!(&response.into_inner()[..], RESPONSE);
+}
+
+async fn connect() -> tonic::client::Grpc<Channel> {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tokio::spawn(async move {
+        Server::builder()
+            .serve_with_incoming(PingService, incoming)
+            .await
+            .expect("tonic server");
+    });
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint uri")
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .expect("connect");
+    tonic::client::Grpc::new(channel)
+}
+
+/// The HTTP service: routes [`PATH`] to [`PingMethod`], anything else to
+/// UNIMPLEMENTED (what tonic's generated code does).
+#[derive(Clone, Copy, Debug)]
+struct PingService;
+
+impl tower_service::Service<http::Request<Body>> for PingService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if request.uri().path() == PATH {
+            Box::pin(
+                async move { Ok(GrpcServer::new(BytesCodec).unary(PingMethod, request).await) },
+            )
+        } else {
+            Box::pin(async move { Ok(Status::unimplemented("no such method").into_http()) })
+        }
+    }
+}
+
+/// The unary method: ignores the nil request, answers [`RESPONSE`].
+#[derive(Clone, Copy, Debug)]
+struct PingMethod;
+
+impl UnaryService<Bytes> for PingMethod {
+    type Response = Bytes;
+    type Future = Ready<Result<Response<Bytes>, Status>>;
+
+    fn call(&mut self, _request: Request<Bytes>) -> Self::Future {
+        ready(Ok(Response::new(Bytes::from_static(RESPONSE))))
+    }
+}
+
+/// A codec whose messages are the raw message bytes (no protobuf).
+#[derive(Clone, Copy, Debug, Default)]
+struct BytesCodec;
+
+impl Codec for BytesCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = BytesCodec;
+    type Decoder = BytesCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        BytesCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        BytesCodec
+    }
+}
+
+impl Encoder for BytesCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for BytesCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}

@@ -1,0 +1,217 @@
+//! `cargo xtask bench --peers`: runs the `weft-peers` binary (every peer
+//! interleaved, A B C D A B C D …, over several rounds, release build), then
+//! prints medians and ratios and renders the peers section of
+//! docs/BENCHMARKS.md.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::cmd;
+use crate::stats::{Summary, format_ns, three_digits};
+
+use super::report::{self, Context};
+use super::svg::{self, Bar};
+
+/// The sequential figures are compared with this peer (the floor).
+const SEQUENTIAL_REFERENCE: &str = "std-net";
+/// The concurrent throughput is compared with this peer.
+const CONCURRENT_REFERENCE: &str = "tarpc";
+
+/// One peer's figures over the rounds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PeerRow {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    /// Round medians of one sequential round trip, ns.
+    pub(crate) sequential: Summary,
+    /// Round medians of one batch of `inflight` concurrent calls, ns.
+    pub(crate) batch: Summary,
+}
+
+/// What the peers binary measured.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PeersRun {
+    pub(crate) rounds: u64,
+    pub(crate) calls: u64,
+    pub(crate) batches: u64,
+    pub(crate) inflight: u64,
+    pub(crate) peers: Vec<PeerRow>,
+}
+
+pub(crate) fn run(rounds: usize) -> Result<(), String> {
+    let context = Context::gather("cargo xtask bench --peers")?;
+    let rounds = rounds.to_string();
+    let json = cmd::output(
+        "cargo",
+        &[
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "weft-peers",
+            "--",
+            "--rounds",
+            &rounds,
+        ],
+    )?;
+    cmd::write("target/bench/peers.json", &json)?;
+    let run = parse(&json)?;
+    let table = table(&run);
+    println!("\n{table}");
+    report::update_doc("xtask bench --peers", &section(&context, &run, &table))?;
+    cmd::write("docs/benchmarks-peers.svg", &chart(&run))
+}
+
+/// Parses the peers binary's JSON.
+pub(crate) fn parse(json: &str) -> Result<PeersRun, String> {
+    let doc: Value = serde_json::from_str(json).map_err(|e| format!("peers output: {e}"))?;
+    let number = |key: &str| doc[key].as_u64().ok_or(format!("peers output: no {key:?}"));
+    let summary = |p: &Value, key: &str| {
+        let samples: Vec<f64> = p[key]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        Summary::of(&samples).ok_or(format!("peers output: no samples in {key:?}"))
+    };
+    let peers = doc["peers"]
+        .as_array()
+        .ok_or("peers output: no \"peers\" array")?
+        .iter()
+        .map(|p| {
+            Ok(PeerRow {
+                name: p["name"].as_str().unwrap_or("?").to_string(),
+                description: p["description"].as_str().unwrap_or("").to_string(),
+                sequential: summary(p, "sequential_round_ns")?,
+                batch: summary(p, "concurrent_batch_round_ns")?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(PeersRun {
+        rounds: number("rounds")?,
+        calls: number("calls")?,
+        batches: number("batches")?,
+        inflight: number("inflight")?,
+        peers,
+    })
+}
+
+impl PeersRun {
+    /// Calls per second with `inflight` calls in flight, at the median batch.
+    fn throughput(&self, row: &PeerRow) -> f64 {
+        self.inflight as f64 / (row.batch.median / 1e9)
+    }
+
+    fn find(&self, name: &str) -> Option<&PeerRow> {
+        self.peers.iter().find(|p| p.name == name)
+    }
+}
+
+/// The comparison table (markdown; also what the terminal shows).
+pub(crate) fn table(run: &PeersRun) -> String {
+    let seq_ref = run.find(SEQUENTIAL_REFERENCE).map(|r| r.sequential.median);
+    let conc_ref = run.find(CONCURRENT_REFERENCE).map(|r| run.throughput(r));
+    let ratio = |value: f64, reference: Option<f64>| {
+        reference.map_or("—".to_string(), |r| {
+            format!("{}×", three_digits(value / r))
+        })
+    };
+    let mut out = format!(
+        "| peer | sequential round trip | spread | vs {SEQUENTIAL_REFERENCE} | {} in flight: per call | spread | calls/s | vs {CONCURRENT_REFERENCE} calls/s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+        run.inflight
+    );
+    for p in &run.peers {
+        let calls_per_second = run.throughput(p);
+        let _ = writeln!(
+            out,
+            "| {} | {} | ±{:.1} % | {} | {} | ±{:.1} % | {:.0} | {} |",
+            p.name,
+            format_ns(p.sequential.median),
+            p.sequential.spread_percent(),
+            ratio(p.sequential.median, seq_ref),
+            format_ns(p.batch.median / run.inflight as f64),
+            p.batch.spread_percent(),
+            calls_per_second,
+            ratio(calls_per_second, conc_ref),
+        );
+    }
+    out
+}
+
+fn section(context: &Context, run: &PeersRun, table: &str) -> String {
+    let mut peers = String::new();
+    for p in &run.peers {
+        let _ = writeln!(peers, "- `{}`: {}", p.name, p.description);
+    }
+    format!(
+        "{}\n\nEach of {} rounds runs every peer in turn (interleaved); a round's figure is \
+         the median of {} sequential calls, or of {} batches of {} concurrent calls, after a \
+         warm-up. The table gives the median of the round figures and ± half their range. \
+         Nil request, 7-byte `{{\"n\":1}}` response, TCP loopback, one connection, client and \
+         server in one process.\n\n{}\n{}\n![peers](benchmarks-peers.svg)\n",
+        context.line(),
+        run.rounds,
+        run.calls,
+        run.batches,
+        run.inflight,
+        peers,
+        table
+    )
+}
+
+fn chart(run: &PeersRun) -> String {
+    let mut bars: Vec<Bar> = run
+        .peers
+        .iter()
+        .map(|p| Bar {
+            label: format!("{} sequential", p.name),
+            value: p.sequential.median,
+            text: format_ns(p.sequential.median),
+        })
+        .collect();
+    bars.extend(run.peers.iter().map(|p| {
+        let per_call = p.batch.median / run.inflight as f64;
+        Bar {
+            label: format!("{} {} in flight", p.name, run.inflight),
+            value: per_call,
+            text: format!("{} per call", format_ns(per_call)),
+        }
+    }));
+    svg::bars(
+        "Round trip per call (lower is better)",
+        "nil request, 7-byte response, TCP loopback; median of interleaved rounds",
+        &bars,
+        false,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = r#"{"rounds": 3, "calls": 100, "batches": 10, "inflight": 64, "peers": [
+        {"name": "std-net", "description": "floor", "sequential_round_ns": [20000, 22000, 21000], "concurrent_batch_round_ns": [64000, 64000, 64000]},
+        {"name": "tarpc", "description": "tarpc", "sequential_round_ns": [40000, 44000, 42000], "concurrent_batch_round_ns": [640000, 600000, 680000]}]}"#;
+
+    #[test]
+    fn medians_and_ratios_against_the_references() {
+        let run = parse(RUN).unwrap();
+        assert_eq!(run.peers[1].sequential.median, 42000.0);
+        let table = table(&run);
+        let tarpc = table.lines().find(|l| l.starts_with("| tarpc")).unwrap();
+        // 42 µs vs 21 µs sequential; 100 000 calls/s vs std-net's 1 000 000
+        assert_eq!(
+            tarpc,
+            "| tarpc | 42.0 µs | ±4.8 % | 2.00× | 10.0 µs | ±6.2 % | 100000 | 1.00× |"
+        );
+        let std = table.lines().find(|l| l.starts_with("| std-net")).unwrap();
+        assert!(std.ends_with("| 1000000 | 10.0× |"), "{std}");
+    }
+
+    #[test]
+    fn a_peer_without_samples_is_an_error() {
+        let broken = RUN.replace("[20000, 22000, 21000]", "[]");
+        assert!(parse(&broken).is_err());
+    }
+}
