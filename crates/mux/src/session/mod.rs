@@ -510,7 +510,7 @@ impl Session {
         let id = self.accept_queue.pop_front()?;
         if let Some(s) = self.streams.get_mut(&id) {
             s.accepted = true;
-            if s.failed.is_some() {
+            if std::mem::take(&mut s.reset_pending_accept) {
                 self.pending_accept_resets -= 1;
             }
         }
@@ -530,7 +530,7 @@ impl Session {
             while let Some(id) = self.accept_queue.pop_front() {
                 if let Some(s) = self.streams.get_mut(&id) {
                     s.accepted = true;
-                    if s.failed.is_some() {
+                    if std::mem::take(&mut s.reset_pending_accept) {
                         self.pending_accept_resets -= 1;
                     }
                 }
@@ -903,6 +903,9 @@ impl Session {
         };
         self.fail_stream(id, kind);
         if pending_accept {
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.reset_pending_accept = true;
+            }
             self.pending_accept_resets += 1;
             if self.pending_accept_resets > self.pending_accept_reset_budget {
                 return Err(CloseCause::local(
