@@ -1,0 +1,502 @@
+//! The thin tokio driver: one task per connection that reads, fires timers
+//! and finishes writes; application calls write their own frames inline.
+//!
+//! All connection state sits behind one `std::sync::Mutex` (critical sections
+//! are short and never await). Writes happen under that lock from whichever
+//! side has something to send: a `send` that finds the writer idle encodes
+//! and writes its own frame in the same call, so a round trip needs no
+//! wake-up of a writer task. Only when the socket is not writable does the
+//! driver task (whose waker the write registered) take over; frames queued
+//! meanwhile are coalesced into its next write. Every write drains control
+//! frames before data, and the buffer is flushed when the queue is empty.
+//!
+//! Reading works the same way: a `recv` that finds its stream empty reads
+//! the socket itself (decoding every frame it gets, for any stream), so the
+//! task waiting for a reply is the one the socket wakes. When it has its
+//! chunk, or its `recv` future is dropped, it hands the read registration
+//! back to the driver task, so some task always watches the socket.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Sleep;
+use tracing::Span;
+use weft_frame::Reason;
+
+use crate::error::CloseCause;
+use crate::idmap::IdMap;
+use crate::pipeline::{Inbound, Negotiated, Outbound};
+use crate::session::{Event, Session};
+
+/// Wakers of one stream's tasks.
+#[derive(Debug, Default)]
+pub(crate) struct StreamWakers {
+    pub(crate) recv: Option<Waker>,
+    pub(crate) send: Option<Waker>,
+}
+
+/// The write side: the transport's write half, the record pipeline and the
+/// coalescing buffer.
+pub(crate) struct Writer {
+    outbound: Outbound,
+    buf: BytesMut,
+    coalesce: usize,
+    needs_flush: bool,
+    shut: bool,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("buffered", &self.buf.len())
+            .field("shut", &self.shut)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The read side: the transport's read half, the record pipeline and the
+/// read buffer (received payloads are slices of it).
+pub(crate) struct Reader {
+    inbound: Inbound,
+    buf: BytesMut,
+    /// Bytes read during the handshake are waiting in `buf`.
+    leftover: bool,
+    eof: bool,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("buffered", &self.buf.len())
+            .field("eof", &self.eof)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The transport, both directions (no split: the connection lock already
+/// serialises access, and `tokio::io::split` would add a lock per call).
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
+
+/// Everything behind the connection's lock.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    io: Io,
+    pub(crate) session: Session,
+    writer: Writer,
+    reader: Reader,
+    /// The stream whose `recv` holds the socket's read registration (its
+    /// task is woken when bytes arrive); `None`: the driver holds it.
+    pub(crate) read_owner: Option<u32>,
+    pub(crate) wakers: IdMap<StreamWakers>,
+    pub(crate) accept_waker: Option<Waker>,
+    pub(crate) closed_wakers: Vec<Waker>,
+    driver_waker: Waker,
+    armed: Option<Instant>,
+    /// The driver has finished: the transport is shut or failed.
+    pub(crate) done: bool,
+}
+
+pub(crate) struct Io(Box<dyn Transport>);
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Io")
+    }
+}
+
+/// Shared by the driver, the `Connection` handles and every `Stream`.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) negotiated: Negotiated,
+    pub(crate) span: Span,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The current time on tokio's clock (virtual in paused tests).
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+impl Inner {
+    /// Writes what the session has to send and dispatches its events. The
+    /// driver calls this; application calls use [`pump_app`](Self::pump_app).
+    pub(crate) fn pump(&mut self) {
+        if let Err(e) = self.write_out() {
+            tracing::debug!(error = %e, "write failed");
+            self.session
+                .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
+            self.writer.buf.clear();
+            self.writer.shut = true;
+        }
+        self.dispatch_events();
+    }
+
+    /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier
+    /// or the connection closed (the driver shuts the transport down).
+    pub(crate) fn pump_app(&mut self) {
+        self.pump();
+        let earlier = self
+            .session
+            .poll_timeout()
+            .is_some_and(|t| self.armed.is_none_or(|a| t < a));
+        if earlier || self.session.is_closed() {
+            self.driver_waker.wake_by_ref();
+        }
+    }
+
+    /// Encodes queued frames into the buffer and writes it, until the
+    /// session has nothing left or the socket is not writable (the driver's
+    /// waker is registered then).
+    fn write_out(&mut self) -> io::Result<()> {
+        let w = &mut self.writer;
+        let io = &mut self.io.0;
+        if w.shut {
+            return Ok(());
+        }
+        let mut cx = Context::from_waker(&self.driver_waker);
+        loop {
+            while w.buf.len() < w.coalesce {
+                let Some(frame) = self.session.poll_transmit() else {
+                    break;
+                };
+                if let Err(e) = w.outbound.encode(&frame, &mut w.buf) {
+                    return Err(io::Error::other(e));
+                }
+            }
+            if w.buf.is_empty() {
+                if w.needs_flush {
+                    match Pin::new(&mut **io).poll_flush(&mut cx) {
+                        Poll::Ready(r) => {
+                            w.needs_flush = false;
+                            r?;
+                        }
+                        Poll::Pending => {}
+                    }
+                }
+                return Ok(());
+            }
+            match Pin::new(&mut **io).poll_write(&mut cx, &w.buf) {
+                Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    w.buf.advance(n);
+                    w.needs_flush = true;
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => return Ok(()),
+            }
+        }
+    }
+
+    fn dispatch_events(&mut self) {
+        while let Some(ev) = self.session.poll_event() {
+            match ev {
+                Event::Readable(id) => {
+                    if let Some(w) = self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
+                        w.wake();
+                    }
+                }
+                Event::Writable(id) => {
+                    if let Some(w) = self.wakers.get_mut(&id).and_then(|w| w.send.take()) {
+                        w.wake();
+                    }
+                }
+                Event::Incoming | Event::GoingAway => {
+                    if let Some(w) = self.accept_waker.take() {
+                        w.wake();
+                    }
+                }
+                Event::Closed => {
+                    if let Some(w) = self.accept_waker.take() {
+                        w.wake();
+                    }
+                    for w in self.wakers.values_mut() {
+                        if let Some(w) = w.recv.take() {
+                            w.wake();
+                        }
+                        if let Some(w) = w.send.take() {
+                            w.wake();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        self.done = true;
+        for w in self.closed_wakers.drain(..) {
+            w.wake();
+        }
+    }
+}
+
+/// Builds the shared state for a connection whose handshake is done.
+/// `buf` holds any bytes read past the handshake.
+pub(crate) fn shared(
+    session: Session,
+    io: Box<dyn Transport>,
+    pipeline: (Inbound, Outbound),
+    buf: BytesMut,
+    negotiated: Negotiated,
+    coalesce: usize,
+    span: Span,
+) -> Arc<Shared> {
+    Arc::new(Shared {
+        inner: Mutex::new(Inner {
+            io: Io(io),
+            session,
+            writer: Writer {
+                outbound: pipeline.1,
+                buf: BytesMut::with_capacity(8 * 1024),
+                coalesce,
+                needs_flush: false,
+                shut: false,
+            },
+            reader: Reader {
+                inbound: pipeline.0,
+                leftover: !buf.is_empty(),
+                buf,
+                eof: false,
+            },
+            read_owner: None,
+            wakers: IdMap::default(),
+            accept_waker: None,
+            closed_wakers: Vec::new(),
+            driver_waker: Waker::noop().clone(),
+            armed: None,
+            done: false,
+        }),
+        negotiated,
+        span,
+    })
+}
+
+/// Reads below this much free room trigger a reserve of `READ_CHUNK`.
+const READ_MIN: usize = 1024;
+const READ_CHUNK: usize = 16 * 1024;
+/// Read calls per poll before yielding to other tasks.
+const READS_PER_POLL: usize = 16;
+
+impl Inner {
+    /// Reads and handles frames until the socket has nothing more (its
+    /// waker, from `cx`, is then registered), the session stops reading, or
+    /// the per-poll budget is used (then `cx` is woken to continue).
+    /// Returns whether any bytes arrived and whether `cx`'s waker is now
+    /// registered for the socket.
+    pub(crate) fn read_frames(&mut self, cx: &mut Context<'_>) -> (bool, bool) {
+        let mut got = false;
+        for _ in 0..READS_PER_POLL {
+            if self.reader.eof || !self.session.wants_read() {
+                return (got, false);
+            }
+            let r = &mut self.reader;
+            let res = if std::mem::take(&mut r.leftover) {
+                Poll::Ready(Ok(usize::MAX))
+            } else {
+                if r.buf.capacity() - r.buf.len() < READ_MIN {
+                    r.buf.reserve(READ_CHUNK);
+                }
+                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf)
+            };
+            match res {
+                Poll::Pending => return (got, true),
+                Poll::Ready(Ok(0)) => {
+                    self.reader.eof = true;
+                    self.decode(true);
+                    return (true, false);
+                }
+                Poll::Ready(Ok(_)) => {
+                    got = true;
+                    self.decode(false);
+                }
+                Poll::Ready(Err(e)) => {
+                    tracing::debug!(error = %e, "read failed");
+                    self.reader.eof = true;
+                    self.session.handle_transport_closed(CloseCause::peer(
+                        Reason::INTERNAL_ERROR,
+                        "transport read failed",
+                    ));
+                    return (true, false);
+                }
+            }
+        }
+        cx.waker().wake_by_ref();
+        (got, true)
+    }
+
+    /// Reads with the driver's waker, so the driver watches the socket
+    /// again (a `recv` that held the registration is done with it).
+    pub(crate) fn return_read_registration(&mut self) {
+        if self.read_owner.take().is_some() {
+            let waker = self.driver_waker.clone();
+            let mut cx = Context::from_waker(&waker);
+            if self.read_frames(&mut cx).0 {
+                self.pump_app();
+            }
+        }
+    }
+
+    fn decode(&mut self, eof: bool) {
+        let now = now();
+        loop {
+            let r = &mut self.reader;
+            let res = if eof {
+                r.inbound.decode_eof(&mut r.buf)
+            } else {
+                r.inbound.decode(&mut r.buf)
+            };
+            match res {
+                Ok(Some(frame)) => self.session.handle_frame(frame, now),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "bad input from peer");
+                    match e.stream_id() {
+                        Some(id) if !e.is_fatal() => self.session.reset(id, e.reason()),
+                        _ => self.session.close(e.reason(), "undecodable input"),
+                    }
+                    if e.is_fatal() {
+                        break;
+                    }
+                }
+            }
+            if self.session.is_closed() {
+                break;
+            }
+        }
+        if eof {
+            self.session.handle_transport_closed(CloseCause::peer(
+                Reason::NO_ERROR,
+                "transport closed by peer",
+            ));
+        }
+    }
+}
+
+/// The connection task: watches the socket when no `recv` does, fires
+/// timers, completes writes the socket was not ready for, and shuts the
+/// transport down at the end.
+pub(crate) struct Driver {
+    shared: Arc<Shared>,
+    sleep: Option<Pin<Box<Sleep>>>,
+    armed: Option<Instant>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Driver {
+            shared,
+            sleep: None,
+            armed: None,
+        }
+    }
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let shared = this.shared.clone();
+        let _enter = shared.span.enter();
+        let mut inner = shared.lock();
+        if !inner.driver_waker.will_wake(cx.waker()) {
+            inner.driver_waker = cx.waker().clone();
+        }
+        // Take the read registration (back): reading with our waker.
+        inner.read_owner = None;
+        let blocked = !inner.session.wants_read();
+        inner.read_frames(cx);
+        // Timers. The sleep exists only while the session has a deadline,
+        // so a busy connection without one costs the timer wheel nothing.
+        if let Some(sleep) = this.sleep.as_mut()
+            && sleep.as_mut().poll(cx).is_ready()
+        {
+            this.armed = None;
+            inner.session.handle_timeout(now());
+        }
+        inner.pump();
+        if blocked && inner.session.wants_read() {
+            // Our control queue drained: read again (and register).
+            inner.read_frames(cx);
+            inner.pump();
+        }
+        match inner.session.poll_timeout() {
+            None => {
+                this.sleep = None;
+                this.armed = None;
+            }
+            Some(t) if this.armed.is_none_or(|a| t < a) => {
+                this.armed = Some(t);
+                let at = tokio::time::Instant::from_std(t);
+                let sleep = match this.sleep.as_mut() {
+                    Some(sleep) => {
+                        sleep.as_mut().reset(at);
+                        sleep
+                    }
+                    None => this.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+                };
+                if sleep.as_mut().poll(cx).is_ready() {
+                    // Already due: handle it on the next poll.
+                    this.armed = None;
+                    cx.waker().wake_by_ref();
+                }
+            }
+            Some(_) => {} // a later deadline: re-armed when the sleep fires
+        }
+        inner.armed = this.armed;
+        if inner.session.is_closed() {
+            return poll_close(&mut inner, cx);
+        }
+        Poll::Pending
+    }
+}
+
+/// Flushes the final frames, shuts the transport, wakes everyone.
+fn poll_close(inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
+    let w = &mut inner.writer;
+    if !w.shut {
+        if !w.buf.is_empty() || inner.session.has_transmit() {
+            // `pump` registered our waker if the socket was not ready.
+            return Poll::Pending;
+        }
+        match Pin::new(&mut *inner.io.0).poll_shutdown(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(_) => w.shut = true,
+        }
+    }
+    inner.finish();
+    Poll::Ready(())
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // The runtime dropped us (or we finished): nobody drives I/O any more.
+        let mut inner = self.shared.lock();
+        inner.session.handle_transport_closed(CloseCause::local(
+            Reason::INTERNAL_ERROR,
+            "connection task stopped",
+        ));
+        inner.writer.shut = true;
+        inner.dispatch_events();
+        inner.finish();
+    }
+}

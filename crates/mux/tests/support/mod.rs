@@ -1,0 +1,169 @@
+//! Test support: an in-memory pair of sessions with a virtual clock, and a
+//! scripted raw-frame peer.
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+use weft_frame::{Frame, FrameCodec};
+use weft_mux::Config;
+use weft_mux::session::{Event, Recv, Role, Session};
+
+/// Two sessions wired back to back; frames go through the real codec.
+pub struct Pair {
+    pub client: Session,
+    pub server: Session,
+    pub now: Instant,
+    codec: FrameCodec,
+}
+
+impl Pair {
+    pub fn new() -> Pair {
+        Pair::with(Config::default(), Config::default())
+    }
+
+    pub fn with(client: Config, server: Config) -> Pair {
+        let now = Instant::now();
+        let mut p = Pair {
+            client: Session::new(Role::Client, &client, now),
+            server: Session::new(Role::Server, &server, now),
+            now,
+            codec: FrameCodec::default(),
+        };
+        p.drive();
+        p
+    }
+
+    /// Moves frames both ways until neither side has anything to send.
+    /// Returns the number of frames moved.
+    pub fn drive(&mut self) -> usize {
+        let mut moved = 0;
+        loop {
+            let mut any = false;
+            while let Some(f) = self.client.poll_transmit() {
+                let f = self.roundtrip(f);
+                self.server.handle_frame(f, self.now);
+                any = true;
+                moved += 1;
+            }
+            while let Some(f) = self.server.poll_transmit() {
+                let f = self.roundtrip(f);
+                self.client.handle_frame(f, self.now);
+                any = true;
+                moved += 1;
+            }
+            if !any {
+                return moved;
+            }
+        }
+    }
+
+    fn roundtrip(&mut self, f: Frame) -> Frame {
+        let mut buf = BytesMut::new();
+        self.codec.encode(&f, &mut buf).unwrap();
+        self.codec.decode(&mut buf).unwrap().unwrap()
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.client.handle_timeout(self.now);
+        self.server.handle_timeout(self.now);
+    }
+}
+
+/// Drains a session's events.
+pub fn events(s: &mut Session) -> Vec<Event> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+/// Receives everything buffered on a stream: (bytes, ended, error).
+pub fn drain(s: &mut Session, id: u32) -> (Vec<u8>, bool, Option<weft_mux::StreamError>) {
+    let mut out = Vec::new();
+    loop {
+        match s.recv(id) {
+            Recv::Chunk(c) => out.extend_from_slice(&c.data),
+            Recv::End => return (out, true, None),
+            Recv::Pending => return (out, false, None),
+            Recv::Failed(e) => return (out, false, Some(e)),
+        }
+    }
+}
+
+pub fn bytes(n: usize) -> Bytes {
+    Bytes::from((0..n).map(|i| i as u8).collect::<Vec<u8>>())
+}
+
+/// A session under test fed by a scripted raw-frame peer.
+pub struct Scripted {
+    pub s: Session,
+    pub now: Instant,
+}
+
+impl Scripted {
+    /// A session in `role` that has already received the peer's settings
+    /// (default windows) and sent its own.
+    pub fn new(role: Role, config: Config) -> Scripted {
+        let now = Instant::now();
+        let mut s = Session::new(role, &config, now);
+        s.handle_frame(
+            weft_mux::session::settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024),
+            now,
+        );
+        let mut me = Scripted { s, now };
+        me.out();
+        me
+    }
+
+    pub fn server(config: Config) -> Scripted {
+        Scripted::new(Role::Server, config)
+    }
+
+    pub fn feed(&mut self, f: Frame) {
+        self.s.handle_frame(f, self.now);
+    }
+
+    /// Everything the session wants to send now.
+    pub fn out(&mut self) -> Vec<Frame> {
+        std::iter::from_fn(|| self.s.poll_transmit()).collect()
+    }
+
+    pub fn open(&mut self, id: u32, payload: &'static [u8], end: bool) {
+        let flags = if end { Flags::END_STREAM } else { Flags::NONE };
+        self.feed(Frame::new(
+            FrameType::OPEN,
+            flags,
+            id,
+            Bytes::from_static(payload),
+        ));
+    }
+
+    pub fn data(&mut self, id: u32, payload: Bytes, end: bool) {
+        let flags = if end { Flags::END_STREAM } else { Flags::NONE };
+        self.feed(Frame::new(FrameType::DATA, flags, id, payload));
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.s.handle_timeout(self.now);
+    }
+}
+
+/// The reason of the first GOAWAY among `frames`.
+pub fn goaway(frames: &[Frame]) -> Option<Reason> {
+    frames
+        .iter()
+        .find(|f| f.ty == FrameType::GOAWAY)
+        .map(|f| f.parse_goaway().unwrap().1)
+}
+
+/// `(stream id, reason)` of every RESET among `frames`.
+pub fn resets(frames: &[Frame]) -> Vec<(u32, Reason)> {
+    frames
+        .iter()
+        .filter(|f| f.ty == FrameType::RESET)
+        .map(|f| (f.stream_id, f.parse_reset().unwrap()))
+        .collect()
+}
+
+use weft_frame::{Flags, FrameType, Reason};
