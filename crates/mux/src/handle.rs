@@ -242,7 +242,11 @@ impl Stream {
     /// While it waits, this call reads the socket itself (for every
     /// stream), so the reply wakes this task directly; cancel safe.
     pub async fn recv(&mut self) -> Result<Option<Chunk>, StreamError> {
-        RecvFuture { stream: self }.await
+        RecvFuture {
+            stream: self,
+            waiting: false,
+        }
+        .await
     }
 
     /// Polls for the next chunk (see [`recv`](Self::recv)); it leaves socket
@@ -263,19 +267,27 @@ impl Stream {
                 Recv::Chunk(c) => Ok(Some(c)),
                 Recv::End => Ok(None),
                 Recv::Failed(e) => Err(e),
-                Recv::Pending if !tried => {
-                    // Nothing buffered: read the socket ourselves.
+                Recv::Pending if !tried && inner.read_needed() => {
+                    // Nothing buffered and the socket may have bytes: read
+                    // it ourselves, for every stream.
                     tried = true;
-                    let (got, registered) = inner.read_frames(cx);
-                    if registered {
-                        inner.read_owner = Some(self.id);
+                    // Our own read must not wake us through the stream's
+                    // event waker.
+                    if let Some(w) = inner.wakers.get_mut(&self.id) {
+                        w.recv = None;
                     }
-                    if got {
+                    if inner.read_frames() {
                         inner.pump_app();
                     }
                     continue;
                 }
                 Recv::Pending => {
+                    if read_inline {
+                        // The socket wakes this task when bytes arrive.
+                        inner.read_wake.set_recv(self.id, cx.waker());
+                    }
+                    // Another task's read (or the driver's) that brings our
+                    // data wakes us through this one.
                     if let Some(w) = inner.wakers.get_mut(&self.id) {
                         match &w.recv {
                             Some(old) if old.will_wake(cx.waker()) => {}
@@ -285,8 +297,8 @@ impl Stream {
                     return Poll::Pending;
                 }
             };
-            if inner.read_owner == Some(self.id) {
-                inner.return_read_registration();
+            if read_inline {
+                inner.read_wake.clear_recv(self.id, false);
             }
             if inner.session.has_transmit() {
                 inner.pump_app();
@@ -305,25 +317,30 @@ impl Stream {
     }
 }
 
-/// The future of [`Stream::recv`]: hands the socket's read registration
-/// back to the connection task if it is dropped while holding it.
+/// The future of [`Stream::recv`]: if dropped while waiting for socket
+/// bytes, it hands the watch back to the connection task.
 struct RecvFuture<'a> {
     stream: &'a mut Stream,
+    waiting: bool,
 }
 
 impl Future for RecvFuture<'_> {
     type Output = Result<Option<Chunk>, StreamError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.stream.poll_recv_inner(cx, true)
+        let r = self.stream.poll_recv_inner(cx, true);
+        self.waiting = r.is_pending();
+        r
     }
 }
 
 impl Drop for RecvFuture<'_> {
     fn drop(&mut self) {
-        let mut inner = self.stream.shared.lock();
-        if inner.read_owner == Some(self.stream.id) {
-            inner.return_read_registration();
+        if self.waiting {
+            // Cancelled while the socket would wake us: the driver watches
+            // it again (and reads anything that woke us meanwhile).
+            let inner = self.stream.shared.lock();
+            inner.read_wake.clear_recv(self.stream.id, true);
         }
     }
 }
@@ -331,9 +348,6 @@ impl Drop for RecvFuture<'_> {
 impl Drop for Stream {
     fn drop(&mut self) {
         let mut inner = self.shared.lock();
-        if inner.read_owner == Some(self.id) {
-            inner.return_read_registration();
-        }
         inner.session.release(self.id, now());
         inner.wakers.remove(&self.id);
         inner.pump_app();
