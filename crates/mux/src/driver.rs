@@ -224,10 +224,11 @@ impl Inner {
     /// or the connection closed (the driver shuts the transport down).
     pub(crate) fn pump_app(&mut self) {
         self.pump();
-        let earlier = self
-            .session
-            .poll_timeout()
-            .is_some_and(|t| self.armed.is_none_or(|a| t < a));
+        let earlier = self.session.take_timer_changed()
+            && self
+                .session
+                .poll_timeout()
+                .is_some_and(|t| self.armed.is_none_or(|a| t < a));
         if earlier || self.session.is_closed() {
             self.driver_waker.wake_by_ref();
         }
@@ -417,6 +418,11 @@ impl Inner {
         }
         waker.wake_by_ref();
         got
+    }
+
+    /// Whether the socket woke since the last read was armed.
+    pub(crate) fn read_wake_fired(&self) -> bool {
+        self.read_armed && self.read_wake.fired.load(Ordering::Acquire)
     }
 
     /// Whether the socket may have bytes nobody has read: it is not armed,

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tracing::Span;
 use weft_frame::{Metadata, Reason};
 
-use crate::driver::{Shared, now};
+use crate::driver::{Inner, Shared, now};
 use crate::error::{MuxError, StreamError};
 use crate::pipeline::Negotiated;
 use crate::session::{Chunk, OpenError, Recv};
@@ -197,39 +197,26 @@ impl Stream {
         end: bool,
     ) -> Result<(), StreamError> {
         let mut data = data;
-        let mut metadata = Some(metadata);
+        let mut metadata = metadata;
         poll_fn(|cx| {
             let mut inner = self.shared.lock();
-            loop {
-                let room = match inner.session.send_room(self.id) {
-                    Ok(r) => r,
-                    Err(e) => return Poll::Ready(Err(e)),
-                };
-                if room == 0 && !data.is_empty() {
+            match inner
+                .session
+                .send_some(self.id, &mut metadata, &mut data, end)
+            {
+                Ok(true) => {
+                    inner.pump_app();
+                    Poll::Ready(Ok(()))
+                }
+                Ok(false) => {
+                    // The send buffer is full: wait for room.
                     if let Some(w) = inner.wakers.get_mut(&self.id) {
                         w.send = Some(cx.waker().clone());
                     }
                     inner.pump_app();
-                    return Poll::Pending;
+                    Poll::Pending
                 }
-                let last = data.len() <= room;
-                let piece = if last {
-                    std::mem::take(&mut data)
-                } else {
-                    data.split_to(room)
-                };
-                let md = if last {
-                    metadata.take().unwrap_or_default()
-                } else {
-                    Metadata::new()
-                };
-                if let Err(e) = inner.session.send(self.id, md, piece, last && end) {
-                    return Poll::Ready(Err(e));
-                }
-                if last {
-                    inner.pump_app();
-                    return Poll::Ready(Ok(()));
-                }
+                Err(e) => Poll::Ready(Err(e)),
             }
         })
         .await
@@ -255,6 +242,17 @@ impl Stream {
         self.poll_recv_inner(cx, false)
     }
 
+    /// Reads the socket from this task, for every stream.
+    fn read_inline(&self, inner: &mut Inner) {
+        // Our own read must not wake us through the stream's event waker.
+        if let Some(w) = inner.wakers.get_mut(&self.id) {
+            w.recv = None;
+        }
+        if inner.read_frames() {
+            inner.pump_app();
+        }
+    }
+
     fn poll_recv_inner(
         &mut self,
         cx: &mut Context<'_>,
@@ -262,6 +260,11 @@ impl Stream {
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
         let mut inner = self.shared.lock();
         let mut tried = !read_inline;
+        if read_inline && inner.read_wake_fired() {
+            // Woken by the socket: read before looking at our queue.
+            tried = true;
+            self.read_inline(&mut inner);
+        }
         loop {
             let out = match inner.session.recv(self.id) {
                 Recv::Chunk(c) => Ok(Some(c)),
@@ -271,14 +274,7 @@ impl Stream {
                     // Nothing buffered and the socket may have bytes: read
                     // it ourselves, for every stream.
                     tried = true;
-                    // Our own read must not wake us through the stream's
-                    // event waker.
-                    if let Some(w) = inner.wakers.get_mut(&self.id) {
-                        w.recv = None;
-                    }
-                    if inner.read_frames() {
-                        inner.pump_app();
-                    }
+                    self.read_inline(&mut inner);
                     continue;
                 }
                 Recv::Pending => {

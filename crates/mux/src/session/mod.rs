@@ -163,6 +163,8 @@ pub struct Session {
     last_heard: Instant,
     ping_sent: Option<Instant>,
     ping_seq: u64,
+    /// A deadline may have moved since [`Session::take_timer_changed`].
+    timer_changed: bool,
 }
 
 /// A connection error detected while handling a frame: close with this.
@@ -219,6 +221,7 @@ impl Session {
             last_heard: now,
             ping_sent: None,
             ping_seq: 0,
+            timer_changed: true,
         };
         s.control.push_back(settings_frame(
             config.connection_window - BASELINE_WINDOW,
@@ -277,6 +280,13 @@ impl Session {
             }
         }
         t
+    }
+
+    /// Whether a deadline may have changed since the last call (so the
+    /// driver need not recompute [`poll_timeout`](Self::poll_timeout) after
+    /// every input).
+    pub fn take_timer_changed(&mut self) -> bool {
+        std::mem::take(&mut self.timer_changed)
     }
 
     /// Whether the driver should read more from the peer: false while our
@@ -393,6 +403,68 @@ impl Session {
             s.want_writable = true;
         }
         Ok(room)
+    }
+
+    /// Queues as much of `data` as the send buffer has room for, taking it
+    /// from the front of `data`; with the last of it go `metadata` (taken)
+    /// and `end`. Returns whether everything was queued; if not, an
+    /// [`Event::Writable`] follows when there is room again.
+    pub fn send_some(
+        &mut self,
+        id: u32,
+        metadata: &mut Metadata,
+        data: &mut Bytes,
+        end: bool,
+    ) -> Result<bool, StreamError> {
+        if let State::Closed(c) = &self.state {
+            return Err(StreamError::new(StreamKind::Closed(c.clone())));
+        }
+        let (cap, conn) = (self.max_send_buffer, self.conn_send);
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(StreamError::new(StreamKind::SendClosed));
+        };
+        if let Some(k) = &s.failed {
+            return Err(StreamError::new(k.clone()));
+        }
+        if s.send_end != SendEnd::Open {
+            return Err(StreamError::new(StreamKind::SendClosed));
+        }
+        let room = cap.saturating_sub(s.queued);
+        let last = data.len() <= room;
+        if !last && room == 0 {
+            s.want_writable = true;
+            return Ok(false);
+        }
+        let piece = if last {
+            std::mem::take(data)
+        } else {
+            data.split_to(room)
+        };
+        let md = if last {
+            std::mem::take(metadata)
+        } else {
+            Metadata::new()
+        };
+        if piece.is_empty() && md.is_empty() && !(last && end) {
+            return Ok(last);
+        }
+        s.queued += piece.len() + md.len();
+        if last && end {
+            s.send_end = SendEnd::Queued;
+        }
+        s.send_queue.push_back(Pending {
+            metadata: md,
+            data: piece,
+            end: last && end,
+        });
+        if !s.in_ready && s.can_send(conn) {
+            s.in_ready = true;
+            self.ready.push_back(id);
+        }
+        if !last {
+            s.want_writable = true;
+        }
+        Ok(last)
     }
 
     /// Queues data (and optional metadata, sent with the last frame of it);
@@ -565,6 +637,7 @@ impl Session {
         self.release_now(id);
         if self.streams.is_empty() && self.idle_since.is_none() {
             self.idle_since = Some(now);
+            self.timer_changed = true;
         }
         self.maybe_finish_drain();
     }
@@ -658,6 +731,7 @@ impl Session {
         }
         if self.streams.is_empty() && self.idle_since.is_none() {
             self.idle_since = Some(now);
+            self.timer_changed = true;
         }
     }
 
@@ -810,6 +884,21 @@ impl Session {
         }
         s.recv_window -= len;
         if len == 0 && !end {
+            return Ok(());
+        }
+        if !s.released {
+            // The common case, with the one table lookup above.
+            s.recv_end |= end;
+            let was_empty = s.recv_queue.is_empty();
+            s.buffered += len;
+            s.recv_queue.push_back(Chunk {
+                data: frame.payload,
+                metadata: frame.metadata,
+                end,
+            });
+            if was_empty {
+                self.events.push_back(Event::Readable(id));
+            }
             return Ok(());
         }
         self.deliver(
@@ -1075,6 +1164,7 @@ impl Session {
         }
         if self.streams.is_empty() && self.idle_since.is_none() {
             self.idle_since = Some(self.clock);
+            self.timer_changed = true;
         }
         self.maybe_finish_drain();
     }
@@ -1139,7 +1229,9 @@ impl Session {
                 s.in_ready = true;
                 self.ready.push_back(id);
             }
-            self.try_remove(id);
+            if s.finished() {
+                self.try_remove(id);
+            }
             return Some(frame);
         }
         None
@@ -1151,6 +1243,7 @@ impl Session {
         }
         self.goaway_sent = true;
         self.drain_deadline = drain;
+        self.timer_changed = true;
         self.control
             .push_back(Frame::goaway(self.last_processed, reason, b""));
         self.events.push_back(Event::GoingAway);
