@@ -230,6 +230,12 @@ impl Session {
         s
     }
 
+    /// Caps the payload of frames we send at the peer's limit (learnt in
+    /// the handshake), if it is below ours.
+    pub fn set_peer_max_payload(&mut self, max_payload: u32) {
+        self.max_payload = self.max_payload.min(max_payload as usize).max(1);
+    }
+
     /// This side's role.
     pub fn role(&self) -> Role {
         self.role
