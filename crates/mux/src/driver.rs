@@ -243,6 +243,9 @@ impl Inner {
         if w.shut {
             return Ok(());
         }
+        if w.buf.is_empty() && !w.needs_flush && !self.session.has_transmit() {
+            return Ok(());
+        }
         let mut cx = Context::from_waker(&self.driver_waker);
         loop {
             while w.buf.len() < w.coalesce {
@@ -432,7 +435,8 @@ impl Inner {
     }
 
     fn decode(&mut self, eof: bool) {
-        let now = now();
+        let mut cached = None;
+        let mut clock = || *cached.get_or_insert_with(now);
         loop {
             let r = &mut self.reader;
             let res = if eof {
@@ -441,7 +445,7 @@ impl Inner {
                 r.inbound.decode(&mut r.buf)
             };
             match res {
-                Ok(Some(frame)) => self.session.handle_frame(frame, now),
+                Ok(Some(frame)) => self.session.handle_frame_with(frame, &mut clock),
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "bad input from peer");

@@ -726,22 +726,36 @@ impl Session {
     /// stream error resets that stream, a connection error queues `GOAWAY`
     /// and closes the session.
     pub fn handle_frame(&mut self, frame: Frame, now: Instant) {
+        self.handle_frame_with(frame, &mut || now);
+    }
+
+    /// [`handle_frame`](Self::handle_frame) with a clock read only when a
+    /// rule needs the time (keepalive on, a budget spent, the idle clock
+    /// starting), which on the hot path is never.
+    pub fn handle_frame_with(&mut self, frame: Frame, clock: &mut dyn FnMut() -> Instant) {
         if self.is_closed() {
             return;
         }
-        self.last_heard = now;
-        self.clock = now;
-        if let Err(cause) = self.dispatch(frame, now) {
+        let mut cached: Option<Instant> = None;
+        let mut now = || *cached.get_or_insert_with(&mut *clock);
+        if self.keepalive_interval.is_some() {
+            let t = now();
+            self.last_heard = t;
+            self.clock = t;
+        }
+        let was_idle = self.idle_since.is_some();
+        if let Err(cause) = self.dispatch(frame, &mut now) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
         }
-        if self.streams.is_empty() && self.idle_since.is_none() {
-            self.idle_since = Some(now);
+        if self.streams.is_empty() && (!was_idle || self.idle_since.is_none()) {
+            // The last stream left during this frame: the idle clock starts now.
+            self.idle_since = Some(now());
             self.timer_changed = true;
         }
     }
 
-    fn dispatch(&mut self, frame: Frame, now: Instant) -> Result<(), Fatal> {
+    fn dispatch(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let scope = match frame.ty.scope() {
             Some(s) => s,
             None => {
@@ -772,8 +786,13 @@ impl Session {
         }
     }
 
-    fn spend(&mut self, kind: Spend, now: Instant, what: &'static str) -> Result<(), Fatal> {
-        if self.budgets.spend(kind, now) {
+    fn spend(
+        &mut self,
+        kind: Spend,
+        now: &mut dyn FnMut() -> Instant,
+        what: &'static str,
+    ) -> Result<(), Fatal> {
+        if self.budgets.spend(kind, now()) {
             Ok(())
         } else {
             Err(CloseCause::local(Reason::ENHANCE_YOUR_CALM, what))
@@ -838,7 +857,7 @@ impl Session {
 
     /// Checks a stream id the peer used on a frame for a stream we do not
     /// have. `Ok(true)`: a closed stream (late frame); errors: never opened.
-    fn unknown_stream(&mut self, id: u32, now: Instant) -> Result<(), Fatal> {
+    fn unknown_stream(&mut self, id: u32, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let known = if self.role.owns(id) {
             id < self.next_local_id || self.next_local_id == 0
         } else {
@@ -850,7 +869,7 @@ impl Session {
         self.spend(Spend::Late, now, "late frame flood")
     }
 
-    fn on_data(&mut self, frame: Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_data(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let open = frame.ty == FrameType::OPEN;
         let len = if open {
@@ -941,7 +960,12 @@ impl Session {
         self.try_remove(id);
     }
 
-    fn on_open(&mut self, frame: Frame, len: u32, now: Instant) -> Result<(), Fatal> {
+    fn on_open(
+        &mut self,
+        frame: Frame,
+        len: u32,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
         let id = frame.stream_id;
         if self.role.owns(id) {
             return Err(protocol("peer opened a stream with our id parity"));
@@ -988,7 +1012,7 @@ impl Session {
         Ok(())
     }
 
-    fn on_reset(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_reset(&mut self, frame: &Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let reason = frame
             .parse_reset()
@@ -1025,7 +1049,11 @@ impl Session {
         Ok(())
     }
 
-    fn on_window_update(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_window_update(
+        &mut self,
+        frame: &Frame,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let inc = frame
             .parse_window_update()
@@ -1056,7 +1084,7 @@ impl Session {
         Ok(())
     }
 
-    fn on_ping(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_ping(&mut self, frame: &Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let opaque = frame
             .parse_ping()
             .map_err(|_| protocol("bad PING payload"))?;
