@@ -150,6 +150,8 @@ pub struct Session {
     conn_unacked: u32,
 
     control: VecDeque<Frame>,
+    /// A data frame made directly by `send_some`, sent after control frames.
+    immediate: Option<Frame>,
     ready: VecDeque<u32>,
     events: VecDeque<Event>,
 
@@ -211,6 +213,7 @@ impl Session {
             conn_recv: config.connection_window,
             conn_unacked: 0,
             control: VecDeque::new(),
+            immediate: None,
             ready: VecDeque::new(),
             events: VecDeque::new(),
             goaway_sent: false,
@@ -252,12 +255,16 @@ impl Session {
         if self.is_closed() {
             return None;
         }
+        if let Some(f) = self.immediate.take() {
+            return Some(f);
+        }
         self.next_data_frame()
     }
 
     /// Whether a frame is waiting in [`poll_transmit`](Self::poll_transmit).
     pub fn has_transmit(&self) -> bool {
-        !self.control.is_empty() || (!self.is_closed() && !self.ready.is_empty())
+        !self.control.is_empty()
+            || (!self.is_closed() && (self.immediate.is_some() || !self.ready.is_empty()))
     }
 
     /// The next event.
@@ -437,6 +444,34 @@ impl Session {
         }
         let room = cap.saturating_sub(s.queued);
         let last = data.len() <= room;
+        // Fast path: nothing else waits for the socket and the whole piece
+        // has credit: make the frame now instead of queueing it.
+        let total = data.len() + metadata.len();
+        if last
+            && self.immediate.is_none()
+            && self.ready.is_empty()
+            && s.send_queue.is_empty()
+            && data.len() <= self.max_payload
+            && (total as i64) <= s.send_window.min(conn)
+            && (total > 0 || end)
+        {
+            s.send_window -= total as i64;
+            self.conn_send -= total as i64;
+            let flags = if end {
+                s.send_end = SendEnd::Sent;
+                Flags::END_STREAM
+            } else {
+                Flags::NONE
+            };
+            self.immediate = Some(Frame {
+                ty: FrameType::DATA,
+                flags,
+                stream_id: id,
+                metadata: std::mem::take(metadata),
+                payload: std::mem::take(data),
+            });
+            return Ok(true);
+        }
         if !last && room == 0 {
             s.want_writable = true;
             return Ok(false);
