@@ -170,6 +170,8 @@ pub(crate) struct Inner {
     read_waker: Waker,
     /// The last read returned `Pending`: the socket will wake `read_wake`.
     read_armed: bool,
+    /// Reading stopped because our control queue was full.
+    read_blocked: bool,
     pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
     pub(crate) closed_wakers: Vec<Waker>,
@@ -229,7 +231,11 @@ impl Inner {
                 .session
                 .poll_timeout()
                 .is_some_and(|t| self.armed.is_none_or(|a| t < a));
-        if earlier || self.session.is_closed() {
+        let resume_reading = self.read_blocked && self.session.wants_read();
+        if resume_reading {
+            self.read_blocked = false;
+        }
+        if earlier || resume_reading || self.session.is_closed() {
             self.driver_waker.wake_by_ref();
         }
     }
@@ -355,6 +361,7 @@ pub(crate) fn shared(
             read_waker: Waker::from(read_wake.clone()),
             read_wake,
             read_armed: false,
+            read_blocked: false,
             wakers: IdMap::default(),
             accept_waker: None,
             closed_wakers: Vec::new(),
@@ -383,7 +390,12 @@ impl Inner {
         let waker = self.read_waker.clone();
         let mut cx = Context::from_waker(&waker);
         for _ in 0..READS_PER_POLL {
-            if self.reader.eof || !self.session.wants_read() {
+            if self.reader.eof {
+                return got;
+            }
+            if !self.session.wants_read() {
+                // Resumed by `pump_app` or the driver once the queue drains.
+                self.read_blocked = true;
                 return got;
             }
             let r = &mut self.reader;
@@ -461,6 +473,13 @@ impl Inner {
             if self.session.is_closed() {
                 break;
             }
+            if !self.session.wants_read() {
+                // Our control queue is full: the rest waits in the buffer.
+                self.reader.leftover = !self.reader.buf.is_empty();
+                if !eof {
+                    return;
+                }
+            }
         }
         if eof {
             self.session.handle_transport_closed(CloseCause::peer(
@@ -508,7 +527,7 @@ impl Future for Driver {
             inner.driver_waker = cx.waker().clone();
         }
         inner.read_wake.set_driver(cx.waker());
-        let blocked = !inner.session.wants_read();
+        inner.read_blocked = false;
         inner.read_frames();
         // Timers. The sleep exists only while the session has a deadline,
         // so a busy connection without one costs the timer wheel nothing.
@@ -519,8 +538,16 @@ impl Future for Driver {
             inner.session.handle_timeout(now());
         }
         inner.pump();
-        if blocked && inner.session.wants_read() {
-            // Our control queue drained: read again (and arm).
+        let mut rounds = 0;
+        while inner.read_blocked && inner.session.wants_read() {
+            // Our control queue drained into the socket: read again (and
+            // arm), a few rounds per poll, then yield.
+            rounds += 1;
+            if rounds > 4 {
+                cx.waker().wake_by_ref();
+                break;
+            }
+            inner.read_blocked = false;
             inner.read_frames();
             inner.pump();
         }
