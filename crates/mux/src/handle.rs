@@ -49,6 +49,7 @@ impl Connection {
                 return Err(MuxError::ids_exhausted());
             }
             Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
+            Err(OpenError::MetadataTooLarge) => return Err(MuxError::metadata_too_large()),
         };
         inner.wakers.insert(id, Default::default());
         inner.pump_app();

@@ -85,6 +85,8 @@ pub enum OpenError {
     IdsExhausted,
     /// The connection is closed.
     Closed(CloseCause),
+    /// The metadata is larger than the frame limit allows.
+    MetadataTooLarge,
 }
 
 /// Flow-control and table figures, for tests and diagnostics.
@@ -119,6 +121,7 @@ enum State {
 pub struct Session {
     role: Role,
     max_payload: usize,
+    max_metadata: usize,
     stream_window: u32,
     connection_window: u32,
     max_concurrent: usize,
@@ -179,6 +182,7 @@ impl Session {
         let mut s = Session {
             role,
             max_payload: config.limits.max_payload as usize,
+            max_metadata: config.limits.max_metadata as usize,
             stream_window: config.stream_window,
             connection_window: config.connection_window,
             max_concurrent: config.max_concurrent_streams,
@@ -360,6 +364,9 @@ impl Session {
         if self.is_going_away() {
             return Err(OpenError::GoingAway);
         }
+        if metadata.len() > self.max_metadata {
+            return Err(OpenError::MetadataTooLarge);
+        }
         let id = self.next_local_id;
         if id > self.max_stream_id || id == 0 {
             self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
@@ -441,6 +448,9 @@ impl Session {
         }
         if s.send_end != SendEnd::Open {
             return Err(StreamError::new(StreamKind::SendClosed));
+        }
+        if metadata.len() > self.max_metadata {
+            return Err(StreamError::new(StreamKind::MetadataTooLarge));
         }
         let room = cap.saturating_sub(s.queued);
         let last = data.len() <= room;
@@ -634,9 +644,12 @@ impl Session {
         Some(id)
     }
 
-    /// Whether [`accept`](Self::accept) can return nothing more, ever.
+    /// Whether [`accept`](Self::accept) can return nothing more, ever: the
+    /// connection is closed or we sent `GOAWAY`.
     pub fn accept_finished(&self) -> bool {
-        self.accept_queue.is_empty() && (self.is_closed() || self.is_going_away())
+        // After the peer's GOAWAY it may still open streams; after ours,
+        // nothing new is processed.
+        self.accept_queue.is_empty() && (self.is_closed() || self.goaway_sent)
     }
 
     /// Stops (or resumes) accepting streams: while off, opens are refused
