@@ -20,7 +20,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Wake;
 use std::task::{Context, Poll, Waker};
@@ -89,6 +89,8 @@ impl std::fmt::Debug for Reader {
 #[derive(Debug, Default)]
 pub(crate) struct ReadWake {
     fired: AtomicBool,
+    /// The stream id in `waiters.recv` (0: none), readable without the lock.
+    recv_id: AtomicU32,
     waiters: Mutex<ReadWaiters>,
 }
 
@@ -118,14 +120,19 @@ impl ReadWake {
             Some((i, old)) if *i == id && old.will_wake(waker) => {}
             _ => w.recv = Some((id, waker.clone())),
         }
+        self.recv_id.store(id, Ordering::Release);
     }
 
     /// `id`'s `recv` no longer waits (it completed or was dropped); with
     /// `handoff`, the driver is woken in case bytes arrived meanwhile.
     pub(crate) fn clear_recv(&self, id: u32, handoff: bool) {
+        if !handoff && self.recv_id.load(Ordering::Acquire) != id {
+            return; // not ours (or already taken by a wake): no lock needed
+        }
         let mut w = self.waiters();
         if w.recv.as_ref().is_some_and(|(i, _)| *i == id) {
             w.recv = None;
+            self.recv_id.store(0, Ordering::Release);
         }
         if handoff && let Some(d) = &w.driver {
             d.wake_by_ref();
@@ -143,7 +150,10 @@ impl Wake for ReadWake {
         let target = {
             let mut w = self.waiters();
             match w.recv.take() {
-                Some((_, t)) => Some(t),
+                Some((_, t)) => {
+                    self.recv_id.store(0, Ordering::Release);
+                    Some(t)
+                }
                 None => w.driver.clone(),
             }
         };
@@ -172,6 +182,9 @@ pub(crate) struct Inner {
     read_armed: bool,
     /// Reading stopped because our control queue was full.
     read_blocked: bool,
+    /// The stream whose task is reading the socket right now: its own
+    /// `Readable` events need no wake-up.
+    pub(crate) reading_for: Option<u32>,
     pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
     pub(crate) closed_wakers: Vec<Waker>,
@@ -289,6 +302,7 @@ impl Inner {
     fn dispatch_events(&mut self) {
         while let Some(ev) = self.session.poll_event() {
             match ev {
+                Event::Readable(id) if self.reading_for == Some(id) => {}
                 Event::Readable(id) => {
                     if let Some(w) = self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
                         w.wake();
@@ -362,6 +376,7 @@ pub(crate) fn shared(
             read_wake,
             read_armed: false,
             read_blocked: false,
+            reading_for: None,
             wakers: IdMap::default(),
             accept_waker: None,
             closed_wakers: Vec::new(),

@@ -246,12 +246,11 @@ impl Stream {
     /// Reads the socket from this task, for every stream.
     fn read_inline(&self, inner: &mut Inner) {
         // Our own read must not wake us through the stream's event waker.
-        if let Some(w) = inner.wakers.get_mut(&self.id) {
-            w.recv = None;
-        }
+        inner.reading_for = Some(self.id);
         if inner.read_frames() {
             inner.pump_app();
         }
+        inner.reading_for = None;
     }
 
     fn poll_recv_inner(

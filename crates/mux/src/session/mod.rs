@@ -664,7 +664,7 @@ impl Session {
                         self.pending_accept_resets -= 1;
                     }
                 }
-                self.reset_stream(id, Reason::REFUSED_STREAM, false);
+                self.reset_stream(id, Reason::REFUSED_STREAM);
                 self.release_now(id);
             }
         }
@@ -672,7 +672,7 @@ impl Session {
 
     /// Resets a stream with `reason` (an application decision).
     pub fn reset(&mut self, id: u32, reason: Reason) {
-        self.reset_stream(id, reason, false);
+        self.reset_stream(id, reason);
     }
 
     /// The application dropped its handle: a stream not closed both ways
@@ -686,7 +686,7 @@ impl Session {
         if let Some(s) = self.streams.get(&id)
             && !(s.send_end != SendEnd::Open && s.recv_done())
         {
-            self.reset_stream(id, Reason::CANCEL, false);
+            self.reset_stream(id, Reason::CANCEL);
         }
         self.release_now(id);
         if self.streams.is_empty() && self.idle_since.is_none() {
@@ -1180,7 +1180,7 @@ impl Session {
     fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
         self.local_resets += 1;
         if self.streams.contains_key(&id) {
-            self.reset_stream(id, reason, true);
+            self.reset_stream(id, reason);
         } else {
             self.control.push_back(Frame::reset(id, reason));
         }
@@ -1194,7 +1194,7 @@ impl Session {
     }
 
     /// Resets `id` from this side: `RESET` frame, queued data dropped.
-    fn reset_stream(&mut self, id: u32, reason: Reason, peer_fault: bool) {
+    fn reset_stream(&mut self, id: u32, reason: Reason) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
@@ -1204,7 +1204,6 @@ impl Session {
         if !self.is_closed() {
             self.control.push_back(Frame::reset(id, reason));
         }
-        let _ = peer_fault;
         self.fail_stream(
             id,
             StreamKind::Reset {
