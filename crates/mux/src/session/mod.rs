@@ -564,24 +564,28 @@ impl Session {
     /// Takes the next received piece of `id`, returning its flow-control
     /// credit to the peer.
     pub fn recv(&mut self, id: u32) -> Recv {
-        let closed = match &self.state {
-            State::Closed(c) => Some(c.clone()),
-            State::Open => None,
-        };
         let Some(s) = self.streams.get_mut(&id) else {
-            return Recv::Failed(StreamError::new(
-                closed.map_or(StreamKind::SendClosed, StreamKind::Closed),
-            ));
+            return Recv::Failed(StreamError::new(match &self.state {
+                State::Closed(c) => StreamKind::Closed(c.clone()),
+                State::Open => StreamKind::SendClosed,
+            }));
         };
         if let Some(chunk) = s.recv_queue.pop_front() {
             let n = fc_len(&chunk);
             s.buffered -= n;
-            if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
-                // A bare END_STREAM.
-                self.after_consume(id, n);
-                return Recv::End;
+            // Return the credit (one lookup: the stream is at hand).
+            if n > 0 && !s.recv_done() {
+                s.recv_unacked += n;
+                if s.recv_unacked >= self.stream_window / 2 {
+                    let inc = std::mem::take(&mut s.recv_unacked);
+                    s.recv_window += inc;
+                    self.control.push_back(Frame::window_update(id, inc));
+                }
             }
-            self.after_consume(id, n);
+            self.release_conn(n);
+            if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
+                return Recv::End; // a bare END_STREAM
+            }
             return Recv::Chunk(chunk);
         }
         if let Some(k) = &s.failed {
@@ -590,28 +594,10 @@ impl Session {
         if s.recv_end {
             return Recv::End;
         }
-        if let Some(c) = closed {
-            return Recv::Failed(StreamError::new(StreamKind::Closed(c)));
+        if let State::Closed(c) = &self.state {
+            return Recv::Failed(StreamError::new(StreamKind::Closed(c.clone())));
         }
         Recv::Pending
-    }
-
-    fn after_consume(&mut self, id: u32, n: u32) {
-        if n == 0 {
-            return;
-        }
-        let half = self.stream_window / 2;
-        if let Some(s) = self.streams.get_mut(&id)
-            && !s.recv_done()
-        {
-            s.recv_unacked += n;
-            if s.recv_unacked >= half {
-                let inc = std::mem::take(&mut s.recv_unacked);
-                s.recv_window += inc;
-                self.control.push_back(Frame::window_update(id, inc));
-            }
-        }
-        self.release_conn(n);
     }
 
     fn release_conn(&mut self, n: u32) {
