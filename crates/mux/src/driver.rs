@@ -113,14 +113,37 @@ impl ReadWake {
         }
     }
 
-    /// `id`'s `recv` waits for socket bytes in the task of `waker`.
-    pub(crate) fn set_recv(&self, id: u32, waker: &Waker) {
+    /// `id`'s `recv` waits for socket bytes in the task of `waker`. Returns
+    /// the waiter of another stream it displaces, which the caller keeps as
+    /// that stream's event waker (so its data, read by someone else, still
+    /// wakes it).
+    pub(crate) fn set_recv(&self, id: u32, waker: &Waker) -> Option<(u32, Waker)> {
         let mut w = self.waiters();
-        match &w.recv {
-            Some((i, old)) if *i == id && old.will_wake(waker) => {}
-            _ => w.recv = Some((id, waker.clone())),
-        }
+        let displaced = match &w.recv {
+            Some((i, old)) if *i == id && old.will_wake(waker) => None,
+            _ => w.recv.replace((id, waker.clone())),
+        };
         self.recv_id.store(id, Ordering::Release);
+        displaced.filter(|(i, _)| *i != id)
+    }
+
+    /// Takes the waiter if it belongs to `id` (`None`: any stream).
+    fn take_recv(&self, id: Option<u32>) -> Option<Waker> {
+        let current = self.recv_id.load(Ordering::Acquire);
+        if current == 0 || id.is_some_and(|id| id != current) {
+            return None;
+        }
+        let mut w = self.waiters();
+        match w.recv.take() {
+            Some((i, t)) if id.is_none_or(|id| id == i) => {
+                self.recv_id.store(0, Ordering::Release);
+                Some(t)
+            }
+            other => {
+                w.recv = other;
+                None
+            }
+        }
     }
 
     /// `id`'s `recv` no longer waits (it completed or was dropped); with
@@ -304,7 +327,13 @@ impl Inner {
             match ev {
                 Event::Readable(id) if self.reading_for == Some(id) => {}
                 Event::Readable(id) => {
-                    if let Some(w) = self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
+                    // The stream's task waits either as the socket waiter
+                    // or with an event waker.
+                    let w = match self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
+                        Some(w) => Some(w),
+                        None => self.read_wake.take_recv(Some(id)),
+                    };
+                    if let Some(w) = w {
                         w.wake();
                     }
                 }
@@ -320,6 +349,9 @@ impl Inner {
                 }
                 Event::Closed => {
                     if let Some(w) = self.accept_waker.take() {
+                        w.wake();
+                    }
+                    if let Some(w) = self.read_wake.take_recv(None) {
                         w.wake();
                     }
                     for w in self.wakers.values_mut() {

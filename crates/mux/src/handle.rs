@@ -279,12 +279,16 @@ impl Stream {
                 }
                 Recv::Pending => {
                     if read_inline {
-                        // The socket wakes this task when bytes arrive.
-                        inner.read_wake.set_recv(self.id, cx.waker());
-                    }
-                    // Another task's read (or the driver's) that brings our
-                    // data wakes us through this one.
-                    if let Some(w) = inner.wakers.get_mut(&self.id) {
+                        // The socket wakes this task when bytes arrive; a
+                        // read by anyone else that brings our data wakes
+                        // the waiter too (`dispatch_events`).
+                        let displaced = inner.read_wake.set_recv(self.id, cx.waker());
+                        if let Some((other, w)) = displaced
+                            && let Some(slot) = inner.wakers.get_mut(&other)
+                        {
+                            slot.recv = Some(w);
+                        }
+                    } else if let Some(w) = inner.wakers.get_mut(&self.id) {
                         match &w.recv {
                             Some(old) if old.will_wake(cx.waker()) => {}
                             _ => w.recv = Some(cx.waker().clone()),
