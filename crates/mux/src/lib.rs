@@ -1,2 +1,61 @@
-//! Work in progress: see the crate description in Cargo.toml.
+//! # weft-mux: many streams over one connection
+//!
+//! A multiplexer in two parts:
+//!
+//! - [`session::Session`], a sans-I/O core holding every protocol rule:
+//!   stream ids and states, per-stream and per-connection flow control, the
+//!   cap on concurrent inbound streams, keepalive, idle timeout, `GOAWAY`
+//!   and the budgets against floods. It is fed frames, application commands
+//!   and an explicit `now`, and returns frames to send, the next deadline
+//!   and events. It is deterministic and tested in memory with a virtual
+//!   clock.
+//! - A thin tokio driver, [`connect`], generic over
+//!   `AsyncRead + AsyncWrite + Unpin + Send`: it runs the handshake under its
+//!   deadline, then one task per connection reads and decodes frames, fires
+//!   timers and finishes writes. Application calls write their own frames
+//!   inline when the socket is writable, so a round trip needs no extra
+//!   task wake-up on the send side.
+//!
+//! ```text
+//!  Stream::send ─► Session (queues, windows) ─► Outbound ─► write (inline, coalesced)
+//!  Stream::recv ◄─ Session (per-stream queue) ◄─ Inbound ◄─ driver task read
+//! ```
+//!
+//! ## Guarantees
+//! - The reader never waits for one stream's queue: received data is
+//!   buffered per stream, bounded by the stream's window, so an unread
+//!   stream never stalls the others.
+//! - Control frames (pongs, resets, window updates, `GOAWAY`) go ahead of
+//!   data; outbound queues are bounded (a peer that does not read stops our
+//!   reading instead of growing our memory).
+//! - A reset or a dead connection is always an error to `recv`, never a
+//!   clean end.
+//!
+//! ## Cancel safety
+//! `Stream::recv` is cancel safe (nothing is taken until it returns).
+//! `Stream::send` may have queued part of the data when cancelled.
+//! Dropping a [`Stream`] not closed both ways resets it with `CANCEL`.
+//!
+//! ## What this crate does not do
+//! It opens no sockets (the `weft` facade does, and sets `TCP_NODELAY`),
+//! knows nothing of calls, methods or status codes (that is `weft-rpc`),
+//! and does not encrypt or compress (the record pipeline below does; see
+//! [`pipeline`]).
 #![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod config;
+mod connect;
+mod driver;
+mod error;
+mod handle;
+pub mod pipeline;
+pub mod session;
+
+pub use config::{BASELINE_WINDOW, Config, MAX_WINDOW};
+pub use connect::connect;
+pub use error::{CloseCause, MuxError, StreamError};
+pub use handle::{Connection, Incoming, Stream};
+pub use pipeline::Negotiated;
+pub use session::{Chunk, Role};
+pub use weft_frame::{Metadata, Reason};

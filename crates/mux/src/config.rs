@@ -1,0 +1,230 @@
+//! Connection configuration: every knob with its default, unit and memory cost.
+
+use std::time::Duration;
+
+use weft_frame::Limits;
+
+use crate::pipeline::HandshakeConfig;
+
+/// The per-stream receive window every peer may assume before it learns the
+/// other side's setting (section 6.4 of the protocol): 64 KiB. Windows can
+/// only be announced at or above it.
+pub const BASELINE_WINDOW: u32 = 64 * 1024;
+
+/// Largest window a peer may announce or reach: 2^31 - 1 bytes.
+pub const MAX_WINDOW: u32 = i32::MAX as u32;
+
+/// Configuration of one connection. `Default` gives the documented defaults;
+/// each setter states its default, unit and memory cost.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) limits: Limits,
+    pub(crate) handshake: HandshakeConfig,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) max_concurrent_streams: usize,
+    pub(crate) stream_window: u32,
+    pub(crate) connection_window: u32,
+    pub(crate) max_send_buffer: usize,
+    pub(crate) keepalive_interval: Option<Duration>,
+    pub(crate) keepalive_timeout: Duration,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) pending_accept_reset_budget: usize,
+    pub(crate) local_reset_budget: u32,
+    pub(crate) ping_budget: u32,
+    pub(crate) empty_frame_budget: u32,
+    pub(crate) unknown_frame_budget: u32,
+    pub(crate) late_frame_budget: u32,
+    pub(crate) budget_window: Duration,
+    pub(crate) max_control_queue: usize,
+    pub(crate) max_stream_id: u32,
+    pub(crate) write_coalesce: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            limits: Limits::default(),
+            handshake: HandshakeConfig::default(),
+            handshake_timeout: Duration::from_secs(10),
+            max_concurrent_streams: 128,
+            stream_window: 256 * 1024,
+            connection_window: 1024 * 1024,
+            max_send_buffer: 256 * 1024,
+            keepalive_interval: None,
+            keepalive_timeout: Duration::from_secs(20),
+            idle_timeout: Some(Duration::from_secs(30)),
+            pending_accept_reset_budget: 20,
+            local_reset_budget: 1024,
+            ping_budget: 64,
+            empty_frame_budget: 1024,
+            unknown_frame_budget: 1024,
+            late_frame_budget: 4096,
+            budget_window: Duration::from_secs(10),
+            max_control_queue: 4096,
+            max_stream_id: u32::MAX,
+            write_coalesce: 64 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Frame size limits (weft-frame [`Limits`]). Default: 64 KiB payload,
+    /// 16 KiB metadata. Memory: the read buffer may grow to one whole frame.
+    pub fn limits(&mut self, limits: Limits) -> &mut Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The handshake settings (encryption, compression, key). Default:
+    /// `HandshakeConfig::default()`. Memory: none beyond the handshake.
+    pub fn handshake(&mut self, handshake: HandshakeConfig) -> &mut Self {
+        self.handshake = handshake;
+        self
+    }
+
+    /// How long the handshake may take before the connection is dropped.
+    /// Default 10 s. Memory: none.
+    pub fn handshake_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Cap on streams the *peer* has open at once; opens beyond it are
+    /// refused with `RESET(REFUSED_STREAM)` (safe to retry). A stream counts
+    /// until it is closed both ways and its local handle is dropped. Default
+    /// 128 streams. Memory: up to `stream_window` of buffered data plus one
+    /// metadata block per stream.
+    pub fn max_concurrent_streams(&mut self, n: usize) -> &mut Self {
+        self.max_concurrent_streams = n;
+        self
+    }
+
+    /// Receive window per stream, in bytes, announced to the peer; clamped
+    /// to [`BASELINE_WINDOW`]..=[`MAX_WINDOW`]. Default 256 KiB. Memory: this
+    /// much data may be buffered per stream the application does not read.
+    pub fn stream_window(&mut self, bytes: u32) -> &mut Self {
+        self.stream_window = bytes.clamp(BASELINE_WINDOW, MAX_WINDOW);
+        self
+    }
+
+    /// Receive window for the whole connection, in bytes; clamped to
+    /// [`BASELINE_WINDOW`]..=[`MAX_WINDOW`]. Default 1 MiB. Memory: bounds
+    /// all buffered received data together.
+    pub fn connection_window(&mut self, bytes: u32) -> &mut Self {
+        self.connection_window = bytes.clamp(BASELINE_WINDOW, MAX_WINDOW);
+        self
+    }
+
+    /// Bytes a stream may have queued but not yet sent (waiting for
+    /// flow-control credit or the socket); `send` waits beyond it. Default
+    /// 256 KiB. Memory: this much per stream with a slow peer.
+    pub fn max_send_buffer(&mut self, bytes: usize) -> &mut Self {
+        self.max_send_buffer = bytes.max(1);
+        self
+    }
+
+    /// Send a `PING` after this long without receiving anything; `None`
+    /// turns keepalive off. Default `None`. Memory: none.
+    pub fn keepalive_interval(&mut self, interval: Option<Duration>) -> &mut Self {
+        self.keepalive_interval = interval;
+        self
+    }
+
+    /// How long a keepalive `PING` may go unanswered before the connection
+    /// is closed (`TIMEOUT`). Default 20 s. Memory: none.
+    pub fn keepalive_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Close the connection (`GOAWAY(NO_ERROR)`) after it has had no open
+    /// stream for this long; `None` never. Default 30 s. Memory: none.
+    pub fn idle_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// How many streams the peer may reset while they still wait in the
+    /// accept queue before the connection is closed with
+    /// `GOAWAY(ENHANCE_YOUR_CALM)` (rapid reset, CVE-2023-44487). Default 20
+    /// streams. Memory: those streams' metadata until accepted.
+    pub fn pending_accept_reset_budget(&mut self, n: usize) -> &mut Self {
+        self.pending_accept_reset_budget = n;
+        self
+    }
+
+    /// How many resets the peer may *cause us to send* (window overflow,
+    /// data after end, zero window update...) before the connection is
+    /// closed with `GOAWAY(ENHANCE_YOUR_CALM)` (MadeYouReset,
+    /// CVE-2025-8671). Counted over the connection's life. Default 1024
+    /// resets. Memory: none.
+    pub fn local_reset_budget(&mut self, n: u32) -> &mut Self {
+        self.local_reset_budget = n;
+        self
+    }
+
+    /// Pings the peer may send per [`budget_window`](Self::budget_window)
+    /// before `GOAWAY(ENHANCE_YOUR_CALM)`. Default 64 pings. Memory: none
+    /// (answers are coalesced; at most one pong per ping in the control
+    /// queue, itself bounded).
+    pub fn ping_budget(&mut self, n: u32) -> &mut Self {
+        self.ping_budget = n;
+        self
+    }
+
+    /// Empty `DATA` frames (no payload, no metadata, no `END_STREAM`) and
+    /// tiny (< 64 bytes increment) stream `WINDOW_UPDATE`s the peer may send
+    /// per budget window. Default 1024 frames. Memory: none.
+    pub fn empty_frame_budget(&mut self, n: u32) -> &mut Self {
+        self.empty_frame_budget = n;
+        self
+    }
+
+    /// Frames of unknown type or with unknown flag bits the peer may send
+    /// per budget window; they are ignored until then. Default 1024 frames.
+    /// Memory: none.
+    pub fn unknown_frame_budget(&mut self, n: u32) -> &mut Self {
+        self.unknown_frame_budget = n;
+        self
+    }
+
+    /// Frames for streams that are already closed (late frames after a
+    /// reset) the peer may send per budget window; they are ignored until
+    /// then. Default 4096 frames. Memory: none.
+    pub fn late_frame_budget(&mut self, n: u32) -> &mut Self {
+        self.late_frame_budget = n;
+        self
+    }
+
+    /// The period over which the ping, empty, unknown and late frame budgets
+    /// count; counters restart at each period. Default 10 s. Memory: none.
+    pub fn budget_window(&mut self, window: Duration) -> &mut Self {
+        self.budget_window = window.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Control frames (pongs, resets, window updates) that may wait for the
+    /// socket before we stop reading from the peer, so a peer that does not
+    /// read cannot grow our queues (CVE-2024-32984). Default 4096 frames.
+    /// Memory: about 64 bytes per frame.
+    pub fn max_control_queue(&mut self, frames: usize) -> &mut Self {
+        self.max_control_queue = frames.max(1);
+        self
+    }
+
+    /// Highest stream id this side will open; past it `open` fails and a
+    /// `GOAWAY(STREAM_IDS_EXHAUSTED)` tells the peer to use a new
+    /// connection. Default `u32::MAX` (lower it only to test exhaustion).
+    /// Memory: none.
+    pub fn max_stream_id(&mut self, id: u32) -> &mut Self {
+        self.max_stream_id = id.max(2);
+        self
+    }
+
+    /// Bytes the writer gathers into one write call before writing. Default
+    /// 64 KiB. Memory: the write buffer grows to about this size.
+    pub fn write_coalesce(&mut self, bytes: usize) -> &mut Self {
+        self.write_coalesce = bytes.max(1024);
+        self
+    }
+}

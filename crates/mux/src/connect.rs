@@ -1,0 +1,105 @@
+//! `connect`: handshake under its deadline, then spawn the driver.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::Config;
+use crate::driver::{Driver, now, shared};
+use crate::error::MuxError;
+use crate::handle::{Connection, Incoming};
+use crate::pipeline::{Established, Handshake, HandshakeRole};
+use crate::session::{Role, Session};
+
+static CONNECTION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Runs the handshake under `config`'s deadline, then spawns the
+/// connection's driver on the current tokio runtime; returns the handle and
+/// the queue of streams the peer opens.
+///
+/// For TCP, set `TCP_NODELAY` on the socket first (the facade does): the
+/// writer already coalesces, and Nagle's algorithm would delay every small
+/// frame by a round trip.
+///
+/// # Panics
+/// Outside a tokio runtime (it spawns a task).
+pub async fn connect<T>(
+    io: T,
+    role: Role,
+    config: Config,
+) -> Result<(Connection, Incoming), MuxError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let conn_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
+    let span = tracing::debug_span!("weft_mux::connection", conn = conn_id, ?role);
+    let mut io = io;
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let est = tokio::time::timeout(
+        config.handshake_timeout,
+        handshake(&mut io, &mut buf, role, &config),
+    )
+    .await
+    .map_err(|_| MuxError::handshake_timeout())??;
+    tracing::debug!(parent: &span, negotiated = ?est.negotiated, "handshake complete");
+
+    let (read, write) = tokio::io::split(io);
+    let session = Session::new(role, &config, now());
+    let shared = shared(
+        session,
+        Box::new(write),
+        est.outbound,
+        est.negotiated,
+        config.write_coalesce,
+        span,
+    );
+    {
+        let mut inner = shared.lock();
+        inner.pump(); // the settings frame
+    }
+    tokio::spawn(Driver::new(shared.clone(), read, est.inbound, buf));
+    Ok((
+        Connection {
+            shared: shared.clone(),
+        },
+        Incoming { shared },
+    ))
+}
+
+async fn handshake<T>(
+    io: &mut T,
+    buf: &mut BytesMut,
+    role: Role,
+    config: &Config,
+) -> Result<Established, MuxError>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let hs_role = match role {
+        Role::Client => HandshakeRole::Initiator,
+        Role::Server => HandshakeRole::Responder,
+    };
+    let mut hs = Handshake::new(hs_role, config.handshake.clone()).map_err(MuxError::handshake)?;
+    let mut out = BytesMut::new();
+    loop {
+        hs.poll_transmit(&mut out);
+        if !out.is_empty() {
+            io.write_all(&out).await.map_err(MuxError::io)?;
+            io.flush().await.map_err(MuxError::io)?;
+            out.clear();
+        }
+        if hs.is_complete() {
+            break;
+        }
+        hs.handle_input(buf).map_err(MuxError::handshake)?;
+        if hs.is_complete() {
+            continue; // send whatever the last message produced
+        }
+        buf.reserve(4096);
+        if io.read_buf(buf).await.map_err(MuxError::io)? == 0 {
+            return Err(MuxError::io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
+    hs.into_session().map_err(MuxError::handshake)
+}

@@ -1,0 +1,239 @@
+//! Public errors: opaque structs with predicates, over private kinds.
+
+use std::sync::Arc;
+
+use weft_frame::Reason;
+
+/// Why a connection ended: who ended it, the wire reason, and a short
+/// description. Cheap to clone; every stream of the connection sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloseCause {
+    /// The wire reason (sent in our `GOAWAY`, or received in the peer's).
+    pub reason: Reason,
+    /// Whether the peer ended it (its `GOAWAY`, EOF or reset).
+    pub by_peer: bool,
+    /// What happened, for logs.
+    pub detail: &'static str,
+}
+
+impl CloseCause {
+    pub(crate) const fn local(reason: Reason, detail: &'static str) -> CloseCause {
+        CloseCause {
+            reason,
+            by_peer: false,
+            detail,
+        }
+    }
+
+    pub(crate) const fn peer(reason: Reason, detail: &'static str) -> CloseCause {
+        CloseCause {
+            reason,
+            by_peer: true,
+            detail,
+        }
+    }
+}
+
+impl std::fmt::Display for CloseCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = if self.by_peer { "peer" } else { "local" };
+        write!(f, "{} ({who}: {})", self.detail, self.reason)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum MuxKind {
+    Handshake(Arc<dyn std::error::Error + Send + Sync>),
+    HandshakeTimeout,
+    Io(Arc<std::io::Error>),
+    Closed(CloseCause),
+    Refused(&'static str),
+    IdsExhausted,
+}
+
+/// A connection-level error: handshake failure, I/O failure, or an `open` on
+/// a connection that cannot take new streams.
+#[derive(Clone, Debug)]
+pub struct MuxError {
+    kind: MuxKind,
+}
+
+impl MuxError {
+    pub(crate) fn handshake(e: impl std::error::Error + Send + Sync + 'static) -> MuxError {
+        MuxError {
+            kind: MuxKind::Handshake(Arc::new(e)),
+        }
+    }
+    pub(crate) fn handshake_timeout() -> MuxError {
+        MuxError {
+            kind: MuxKind::HandshakeTimeout,
+        }
+    }
+    pub(crate) fn io(e: std::io::Error) -> MuxError {
+        MuxError {
+            kind: MuxKind::Io(Arc::new(e)),
+        }
+    }
+    pub(crate) fn closed(cause: CloseCause) -> MuxError {
+        MuxError {
+            kind: MuxKind::Closed(cause),
+        }
+    }
+    pub(crate) fn refused(why: &'static str) -> MuxError {
+        MuxError {
+            kind: MuxKind::Refused(why),
+        }
+    }
+    pub(crate) fn ids_exhausted() -> MuxError {
+        MuxError {
+            kind: MuxKind::IdsExhausted,
+        }
+    }
+
+    /// Retry-safe: the stream was never processed (the connection is going
+    /// away or ran out of stream ids); retry on a new connection.
+    pub fn is_refused(&self) -> bool {
+        matches!(self.kind, MuxKind::Refused(_) | MuxKind::IdsExhausted)
+    }
+    /// The connection is gone.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.kind, MuxKind::Closed(_) | MuxKind::Io(_))
+    }
+    /// A deadline passed (handshake, keepalive).
+    pub fn is_timeout(&self) -> bool {
+        match &self.kind {
+            MuxKind::HandshakeTimeout => true,
+            MuxKind::Closed(c) => c.reason == Reason::TIMEOUT,
+            _ => false,
+        }
+    }
+    /// The handshake failed or timed out.
+    pub fn is_handshake(&self) -> bool {
+        matches!(self.kind, MuxKind::Handshake(_) | MuxKind::HandshakeTimeout)
+    }
+    /// Stream ids ran out on this connection.
+    pub fn is_ids_exhausted(&self) -> bool {
+        matches!(self.kind, MuxKind::IdsExhausted)
+    }
+    /// Why the connection closed, when it did.
+    pub fn close_cause(&self) -> Option<&CloseCause> {
+        match &self.kind {
+            MuxKind::Closed(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for MuxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            MuxKind::Handshake(e) => write!(f, "handshake failed: {e}"),
+            MuxKind::HandshakeTimeout => f.write_str("handshake timed out"),
+            MuxKind::Io(e) => write!(f, "transport error: {e}"),
+            MuxKind::Closed(c) => write!(f, "connection closed: {c}"),
+            MuxKind::Refused(why) => write!(f, "stream refused (safe to retry): {why}"),
+            MuxKind::IdsExhausted => f.write_str("stream ids exhausted; use a new connection"),
+        }
+    }
+}
+
+impl std::error::Error for MuxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            MuxKind::Handshake(e) => Some(&**e),
+            MuxKind::Io(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
+/// Why one stream failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StreamKind {
+    /// Reset, by the peer (`remote`) or by us.
+    Reset { reason: Reason, remote: bool },
+    /// The connection ended.
+    Closed(CloseCause),
+    /// Refused before processing (REFUSED_STREAM, or above GOAWAY's last id).
+    Refused,
+    /// Local misuse: sending after `end`.
+    SendClosed,
+}
+
+/// A stream-level error. A reset or a dead connection is always an error,
+/// never a clean end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamError {
+    kind: StreamKind,
+}
+
+impl StreamError {
+    pub(crate) fn new(kind: StreamKind) -> StreamError {
+        StreamError { kind }
+    }
+
+    /// Retry-safe: the peer never processed the stream (`REFUSED_STREAM`, or
+    /// its id was above the last id of a `GOAWAY`).
+    pub fn is_refused(&self) -> bool {
+        match &self.kind {
+            StreamKind::Refused => true,
+            StreamKind::Reset { reason, .. } => *reason == Reason::REFUSED_STREAM,
+            _ => false,
+        }
+    }
+    /// The stream was reset (see [`reason`](Self::reason) and
+    /// [`is_remote`](Self::is_remote)).
+    pub fn is_reset(&self) -> bool {
+        matches!(self.kind, StreamKind::Reset { .. })
+    }
+    /// Whether the peer caused this error (its reset, its `GOAWAY`).
+    pub fn is_remote(&self) -> bool {
+        match &self.kind {
+            StreamKind::Reset { remote, .. } => *remote,
+            StreamKind::Closed(c) => c.by_peer,
+            StreamKind::Refused => true,
+            StreamKind::SendClosed => false,
+        }
+    }
+    /// The connection is gone.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.kind, StreamKind::Closed(_))
+    }
+    /// A keepalive or idle deadline closed the connection.
+    pub fn is_timeout(&self) -> bool {
+        self.reason() == Some(Reason::TIMEOUT)
+    }
+    /// The stream or connection failed on flow control.
+    pub fn is_flow_control(&self) -> bool {
+        self.reason() == Some(Reason::FLOW_CONTROL_ERROR)
+    }
+    /// Sending after this side already ended the stream.
+    pub fn is_send_closed(&self) -> bool {
+        matches!(self.kind, StreamKind::SendClosed)
+    }
+    /// The wire reason, for resets and closed connections.
+    pub fn reason(&self) -> Option<Reason> {
+        match &self.kind {
+            StreamKind::Reset { reason, .. } => Some(*reason),
+            StreamKind::Closed(c) => Some(c.reason),
+            StreamKind::Refused => Some(Reason::REFUSED_STREAM),
+            StreamKind::SendClosed => None,
+        }
+    }
+}
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            StreamKind::Reset { reason, remote } => {
+                let who = if *remote { "peer" } else { "locally" };
+                write!(f, "stream reset {who}: {reason}")
+            }
+            StreamKind::Closed(c) => write!(f, "connection closed: {c}"),
+            StreamKind::Refused => f.write_str("stream refused (safe to retry)"),
+            StreamKind::SendClosed => f.write_str("stream already ended by this side"),
+        }
+    }
+}
+
+impl std::error::Error for StreamError {}

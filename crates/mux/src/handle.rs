@@ -1,0 +1,285 @@
+//! The application's handles: `Connection`, `Incoming`, `Stream`.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::Span;
+use weft_frame::{Metadata, Reason};
+
+use crate::driver::{Shared, now};
+use crate::error::{MuxError, StreamError};
+use crate::pipeline::Negotiated;
+use crate::session::{Chunk, OpenError, Recv};
+
+/// A handle to one multiplexed connection. Cheap to clone; the connection
+/// lives until it closes (shutdown, error, idle timeout, peer), not until
+/// the last handle is dropped — call [`shutdown`](Self::shutdown) to end it.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Connection {
+    /// Opens a stream: one `OPEN` frame carrying `metadata` (method,
+    /// timeout...) and the first payload (as much as flow control allows;
+    /// the rest follows as `DATA`). `end` half-closes at once, so a unary
+    /// request is a single frame.
+    ///
+    /// Fails retry-safe ([`MuxError::is_refused`]) after a `GOAWAY` or when
+    /// stream ids run out, and with [`MuxError::is_closed`] once closed.
+    pub async fn open(
+        &self,
+        metadata: Metadata,
+        payload: Bytes,
+        end: bool,
+    ) -> Result<Stream, MuxError> {
+        let mut inner = self.shared.lock();
+        let id = match inner.session.open(metadata.clone(), payload, end, now()) {
+            Ok(id) => id,
+            Err(OpenError::GoingAway) => {
+                inner.pump_app();
+                return Err(MuxError::refused("connection is going away"));
+            }
+            Err(OpenError::IdsExhausted) => {
+                inner.pump_app();
+                return Err(MuxError::ids_exhausted());
+            }
+            Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
+        };
+        inner.wakers.insert(id, Default::default());
+        inner.pump_app();
+        drop(inner);
+        Ok(Stream::new(self.shared.clone(), id, metadata))
+    }
+
+    /// What the handshake agreed (encryption, compression).
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.shared.negotiated
+    }
+
+    /// Graceful shutdown: sends `GOAWAY` with the last stream id processed;
+    /// streams at or below it may finish, new opens fail retry-safe; after
+    /// `drain` (or as soon as no stream is left) the connection closes.
+    /// Resolves when it has.
+    pub async fn shutdown(&self, drain: Duration) {
+        {
+            let mut inner = self.shared.lock();
+            inner.session.shutdown(now(), drain);
+            inner.pump_app();
+        }
+        self.closed().await;
+    }
+
+    /// Whether the connection is closed (no stream can make progress).
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().session.is_closed()
+    }
+
+    /// Resolves when the connection is gone and its transport shut.
+    pub async fn closed(&self) {
+        poll_fn(|cx| {
+            let mut inner = self.shared.lock();
+            if inner.done {
+                return Poll::Ready(());
+            }
+            if !inner.closed_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                inner.closed_wakers.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await;
+    }
+
+    /// Flow-control and stream-table figures, for diagnostics and tests.
+    pub fn stats(&self) -> crate::session::Stats {
+        self.shared.lock().session.stats()
+    }
+
+    /// Why the connection closed, once it has.
+    pub fn close_cause(&self) -> Option<crate::CloseCause> {
+        self.shared.lock().session.close_cause().cloned()
+    }
+}
+
+/// Streams the peer opens, in order. Dropping it refuses further opens
+/// with `REFUSED_STREAM` (retry-safe for the peer).
+#[derive(Debug)]
+pub struct Incoming {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Incoming {
+    /// The next stream the peer opened; `None` once the connection is
+    /// closed or going away and the queue is empty.
+    pub async fn accept(&mut self) -> Option<Stream> {
+        poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Polls for the next stream (see [`accept`](Self::accept)).
+    pub fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<Option<Stream>> {
+        let mut inner = self.shared.lock();
+        if let Some(id) = inner.session.accept() {
+            let metadata = inner.session.open_metadata(id).cloned().unwrap_or_default();
+            inner.wakers.insert(id, Default::default());
+            drop(inner);
+            return Poll::Ready(Some(Stream::new(self.shared.clone(), id, metadata)));
+        }
+        if inner.session.accept_finished() {
+            return Poll::Ready(None);
+        }
+        inner.accept_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        let mut inner = self.shared.lock();
+        inner.session.set_accepting(false);
+        inner.pump_app();
+    }
+}
+
+/// One stream: ordered, flow-controlled, half-closable.
+///
+/// Dropping a `Stream` that is not closed both ways resets it with
+/// `CANCEL` (the peer's `recv` fails with a reset); its data still queued
+/// is discarded. A stream closed both ways just frees its slot. Either way
+/// the slot counted against the peer's concurrency cap is freed only when
+/// the handle is dropped.
+#[derive(Debug)]
+pub struct Stream {
+    shared: Arc<Shared>,
+    id: u32,
+    metadata: Metadata,
+    span: Span,
+}
+
+impl Stream {
+    fn new(shared: Arc<Shared>, id: u32, metadata: Metadata) -> Stream {
+        let span = tracing::debug_span!(parent: &shared.span, "stream", id);
+        Stream {
+            shared,
+            id,
+            metadata,
+            span,
+        }
+    }
+
+    /// The stream id (odd: opened by the client, even: by the server).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The `OPEN` metadata (received, or sent).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Sends data, split into frames of at most the frame payload limit,
+    /// waiting while the stream's send buffer is full (flow control).
+    /// `end` half-closes after it. Resolves once queued, not once the peer
+    /// has it.
+    pub async fn send(&mut self, data: Bytes, end: bool) -> Result<(), StreamError> {
+        self.send_with_metadata(Metadata::new(), data, end).await
+    }
+
+    /// Like [`send`](Self::send), with `metadata` on the last frame
+    /// (trailers such as a final status).
+    pub async fn send_with_metadata(
+        &mut self,
+        metadata: Metadata,
+        data: Bytes,
+        end: bool,
+    ) -> Result<(), StreamError> {
+        let mut data = data;
+        let mut metadata = Some(metadata);
+        poll_fn(|cx| {
+            let mut inner = self.shared.lock();
+            loop {
+                let room = match inner.session.send_room(self.id) {
+                    Ok(r) => r,
+                    Err(e) => return Poll::Ready(Err(e)),
+                };
+                if room == 0 && !data.is_empty() {
+                    if let Some(w) = inner.wakers.get_mut(&self.id) {
+                        w.send = Some(cx.waker().clone());
+                    }
+                    inner.pump_app();
+                    return Poll::Pending;
+                }
+                let last = data.len() <= room;
+                let piece = if last {
+                    std::mem::take(&mut data)
+                } else {
+                    data.split_to(room)
+                };
+                let md = if last {
+                    metadata.take().unwrap_or_default()
+                } else {
+                    Metadata::new()
+                };
+                if let Err(e) = inner.session.send(self.id, md, piece, last && end) {
+                    return Poll::Ready(Err(e));
+                }
+                if last {
+                    inner.pump_app();
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        })
+        .await
+    }
+
+    /// The next chunk, in order. `Ok(None)` only after the peer's explicit
+    /// `END_STREAM`; a reset or a dead connection is an `Err`, never a clean
+    /// end. Data received before a reset is delivered first.
+    pub async fn recv(&mut self) -> Result<Option<Chunk>, StreamError> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next chunk (see [`recv`](Self::recv)).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Chunk>, StreamError>> {
+        let mut inner = self.shared.lock();
+        match inner.session.recv(self.id) {
+            Recv::Chunk(c) => {
+                if inner.session.has_transmit() {
+                    inner.pump_app();
+                }
+                Poll::Ready(Ok(Some(c)))
+            }
+            Recv::End => Poll::Ready(Ok(None)),
+            Recv::Failed(e) => Poll::Ready(Err(e)),
+            Recv::Pending => {
+                if let Some(w) = inner.wakers.get_mut(&self.id) {
+                    match &w.recv {
+                        Some(old) if old.will_wake(cx.waker()) => {}
+                        _ => w.recv = Some(cx.waker().clone()),
+                    }
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Resets the stream with `reason`: the peer's `recv` fails, queued data
+    /// is dropped. Does nothing if the stream already ended both ways.
+    pub fn reset(&mut self, reason: Reason) {
+        let _g = self.span.enter();
+        let mut inner = self.shared.lock();
+        inner.session.reset(self.id, reason);
+        inner.pump_app();
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let mut inner = self.shared.lock();
+        inner.session.release(self.id, now());
+        inner.wakers.remove(&self.id);
+        inner.pump_app();
+    }
+}

@@ -1,0 +1,1204 @@
+//! The sans-I/O session core: all protocol logic of one connection.
+//!
+//! Input goes in through `handle_*` methods (received frames, timeouts with
+//! an explicit `now`) and application commands (`open`, `send`, `recv`,
+//! `reset`, `release`, `shutdown`); output comes out of `poll_*` methods
+//! (`poll_transmit` for frames to send, `poll_timeout` for the next deadline,
+//! `poll_event` for what changed). It never touches a socket, a clock or a
+//! runtime, so every rule is tested in memory with a virtual clock.
+
+mod budget;
+mod stream;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use weft_frame::{CONNECTION_ID, Flags, Frame, FrameType, Metadata, Reason, Scope};
+
+use crate::config::{BASELINE_WINDOW, Config, MAX_WINDOW};
+use crate::error::{CloseCause, StreamError, StreamKind};
+use budget::{Budgets, Spend};
+pub use stream::Chunk;
+use stream::{Pending, SendEnd, StreamState};
+
+/// The metadata key of the settings frame that announces a side's
+/// per-stream receive window (section 6.4 of the protocol).
+pub const STREAM_WINDOW_KEY: &[u8] = b"stream-window";
+
+/// Which side of the connection this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The side that dialled: opens odd stream ids.
+    Client,
+    /// The side that accepted: opens even stream ids.
+    Server,
+}
+
+impl Role {
+    fn first_id(self) -> u32 {
+        match self {
+            Role::Client => 1,
+            Role::Server => 2,
+        }
+    }
+    fn owns(self, id: u32) -> bool {
+        (id % 2 == 1) == (self == Role::Client)
+    }
+}
+
+/// Something the application (or driver) should look at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The peer opened a stream; take it with [`Session::accept`].
+    Incoming,
+    /// A stream has data, an end or an error to receive.
+    Readable(u32),
+    /// A stream's send buffer has room again, or its send side failed.
+    Writable(u32),
+    /// A `GOAWAY` was sent or received: no new streams.
+    GoingAway,
+    /// The connection is closed; see [`Session::close_cause`].
+    Closed,
+}
+
+/// The result of [`Session::recv`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recv {
+    /// The next piece.
+    Chunk(Chunk),
+    /// The peer's explicit `END_STREAM`: nothing more will come.
+    End,
+    /// Nothing yet; an [`Event::Readable`] follows when something arrives.
+    Pending,
+    /// The stream failed (reset, connection gone).
+    Failed(StreamError),
+}
+
+/// Why `open` failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenError {
+    /// A `GOAWAY` was sent or received: retry on another connection.
+    GoingAway,
+    /// Stream ids are exhausted: retry on another connection.
+    IdsExhausted,
+    /// The connection is closed.
+    Closed(CloseCause),
+}
+
+/// Flow-control and table figures, for tests and diagnostics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// Streams in the table.
+    pub streams: usize,
+    /// Streams the peer opened that are in the table (counted against the cap).
+    pub inbound: usize,
+    /// Credit we may still send on the connection.
+    pub conn_send_window: i64,
+    /// Credit the peer still has on the connection.
+    pub conn_recv_window: u32,
+    /// Bytes consumed locally and not yet granted back to the peer.
+    pub conn_recv_unacked: u32,
+    /// Control frames waiting to be sent.
+    pub control_queued: usize,
+    /// Resets we sent because of the peer.
+    pub local_resets: u32,
+    /// Streams waiting in the accept queue.
+    pub accept_queue: usize,
+}
+
+#[derive(Debug)]
+enum State {
+    Open,
+    Closed(CloseCause),
+}
+
+/// The session core of one connection.
+#[derive(Debug)]
+pub struct Session {
+    role: Role,
+    max_payload: usize,
+    stream_window: u32,
+    connection_window: u32,
+    max_concurrent: usize,
+    max_send_buffer: usize,
+    max_control_queue: usize,
+    max_stream_id: u32,
+    pending_accept_reset_budget: usize,
+    local_reset_budget: u32,
+    keepalive_interval: Option<Duration>,
+    keepalive_timeout: Duration,
+    idle_timeout: Option<Duration>,
+
+    state: State,
+    streams: HashMap<u32, StreamState>,
+    inbound: usize,
+    next_local_id: u32,
+    highest_remote_id: u32,
+    last_processed: u32,
+    accept_queue: VecDeque<u32>,
+    accepting: bool,
+    pending_accept_resets: usize,
+    local_resets: u32,
+    budgets: Budgets,
+
+    settings_received: bool,
+    peer_stream_window: u32,
+    conn_send: i64,
+    conn_recv: u32,
+    conn_unacked: u32,
+
+    control: VecDeque<Frame>,
+    ready: VecDeque<u32>,
+    events: VecDeque<Event>,
+
+    goaway_sent: bool,
+    goaway_received: Option<u32>,
+    drain_deadline: Option<Instant>,
+    idle_since: Option<Instant>,
+    last_heard: Instant,
+    ping_sent: Option<Instant>,
+    ping_seq: u64,
+}
+
+/// A connection error detected while handling a frame: close with this.
+type Fatal = CloseCause;
+
+impl Session {
+    /// A new session; `now` starts the idle and keepalive clocks. The first
+    /// frame it transmits is the settings `WINDOW_UPDATE`.
+    pub fn new(role: Role, config: &Config, now: Instant) -> Session {
+        let mut s = Session {
+            role,
+            max_payload: config.limits.max_payload as usize,
+            stream_window: config.stream_window,
+            connection_window: config.connection_window,
+            max_concurrent: config.max_concurrent_streams,
+            max_send_buffer: config.max_send_buffer,
+            max_control_queue: config.max_control_queue,
+            max_stream_id: config.max_stream_id,
+            pending_accept_reset_budget: config.pending_accept_reset_budget,
+            local_reset_budget: config.local_reset_budget,
+            keepalive_interval: config.keepalive_interval,
+            keepalive_timeout: config.keepalive_timeout,
+            idle_timeout: config.idle_timeout,
+            state: State::Open,
+            streams: HashMap::new(),
+            inbound: 0,
+            next_local_id: role.first_id(),
+            highest_remote_id: 0,
+            last_processed: 0,
+            accept_queue: VecDeque::new(),
+            accepting: true,
+            pending_accept_resets: 0,
+            local_resets: 0,
+            budgets: Budgets::new(
+                config.ping_budget,
+                config.empty_frame_budget,
+                config.unknown_frame_budget,
+                config.late_frame_budget,
+                config.budget_window,
+            ),
+            settings_received: false,
+            peer_stream_window: BASELINE_WINDOW,
+            conn_send: i64::from(BASELINE_WINDOW),
+            conn_recv: config.connection_window,
+            conn_unacked: 0,
+            control: VecDeque::new(),
+            ready: VecDeque::new(),
+            events: VecDeque::new(),
+            goaway_sent: false,
+            goaway_received: None,
+            drain_deadline: None,
+            idle_since: Some(now),
+            last_heard: now,
+            ping_sent: None,
+            ping_seq: 0,
+        };
+        s.control.push_back(settings_frame(
+            config.connection_window - BASELINE_WINDOW,
+            config.stream_window,
+        ));
+        s
+    }
+
+    /// This side's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    // ----- outputs -------------------------------------------------------
+
+    /// The next frame to send: control frames first, then data from streams
+    /// with credit, round-robin. After close only the final control frames.
+    pub fn poll_transmit(&mut self) -> Option<Frame> {
+        if let Some(f) = self.control.pop_front() {
+            return Some(f);
+        }
+        if self.is_closed() {
+            return None;
+        }
+        self.next_data_frame()
+    }
+
+    /// Whether a frame is waiting in [`poll_transmit`](Self::poll_transmit).
+    pub fn has_transmit(&self) -> bool {
+        !self.control.is_empty() || (!self.is_closed() && !self.ready.is_empty())
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout)
+    /// must be called, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_closed() {
+            return None;
+        }
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
+        if let Some(d) = self.drain_deadline {
+            at(d);
+        }
+        if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since) {
+            at(since + i);
+        }
+        if let Some(k) = self.keepalive_interval {
+            match self.ping_sent {
+                Some(sent) => at(sent + self.keepalive_timeout),
+                None => at(self.last_heard + k),
+            }
+        }
+        t
+    }
+
+    /// Whether the driver should read more from the peer: false while our
+    /// control queue is full (a peer that does not read gets backpressure
+    /// instead of growing our memory) or once closed.
+    pub fn wants_read(&self) -> bool {
+        !self.is_closed() && self.control.len() < self.max_control_queue
+    }
+
+    /// Whether the connection is closed.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed(_))
+    }
+
+    /// Why the connection closed, once it has.
+    pub fn close_cause(&self) -> Option<&CloseCause> {
+        match &self.state {
+            State::Closed(c) => Some(c),
+            State::Open => None,
+        }
+    }
+
+    /// Whether a `GOAWAY` was sent or received.
+    pub fn is_going_away(&self) -> bool {
+        self.goaway_sent || self.goaway_received.is_some()
+    }
+
+    /// Current figures.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            streams: self.streams.len(),
+            inbound: self.inbound,
+            conn_send_window: self.conn_send,
+            conn_recv_window: self.conn_recv,
+            conn_recv_unacked: self.conn_unacked,
+            control_queued: self.control.len(),
+            local_resets: self.local_resets,
+            accept_queue: self.accept_queue.len(),
+        }
+    }
+
+    // ----- application commands -----------------------------------------
+
+    /// Opens a stream: one `OPEN` frame with `metadata` and as much of
+    /// `payload` as the peer's windows allow (the rest follows as `DATA`);
+    /// `end` half-closes once all of it is sent.
+    pub fn open(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+        end: bool,
+        now: Instant,
+    ) -> Result<u32, OpenError> {
+        if let State::Closed(c) = &self.state {
+            return Err(OpenError::Closed(c.clone()));
+        }
+        if self.is_going_away() {
+            return Err(OpenError::GoingAway);
+        }
+        let id = self.next_local_id;
+        if id > self.max_stream_id || id == 0 {
+            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
+            return Err(OpenError::IdsExhausted);
+        }
+        self.next_local_id = id.checked_add(2).unwrap_or(0);
+        let mut st = StreamState::new(false, self.peer_stream_window, self.stream_window);
+        let credit = st.send_window.min(self.conn_send).max(0) as usize;
+        let n = payload.len().min(credit).min(self.max_payload);
+        let mut first = payload;
+        let rest = first.split_off(n);
+        st.send_window -= n as i64;
+        self.conn_send -= n as i64;
+        let all = rest.is_empty();
+        let flags = if end && all {
+            st.send_end = SendEnd::Sent;
+            Flags::END_STREAM
+        } else {
+            Flags::NONE
+        };
+        self.control.push_back(Frame {
+            ty: FrameType::OPEN,
+            flags,
+            stream_id: id,
+            metadata,
+            payload: first,
+        });
+        if !all || (end && st.send_end != SendEnd::Sent) {
+            st.queued = rest.len();
+            st.send_end = if end { SendEnd::Queued } else { SendEnd::Open };
+            st.send_queue.push_back(Pending {
+                metadata: Metadata::new(),
+                data: rest,
+                end,
+            });
+        }
+        self.streams.insert(id, st);
+        self.idle_since = None;
+        self.mark_ready(id);
+        // Say goodbye before the ids run out, so the peer moves on in time.
+        if self.next_local_id > self.max_stream_id || self.next_local_id == 0 {
+            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
+        }
+        let _ = now;
+        Ok(id)
+    }
+
+    /// How many bytes `send` on `id` would accept now (0: wait for
+    /// [`Event::Writable`]), or the stream's error.
+    pub fn send_room(&mut self, id: u32) -> Result<usize, StreamError> {
+        let cap = self.max_send_buffer;
+        let s = self.stream_for_send(id)?;
+        let room = cap.saturating_sub(s.queued);
+        if room == 0 {
+            s.want_writable = true;
+        }
+        Ok(room)
+    }
+
+    /// Queues data (and optional metadata, sent with the last frame of it);
+    /// `end` half-closes after it. The caller keeps within
+    /// [`send_room`](Self::send_room); metadata may exceed it.
+    pub fn send(
+        &mut self,
+        id: u32,
+        metadata: Metadata,
+        data: Bytes,
+        end: bool,
+    ) -> Result<(), StreamError> {
+        let s = self.stream_for_send(id)?;
+        if data.is_empty() && metadata.is_empty() && !end {
+            return Ok(());
+        }
+        s.queued += data.len() + metadata.len();
+        if end {
+            s.send_end = SendEnd::Queued;
+        }
+        s.send_queue.push_back(Pending {
+            metadata,
+            data,
+            end,
+        });
+        self.mark_ready(id);
+        Ok(())
+    }
+
+    fn stream_for_send(&mut self, id: u32) -> Result<&mut StreamState, StreamError> {
+        if let State::Closed(c) = &self.state {
+            return Err(StreamError::new(StreamKind::Closed(c.clone())));
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(StreamError::new(StreamKind::SendClosed));
+        };
+        if let Some(k) = &s.failed {
+            return Err(StreamError::new(k.clone()));
+        }
+        if s.send_end != SendEnd::Open {
+            return Err(StreamError::new(StreamKind::SendClosed));
+        }
+        Ok(s)
+    }
+
+    /// Takes the next received piece of `id`, returning its flow-control
+    /// credit to the peer.
+    pub fn recv(&mut self, id: u32) -> Recv {
+        let closed = match &self.state {
+            State::Closed(c) => Some(c.clone()),
+            State::Open => None,
+        };
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Recv::Failed(StreamError::new(
+                closed.map_or(StreamKind::SendClosed, StreamKind::Closed),
+            ));
+        };
+        if let Some(chunk) = s.recv_queue.pop_front() {
+            let n = fc_len(&chunk);
+            s.buffered -= n;
+            if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
+                // A bare END_STREAM.
+                self.after_consume(id, n);
+                return Recv::End;
+            }
+            self.after_consume(id, n);
+            return Recv::Chunk(chunk);
+        }
+        if let Some(k) = &s.failed {
+            return Recv::Failed(StreamError::new(k.clone()));
+        }
+        if s.recv_end {
+            return Recv::End;
+        }
+        if let Some(c) = closed {
+            return Recv::Failed(StreamError::new(StreamKind::Closed(c)));
+        }
+        Recv::Pending
+    }
+
+    fn after_consume(&mut self, id: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let half = self.stream_window / 2;
+        if let Some(s) = self.streams.get_mut(&id)
+            && !s.recv_done()
+        {
+            s.recv_unacked += n;
+            if s.recv_unacked >= half {
+                let inc = std::mem::take(&mut s.recv_unacked);
+                s.recv_window += inc;
+                self.control.push_back(Frame::window_update(id, inc));
+            }
+        }
+        self.release_conn(n);
+    }
+
+    fn release_conn(&mut self, n: u32) {
+        if n == 0 || self.is_closed() {
+            return;
+        }
+        self.conn_unacked += n;
+        if self.conn_unacked >= self.connection_window / 2 {
+            let inc = std::mem::take(&mut self.conn_unacked);
+            self.conn_recv += inc;
+            self.control
+                .push_back(Frame::window_update(CONNECTION_ID, inc));
+        }
+    }
+
+    /// The `OPEN` metadata of a stream the peer opened.
+    pub fn open_metadata(&self, id: u32) -> Option<&Metadata> {
+        self.streams.get(&id).map(|s| &s.open_metadata)
+    }
+
+    /// Takes the next stream the peer opened.
+    pub fn accept(&mut self) -> Option<u32> {
+        let id = self.accept_queue.pop_front()?;
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.accepted = true;
+            if s.failed.is_some() {
+                self.pending_accept_resets -= 1;
+            }
+        }
+        Some(id)
+    }
+
+    /// Whether [`accept`](Self::accept) can return nothing more, ever.
+    pub fn accept_finished(&self) -> bool {
+        self.accept_queue.is_empty() && (self.is_closed() || self.is_going_away())
+    }
+
+    /// Stops (or resumes) accepting streams: while off, opens are refused
+    /// with `REFUSED_STREAM` and queued ones are refused too.
+    pub fn set_accepting(&mut self, on: bool) {
+        self.accepting = on;
+        if !on {
+            while let Some(id) = self.accept_queue.pop_front() {
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.accepted = true;
+                    if s.failed.is_some() {
+                        self.pending_accept_resets -= 1;
+                    }
+                }
+                self.reset_stream(id, Reason::REFUSED_STREAM, false);
+                self.release_now(id);
+            }
+        }
+    }
+
+    /// Resets a stream with `reason` (an application decision).
+    pub fn reset(&mut self, id: u32, reason: Reason) {
+        self.reset_stream(id, reason, false);
+    }
+
+    /// The application dropped its handle: a stream not closed both ways is
+    /// reset with `CANCEL`; its slot is freed once it is closed.
+    pub fn release(&mut self, id: u32, now: Instant) {
+        if let Some(s) = self.streams.get(&id)
+            && !(s.send_done() && s.recv_done())
+        {
+            self.reset_stream(id, Reason::CANCEL, false);
+        }
+        self.release_now(id);
+        if self.streams.is_empty() && self.idle_since.is_none() {
+            self.idle_since = Some(now);
+        }
+        self.maybe_finish_drain();
+    }
+
+    fn release_now(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.released = true;
+        let dropped: u32 = std::mem::take(&mut s.buffered);
+        s.recv_queue.clear();
+        self.release_conn(dropped);
+        self.try_remove(id);
+    }
+
+    /// Graceful shutdown: `GOAWAY(last processed id, NO_ERROR)`; streams at
+    /// or below it may finish until `now + drain`, then the connection closes.
+    pub fn shutdown(&mut self, now: Instant, drain: Duration) {
+        if self.is_closed() {
+            return;
+        }
+        self.go_away(Reason::NO_ERROR, Some(now + drain));
+        self.maybe_finish_drain();
+    }
+
+    /// Closes at once with `reason` (sends `GOAWAY` first).
+    pub fn close(&mut self, reason: Reason, detail: &'static str) {
+        self.fail(CloseCause::local(reason, detail), true);
+    }
+
+    /// The transport failed or ended: close without sending anything.
+    pub fn handle_transport_closed(&mut self, cause: CloseCause) {
+        self.fail(cause, false);
+    }
+
+    // ----- timers ---------------------------------------------------------
+
+    /// Fires whatever deadline has passed at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.is_closed() {
+            return;
+        }
+        if self.drain_deadline.is_some_and(|d| now >= d) {
+            self.fail(
+                CloseCause::local(Reason::NO_ERROR, "drain deadline passed"),
+                false,
+            );
+            return;
+        }
+        if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since)
+            && now >= since + i
+        {
+            self.fail(CloseCause::local(Reason::NO_ERROR, "idle timeout"), true);
+            return;
+        }
+        if let Some(k) = self.keepalive_interval {
+            match self.ping_sent {
+                Some(sent) if now >= sent + self.keepalive_timeout => {
+                    self.fail(
+                        CloseCause::local(Reason::TIMEOUT, "keepalive ping unanswered"),
+                        true,
+                    );
+                }
+                None if now >= self.last_heard + k => {
+                    self.ping_sent = Some(now);
+                    self.ping_seq += 1;
+                    self.control
+                        .push_back(Frame::ping(self.ping_seq.to_be_bytes(), false));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // ----- received frames ------------------------------------------------
+
+    /// Handles one received frame. Errors the peer caused never panic: a
+    /// stream error resets that stream, a connection error queues `GOAWAY`
+    /// and closes the session.
+    pub fn handle_frame(&mut self, frame: Frame, now: Instant) {
+        if self.is_closed() {
+            return;
+        }
+        self.last_heard = now;
+        if let Err(cause) = self.dispatch(frame, now) {
+            tracing::debug!(%cause, "closing connection");
+            self.fail(cause, true);
+        }
+        if self.streams.is_empty() && self.idle_since.is_none() {
+            self.idle_since = Some(now);
+        }
+    }
+
+    fn dispatch(&mut self, frame: Frame, now: Instant) -> Result<(), Fatal> {
+        let scope = match frame.ty.scope() {
+            Some(s) => s,
+            None => {
+                return self.spend(Spend::Unknown, now, "unknown frame flood");
+            }
+        };
+        if frame.flags.unknown_bits() != 0 {
+            self.spend(Spend::Unknown, now, "unknown flag flood")?;
+        }
+        let scope_ok = match scope {
+            Scope::Connection => frame.stream_id == CONNECTION_ID,
+            Scope::Stream => frame.stream_id != CONNECTION_ID,
+            Scope::Either => true,
+        };
+        if !scope_ok {
+            return Err(protocol("frame on the wrong stream id"));
+        }
+        if !self.settings_received {
+            return self.on_settings(&frame);
+        }
+        match frame.ty {
+            FrameType::DATA | FrameType::OPEN => self.on_data(frame, now),
+            FrameType::RESET => self.on_reset(&frame, now),
+            FrameType::WINDOW_UPDATE => self.on_window_update(&frame, now),
+            FrameType::PING => self.on_ping(&frame, now),
+            FrameType::GOAWAY => self.on_goaway(&frame),
+            _ => Err(protocol("handshake frame after the handshake")),
+        }
+    }
+
+    fn spend(&mut self, kind: Spend, now: Instant, what: &'static str) -> Result<(), Fatal> {
+        if self.budgets.spend(kind, now) {
+            Ok(())
+        } else {
+            Err(CloseCause::local(Reason::ENHANCE_YOUR_CALM, what))
+        }
+    }
+
+    fn on_settings(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        if frame.ty != FrameType::WINDOW_UPDATE || frame.stream_id != CONNECTION_ID {
+            return Err(protocol("first frame is not the settings WINDOW_UPDATE"));
+        }
+        let inc = frame
+            .parse_window_update()
+            .map_err(|_| protocol("bad WINDOW_UPDATE payload"))?;
+        let window = frame
+            .metadata
+            .get(STREAM_WINDOW_KEY)
+            .and_then(|v| <[u8; 4]>::try_from(v).ok())
+            .map(u32::from_be_bytes)
+            .ok_or_else(|| protocol("settings without a stream window"))?;
+        if !(BASELINE_WINDOW..=MAX_WINDOW).contains(&window) {
+            return Err(protocol("announced stream window out of range"));
+        }
+        self.settings_received = true;
+        self.add_conn_credit(inc)?;
+        let delta = i64::from(window - self.peer_stream_window);
+        self.peer_stream_window = window;
+        if delta != 0 {
+            let ids: Vec<u32> = self.streams.keys().copied().collect();
+            for id in ids {
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.send_window += delta;
+                }
+                self.mark_ready(id);
+            }
+        }
+        Ok(())
+    }
+
+    fn add_conn_credit(&mut self, inc: u32) -> Result<(), Fatal> {
+        let was_blocked = self.conn_send <= 0;
+        self.conn_send += i64::from(inc);
+        if self.conn_send > i64::from(MAX_WINDOW) {
+            return Err(CloseCause::local(
+                Reason::FLOW_CONTROL_ERROR,
+                "connection window overflow",
+            ));
+        }
+        if was_blocked && self.conn_send > 0 {
+            // Every stream with queued data may go again.
+            let ids: Vec<u32> = self
+                .streams
+                .iter()
+                .filter(|(_, s)| !s.send_queue.is_empty())
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                self.mark_ready(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a stream id the peer used on a frame for a stream we do not
+    /// have. `Ok(true)`: a closed stream (late frame); errors: never opened.
+    fn unknown_stream(&mut self, id: u32, now: Instant) -> Result<(), Fatal> {
+        let known = if self.role.owns(id) {
+            id < self.next_local_id || self.next_local_id == 0
+        } else {
+            id <= self.highest_remote_id
+        };
+        if !known {
+            return Err(protocol("frame for a stream never opened"));
+        }
+        self.spend(Spend::Late, now, "late frame flood")
+    }
+
+    fn on_data(&mut self, frame: Frame, now: Instant) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        let open = frame.ty == FrameType::OPEN;
+        let len = if open {
+            frame.payload.len()
+        } else {
+            frame.payload.len() + frame.metadata.len()
+        } as u32;
+        if len > self.conn_recv {
+            return Err(CloseCause::local(
+                Reason::FLOW_CONTROL_ERROR,
+                "data beyond the connection window",
+            ));
+        }
+        self.conn_recv -= len;
+        if open {
+            return self.on_open(frame, len, now);
+        }
+        let end = frame.is_end_stream();
+        if len == 0 && !end {
+            self.spend(Spend::Empty, now, "empty frame flood")?;
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            self.release_conn(len);
+            return self.unknown_stream(id, now);
+        };
+        if s.failed.is_some() {
+            self.release_conn(len);
+            return self.spend(Spend::Late, now, "late frame flood");
+        }
+        if s.recv_end {
+            self.release_conn(len);
+            return self.peer_caused_reset(id, Reason::STREAM_CLOSED);
+        }
+        if len > s.recv_window {
+            self.release_conn(len);
+            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
+        }
+        s.recv_window -= len;
+        if len == 0 && !end {
+            return Ok(());
+        }
+        self.deliver(
+            id,
+            Chunk {
+                data: frame.payload,
+                metadata: frame.metadata,
+                end,
+            },
+            len,
+        );
+        Ok(())
+    }
+
+    fn deliver(&mut self, id: u32, chunk: Chunk, len: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if chunk.end {
+            s.recv_end = true;
+        }
+        if s.released {
+            // Nobody will read it: give the credit straight back.
+            self.release_conn(len);
+            self.try_remove(id);
+            return;
+        }
+        let was_empty = s.recv_queue.is_empty();
+        s.buffered += len;
+        s.recv_queue.push_back(chunk);
+        if was_empty {
+            self.events.push_back(Event::Readable(id));
+        }
+        self.try_remove(id);
+    }
+
+    fn on_open(&mut self, frame: Frame, len: u32, now: Instant) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        if self.role.owns(id) {
+            return Err(protocol("peer opened a stream with our id parity"));
+        }
+        if id <= self.highest_remote_id {
+            return Err(protocol("stream id reused or lower than the highest seen"));
+        }
+        self.highest_remote_id = id;
+        if self.goaway_sent {
+            // Above our GOAWAY's last id: not processed (the peer retries).
+            self.release_conn(len);
+            return self.spend(Spend::Late, now, "opens after GOAWAY");
+        }
+        if !self.accepting || self.inbound >= self.max_concurrent {
+            self.release_conn(len);
+            self.control
+                .push_back(Frame::reset(id, Reason::REFUSED_STREAM));
+            return Ok(());
+        }
+        if len > self.stream_window {
+            self.release_conn(len);
+            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
+        }
+        let end = frame.is_end_stream();
+        let mut st = StreamState::new(true, self.peer_stream_window, self.stream_window - len);
+        st.open_metadata = frame.metadata;
+        self.streams.insert(id, st);
+        self.inbound += 1;
+        self.last_processed = id;
+        self.idle_since = None;
+        self.accept_queue.push_back(id);
+        self.events.push_back(Event::Incoming);
+        if len > 0 || end {
+            self.deliver(
+                id,
+                Chunk {
+                    data: frame.payload,
+                    metadata: Metadata::new(),
+                    end,
+                },
+                len,
+            );
+        }
+        Ok(())
+    }
+
+    fn on_reset(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        let reason = frame
+            .parse_reset()
+            .map_err(|_| protocol("bad RESET payload"))?;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return self.unknown_stream(id, now);
+        };
+        if s.failed.is_some() {
+            return self.spend(Spend::Late, now, "late frame flood");
+        }
+        let pending_accept = s.remote && !s.accepted;
+        let kind = if reason == Reason::REFUSED_STREAM && !s.remote {
+            StreamKind::Refused
+        } else {
+            StreamKind::Reset {
+                reason,
+                remote: true,
+            }
+        };
+        self.fail_stream(id, kind);
+        if pending_accept {
+            self.pending_accept_resets += 1;
+            if self.pending_accept_resets > self.pending_accept_reset_budget {
+                return Err(CloseCause::local(
+                    Reason::ENHANCE_YOUR_CALM,
+                    "too many streams reset before accept (rapid reset)",
+                ));
+            }
+        }
+        self.try_remove(id);
+        Ok(())
+    }
+
+    fn on_window_update(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        let inc = frame
+            .parse_window_update()
+            .map_err(|_| protocol("bad WINDOW_UPDATE payload"))?;
+        if id == CONNECTION_ID {
+            if inc == 0 {
+                return Err(protocol("zero connection window increment"));
+            }
+            return self.add_conn_credit(inc);
+        }
+        if inc < 64 {
+            self.spend(Spend::Empty, now, "tiny window update flood")?;
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            return self.unknown_stream(id, now);
+        };
+        if s.failed.is_some() {
+            return self.spend(Spend::Late, now, "late frame flood");
+        }
+        if inc == 0 {
+            return self.peer_caused_reset(id, Reason::PROTOCOL_ERROR);
+        }
+        s.send_window += i64::from(inc);
+        if s.send_window > i64::from(MAX_WINDOW) {
+            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
+        }
+        self.mark_ready(id);
+        Ok(())
+    }
+
+    fn on_ping(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+        let opaque = frame
+            .parse_ping()
+            .map_err(|_| protocol("bad PING payload"))?;
+        if frame.flags.contains(Flags::ACK) {
+            if self.ping_sent.is_some() && opaque == self.ping_seq.to_be_bytes() {
+                self.ping_sent = None;
+            }
+            return Ok(());
+        }
+        self.spend(Spend::Ping, now, "ping flood")?;
+        self.control.push_back(Frame::ping(opaque, true));
+        Ok(())
+    }
+
+    fn on_goaway(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        let (last, reason, _debug) = frame
+            .parse_goaway()
+            .map_err(|_| protocol("bad GOAWAY payload"))?;
+        let last = self.goaway_received.map_or(last, |prev| prev.min(last));
+        let first = self.goaway_received.is_none();
+        self.goaway_received = Some(last);
+        if first {
+            self.events.push_back(Event::GoingAway);
+        }
+        // Our streams above `last` were never processed: retry-safe.
+        let refused: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(id, s)| !s.remote && **id > last)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in refused {
+            self.fail_stream(id, StreamKind::Refused);
+            self.try_remove(id);
+        }
+        if reason != Reason::NO_ERROR && reason != Reason::STREAM_IDS_EXHAUSTED {
+            tracing::debug!(%reason, "peer sent GOAWAY with an error");
+        }
+        self.maybe_finish_drain();
+        Ok(())
+    }
+
+    // ----- internals ------------------------------------------------------
+
+    fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
+        self.local_resets += 1;
+        if self.streams.contains_key(&id) {
+            self.reset_stream(id, reason, true);
+        } else {
+            self.control.push_back(Frame::reset(id, reason));
+        }
+        if self.local_resets > self.local_reset_budget {
+            return Err(CloseCause::local(
+                Reason::ENHANCE_YOUR_CALM,
+                "peer caused too many resets",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Resets `id` from this side: `RESET` frame, queued data dropped.
+    fn reset_stream(&mut self, id: u32, reason: Reason, peer_fault: bool) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.failed.is_some() || (s.send_done() && s.recv_done()) {
+            return;
+        }
+        if !self.is_closed() {
+            self.control.push_back(Frame::reset(id, reason));
+        }
+        let _ = peer_fault;
+        self.fail_stream(
+            id,
+            StreamKind::Reset {
+                reason,
+                remote: false,
+            },
+        );
+        // Nothing more will be read after a local reset.
+        if let Some(s) = self.streams.get_mut(&id) {
+            let dropped = std::mem::take(&mut s.buffered);
+            s.recv_queue.clear();
+            self.release_conn(dropped);
+        }
+        self.try_remove(id);
+    }
+
+    /// Marks a stream failed and drops its queued data.
+    fn fail_stream(&mut self, id: u32, kind: StreamKind) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.failed = Some(kind);
+        s.send_queue.clear();
+        s.queued = 0;
+        s.want_writable = false;
+        self.events.push_back(Event::Readable(id));
+        self.events.push_back(Event::Writable(id));
+    }
+
+    fn try_remove(&mut self, id: u32) {
+        let finished = self.streams.get(&id).is_some_and(|s| s.finished());
+        if !finished {
+            return;
+        }
+        if let Some(s) = self.streams.remove(&id)
+            && s.remote
+        {
+            self.inbound -= 1;
+        }
+        self.maybe_finish_drain();
+    }
+
+    fn mark_ready(&mut self, id: u32) {
+        let credit = self.conn_send;
+        if let Some(s) = self.streams.get_mut(&id)
+            && !s.in_ready
+            && s.can_send(credit)
+        {
+            s.in_ready = true;
+            self.ready.push_back(id);
+        }
+    }
+
+    fn next_data_frame(&mut self) -> Option<Frame> {
+        while let Some(id) = self.ready.pop_front() {
+            let conn = self.conn_send;
+            let max = self.max_payload;
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            s.in_ready = false;
+            let Some(p) = s.send_queue.front_mut() else {
+                continue;
+            };
+            let credit = s.send_window.min(conn).max(0) as usize;
+            let total = p.data.len() + p.metadata.len();
+            let frame = if p.data.len() <= max && total <= credit {
+                let p = s.send_queue.pop_front().expect("front exists");
+                let mut flags = Flags::NONE;
+                if p.end {
+                    flags = Flags::END_STREAM;
+                    s.send_end = SendEnd::Sent;
+                }
+                s.send_window -= total as i64;
+                s.queued -= total;
+                self.conn_send -= total as i64;
+                Frame {
+                    ty: FrameType::DATA,
+                    flags,
+                    stream_id: id,
+                    metadata: p.metadata,
+                    payload: p.data,
+                }
+            } else {
+                let n = p.data.len().min(max).min(credit);
+                if n == 0 {
+                    continue; // blocked: a WINDOW_UPDATE marks it ready again
+                }
+                let piece = p.data.split_to(n);
+                s.send_window -= n as i64;
+                s.queued -= n;
+                self.conn_send -= n as i64;
+                Frame::new(FrameType::DATA, Flags::NONE, id, piece)
+            };
+            if s.want_writable && s.queued < self.max_send_buffer {
+                s.want_writable = false;
+                self.events.push_back(Event::Writable(id));
+            }
+            if s.can_send(self.conn_send) {
+                s.in_ready = true;
+                self.ready.push_back(id);
+            }
+            self.try_remove(id);
+            return Some(frame);
+        }
+        None
+    }
+
+    fn go_away(&mut self, reason: Reason, drain: Option<Instant>) {
+        if self.goaway_sent || self.is_closed() {
+            return;
+        }
+        self.goaway_sent = true;
+        self.drain_deadline = drain;
+        self.control
+            .push_back(Frame::goaway(self.last_processed, reason, b""));
+        self.events.push_back(Event::GoingAway);
+    }
+
+    /// After a `GOAWAY` either way, close once no stream is left.
+    fn maybe_finish_drain(&mut self) {
+        if self.is_going_away() && self.streams.is_empty() && !self.is_closed() {
+            let cause = match self.goaway_received {
+                Some(_) if !self.goaway_sent => {
+                    CloseCause::peer(Reason::NO_ERROR, "peer went away")
+                }
+                _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
+            };
+            self.fail(cause, false);
+        }
+    }
+
+    /// Closes the session; `goaway` queues a final `GOAWAY` with the cause's
+    /// reason (unless one was sent already with the same meaning).
+    fn fail(&mut self, cause: CloseCause, goaway: bool) {
+        if self.is_closed() {
+            return;
+        }
+        if goaway && !cause.by_peer {
+            // Drop pending control traffic; the GOAWAY is what matters.
+            self.control.clear();
+            self.control.push_back(Frame::goaway(
+                self.last_processed,
+                cause.reason,
+                cause.detail.as_bytes(),
+            ));
+        }
+        tracing::debug!(%cause, "connection closed");
+        self.state = State::Closed(cause.clone());
+        self.ready.clear();
+        self.accept_queue.clear();
+        let ids: Vec<u32> = self.streams.keys().copied().collect();
+        for id in ids {
+            let s = self.streams.get_mut(&id).expect("listed");
+            if s.failed.is_none() {
+                s.failed = Some(StreamKind::Closed(cause.clone()));
+            }
+            s.send_queue.clear();
+            s.queued = 0;
+            self.events.push_back(Event::Readable(id));
+            self.events.push_back(Event::Writable(id));
+        }
+        self.events.push_back(Event::Closed);
+    }
+}
+
+fn protocol(detail: &'static str) -> CloseCause {
+    CloseCause::local(Reason::PROTOCOL_ERROR, detail)
+}
+
+fn fc_len(chunk: &Chunk) -> u32 {
+    (chunk.data.len() + chunk.metadata.len()) as u32
+}
+
+/// The settings frame each side sends first: a connection `WINDOW_UPDATE`
+/// (increment may be 0 here only) announcing the per-stream window.
+pub fn settings_frame(conn_increment: u32, stream_window: u32) -> Frame {
+    let metadata = Metadata::builder()
+        .custom(STREAM_WINDOW_KEY, &stream_window.to_be_bytes())
+        .finish();
+    let mut f = Frame::window_update(CONNECTION_ID, conn_increment);
+    f.metadata = metadata;
+    f
+}

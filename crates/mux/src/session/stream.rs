@@ -1,0 +1,114 @@
+//! Per-stream state inside the session.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use weft_frame::Metadata;
+
+use crate::error::StreamKind;
+
+/// One received piece of a stream: the payload of one `OPEN`/`DATA` frame
+/// and its metadata. `end` is set on the piece that carried `END_STREAM`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    /// The payload (a slice of the read buffer: no copy).
+    pub data: Bytes,
+    /// The frame's metadata (trailers such as a final status); empty on most
+    /// frames. The `OPEN` metadata is on `Stream::metadata`, not here.
+    pub metadata: Metadata,
+    /// Whether the peer half-closed the stream with this piece.
+    pub end: bool,
+}
+
+/// Data queued to send, waiting for credit or the socket.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) metadata: Metadata,
+    pub(crate) data: Bytes,
+    pub(crate) end: bool,
+}
+
+/// How far this side's sending has got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendEnd {
+    /// Still sending.
+    Open,
+    /// `END_STREAM` is queued behind data.
+    Queued,
+    /// `END_STREAM` has been handed to the writer.
+    Sent,
+}
+
+#[derive(Debug)]
+pub(crate) struct StreamState {
+    /// Opened by the peer.
+    pub(crate) remote: bool,
+    /// The application has taken the handle (always true for local streams).
+    pub(crate) accepted: bool,
+    /// The application dropped its handle.
+    pub(crate) released: bool,
+    /// OPEN metadata (for streams the peer opened).
+    pub(crate) open_metadata: Metadata,
+
+    pub(crate) send_window: i64,
+    pub(crate) send_queue: VecDeque<Pending>,
+    pub(crate) queued: usize,
+    pub(crate) send_end: SendEnd,
+    pub(crate) in_ready: bool,
+    pub(crate) want_writable: bool,
+
+    pub(crate) recv_queue: VecDeque<Chunk>,
+    /// Bytes of `recv_queue` (flow-controlled size).
+    pub(crate) buffered: u32,
+    pub(crate) recv_window: u32,
+    pub(crate) recv_unacked: u32,
+    pub(crate) recv_end: bool,
+
+    /// The terminal error, once reset.
+    pub(crate) failed: Option<StreamKind>,
+}
+
+impl StreamState {
+    pub(crate) fn new(remote: bool, send_window: u32, recv_window: u32) -> StreamState {
+        StreamState {
+            remote,
+            accepted: !remote,
+            released: false,
+            open_metadata: Metadata::new(),
+            send_window: i64::from(send_window),
+            send_queue: VecDeque::new(),
+            queued: 0,
+            send_end: SendEnd::Open,
+            in_ready: false,
+            want_writable: false,
+            recv_queue: VecDeque::new(),
+            buffered: 0,
+            recv_window,
+            recv_unacked: 0,
+            recv_end: false,
+            failed: None,
+        }
+    }
+
+    pub(crate) fn send_done(&self) -> bool {
+        self.send_end == SendEnd::Sent || self.failed.is_some()
+    }
+
+    pub(crate) fn recv_done(&self) -> bool {
+        self.recv_end || self.failed.is_some()
+    }
+
+    /// Whether the stream can leave the table.
+    pub(crate) fn finished(&self) -> bool {
+        self.send_done() && self.recv_done() && self.released
+    }
+
+    /// Whether data is waiting and some could go out with `conn_credit`.
+    pub(crate) fn can_send(&self, conn_credit: i64) -> bool {
+        match self.send_queue.front() {
+            None => false,
+            Some(p) if p.data.is_empty() && p.metadata.is_empty() => true,
+            Some(_) => self.send_window > 0 && conn_credit > 0,
+        }
+    }
+}
