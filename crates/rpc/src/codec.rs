@@ -62,45 +62,63 @@ pub fn frame(body: Bytes, max: usize) -> Result<Framed, Status> {
             body,
         ));
     }
-    let mut v = Vec::with_capacity(PREFIX_LEN + body.len());
-    v.put_u32(len);
-    v.put_slice(&body);
-    // Exact capacity: `Bytes::from(Vec)` then allocates nothing more.
-    Ok(Framed::One(Bytes::from(v)))
+    let framed = frame_with::<std::convert::Infallible>(max, |buf| {
+        buf.put_slice(&body);
+        Ok(())
+    });
+    match framed {
+        Ok(r) => r.map(Framed::One),
+        Err(never) => match never {},
+    }
 }
 
-/// Frames a message produced by `write` (e.g. a serializer) in one buffer
-/// of exactly its size: `write` fills a reused per-thread scratch buffer,
-/// and one allocation holds the result.
+/// Size of the blocks the per-thread framing arena takes from the allocator.
+pub const ARENA_BLOCK: usize = 16 * 1024;
+
+thread_local! {
+    /// Framing arena: messages are written behind their prefix at its end
+    /// and split off as `Bytes` sharing its block, so framing a small
+    /// message allocates nothing in steady state (one block per ~16 KiB of
+    /// messages, and none while earlier messages are already released).
+    static ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// Frames a message produced by `write` (e.g. a serializer writing through
+/// `BufMut::writer`) in one buffer, prefix included, checking it against
+/// `max`. The outer error is `write`'s own.
 pub fn frame_with<E>(
     max: usize,
-    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    write: impl FnOnce(&mut BytesMut) -> Result<(), E>,
 ) -> Result<Result<Bytes, Status>, E> {
-    thread_local! {
-        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    SCRATCH.with(|cell| {
-        // A re-entrant serializer (one that frames a message while framing
-        // another) gets a fresh buffer instead of a panic.
-        let mut fresh = Vec::new();
+    ARENA.with(|cell| {
+        // A re-entrant writer (framing a message while framing another) gets
+        // a fresh buffer instead of a panic.
+        let mut fresh = BytesMut::new();
         let mut guard = cell.try_borrow_mut();
-        let scratch = match guard.as_deref_mut() {
-            Ok(s) => s,
+        let buf = match guard.as_deref_mut() {
+            Ok(a) => a,
             Err(_) => &mut fresh,
         };
-        scratch.clear();
-        scratch.extend_from_slice(&[0; PREFIX_LEN]);
-        write(scratch)?;
-        let body_len = scratch.len() - PREFIX_LEN;
-        let framed = check_len(body_len, max).map(|n| {
-            scratch[..PREFIX_LEN].copy_from_slice(&n.to_be_bytes());
-            Bytes::copy_from_slice(scratch)
-        });
-        // Do not let one huge message pin memory in the scratch buffer.
-        if scratch.capacity() > 4 * COPY_THRESHOLD {
-            *scratch = Vec::new();
+        buf.clear();
+        if buf.capacity() < PREFIX_LEN + 64 {
+            buf.reserve(ARENA_BLOCK);
         }
-        Ok(framed)
+        buf.put_slice(&[0; PREFIX_LEN]);
+        if let Err(e) = write(buf) {
+            buf.clear();
+            return Err(e);
+        }
+        let body_len = buf.len() - PREFIX_LEN;
+        Ok(match check_len(body_len, max) {
+            Ok(n) => {
+                buf[..PREFIX_LEN].copy_from_slice(&n.to_be_bytes());
+                Ok(buf.split().freeze())
+            }
+            Err(e) => {
+                buf.clear();
+                Err(e)
+            }
+        })
     })
 }
 
@@ -319,35 +337,35 @@ mod tests {
     #[test]
     fn frame_with_writes_prefix_and_checks_limit() {
         let b = frame_with::<()>(64, |v| {
-            v.extend_from_slice(b"{\"n\":1}");
+            v.put_slice(b"{\"n\":1}");
             Ok(())
         })
         .unwrap()
         .unwrap();
         assert_eq!(&b[..], b"\0\0\0\x07{\"n\":1}");
         let e = frame_with::<()>(3, |v| {
-            v.extend_from_slice(b"abcd");
+            v.put_slice(b"abcd");
             Ok(())
         })
         .unwrap()
         .unwrap_err();
         assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED);
         assert_eq!(frame_with(3, |_| Err("boom")).unwrap_err(), "boom");
-        // A large message does not stay pinned in the scratch buffer, and
-        // a nested call still works.
+        // A nested call still works, and large messages too.
         let outer = frame_with::<()>(usize::MAX, |v| {
             let inner = frame_with::<()>(8, |w| {
-                w.push(1);
+                w.put_u8(1);
                 Ok(())
             })
             .unwrap()
             .unwrap();
-            v.extend_from_slice(&inner);
-            v.resize(v.len() + 5 * COPY_THRESHOLD, 0);
+            v.put_slice(&inner);
+            v.put_bytes(0, 5 * ARENA_BLOCK);
             Ok(())
         })
         .unwrap()
         .unwrap();
+        assert_eq!(outer.len(), 4 + 5 + 5 * ARENA_BLOCK);
         assert_eq!(&outer[4..9], &[0, 0, 0, 1, 1]);
     }
 }

@@ -49,6 +49,7 @@ pub mod deadline;
 mod message;
 pub mod method;
 mod options;
+mod pool;
 mod router;
 mod server;
 mod status;

@@ -47,9 +47,11 @@ impl<T: serde::Serialize + Send + 'static> Encode for Json<T> {
     }
 }
 
-/// Decodes a JSON message; malformed input is `INVALID_ARGUMENT`.
+/// Decodes a JSON message; malformed input is `INVALID_ARGUMENT`. An empty
+/// message reads as `null` (a nil request: `()` and `Option<T>` accept it).
 #[cfg(feature = "json")]
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Status> {
+    let body = if body.is_empty() { b"null" } else { body };
     serde_json::from_slice(body)
         .map_err(|e| Status::invalid_argument(format!("malformed JSON message: {e}")))
 }
@@ -60,7 +62,8 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
     value: &T,
     max: usize,
 ) -> Result<Bytes, Status> {
-    codec::frame_with(max, |buf| serde_json::to_writer(buf, value))
+    use bytes::BufMut as _;
+    codec::frame_with(max, |buf| serde_json::to_writer(buf.writer(), value))
         .map_err(|e| Status::internal(format!("cannot encode JSON: {e}")))?
 }
 
@@ -88,6 +91,10 @@ mod tests {
             }
         }
         assert_eq!(to_json(&Bad, 64).unwrap_err().code(), Code::INTERNAL);
+        let nil: Option<u32> = from_json(b"").unwrap();
+        assert_eq!(nil, None);
+        from_json::<()>(b"").unwrap();
+        assert!(from_json::<u32>(b"").is_err());
         let Json(n) = <Json<u32>>::decode(Bytes::from_static(b"5")).unwrap();
         assert_eq!(n, 5);
         assert!(matches!(Json(5u32).encode(64).unwrap(), Framed::One(_)));

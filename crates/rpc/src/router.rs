@@ -9,16 +9,29 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::message::{Decode, Encode};
+use crate::pool::Pool;
 use crate::server::{self, ServerCall};
 use crate::{BidiStream, Context, RequestStream, ResponseSink, Status, method};
 
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// A registered handler, its types erased. `start` returns the whole call
-/// as one boxed future: on the fast path that box is the only allocation
-/// the server makes for a call besides the response.
+/// A registered handler, its types erased. `start` runs the call's first
+/// poll inline (in a pooled slot, no allocation in steady state) and
+/// returns it boxed only if it is still pending, for the caller to spawn.
 pub(crate) trait Handler: Send + Sync + 'static {
-    fn start(&self, call: ServerCall) -> BoxFuture;
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>;
+}
+
+/// Polls `fut` once in a slot of `pool`; boxes it only if still pending.
+fn run_inline<T>(pool: &Arc<Pool>, fut: T, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>
+where
+    T: Future<Output = ()> + Send + 'static,
+{
+    let mut pooled = pool.start(fut);
+    match Pin::new(&mut pooled).poll(cx) {
+        std::task::Poll::Ready(()) => None,
+        std::task::Poll::Pending => Some(Box::pin(pooled)),
+    }
 }
 
 /// The shape of a method, for listings.
@@ -245,6 +258,7 @@ impl Router {
 
 struct Unary<F, Req, Resp> {
     f: Arc<F>,
+    pool: Arc<Pool>,
     _t: PhantomData<fn(Req) -> Resp>,
 }
 
@@ -252,6 +266,7 @@ impl<F, Req, Resp> Unary<F, Req, Resp> {
     fn new(f: F) -> Self {
         Unary {
             f: Arc::new(f),
+            pool: Arc::default(),
             _t: PhantomData,
         }
     }
@@ -264,14 +279,19 @@ where
     Req: Decode,
     Resp: Encode,
 {
-    fn start(&self, call: ServerCall) -> BoxFuture {
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        Box::pin(server::unary(call, move |ctx, req| f(ctx, req)))
+        run_inline(
+            &self.pool,
+            server::unary(call, move |ctx, req| f(ctx, req)),
+            cx,
+        )
     }
 }
 
 struct ServerStreaming<F, Req> {
     f: Arc<F>,
+    pool: Arc<Pool>,
     _t: PhantomData<fn(Req)>,
 }
 
@@ -279,6 +299,7 @@ impl<F, Req> ServerStreaming<F, Req> {
     fn new(f: F) -> Self {
         ServerStreaming {
             f: Arc::new(f),
+            pool: Arc::default(),
             _t: PhantomData,
         }
     }
@@ -290,16 +311,16 @@ where
     Fut: Future<Output = Result<(), Status>> + Send + 'static,
     Req: Decode,
 {
-    fn start(&self, call: ServerCall) -> BoxFuture {
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        Box::pin(server::server_streaming(call, move |ctx, req, sink| {
-            f(ctx, req, sink)
-        }))
+        let fut = server::server_streaming(call, move |ctx, req, sink| f(ctx, req, sink));
+        run_inline(&self.pool, fut, cx)
     }
 }
 
 struct ClientStreaming<F, Resp> {
     f: Arc<F>,
+    pool: Arc<Pool>,
     _t: PhantomData<fn() -> Resp>,
 }
 
@@ -307,6 +328,7 @@ impl<F, Resp> ClientStreaming<F, Resp> {
     fn new(f: F) -> Self {
         ClientStreaming {
             f: Arc::new(f),
+            pool: Arc::default(),
             _t: PhantomData,
         }
     }
@@ -318,19 +340,27 @@ where
     Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
     Resp: Encode,
 {
-    fn start(&self, call: ServerCall) -> BoxFuture {
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        Box::pin(server::client_streaming(call, move |ctx, rx| f(ctx, rx)))
+        run_inline(
+            &self.pool,
+            server::client_streaming(call, move |ctx, rx| f(ctx, rx)),
+            cx,
+        )
     }
 }
 
 struct Bidi<F> {
     f: Arc<F>,
+    pool: Arc<Pool>,
 }
 
 impl<F> Bidi<F> {
     fn new(f: F) -> Self {
-        Bidi { f: Arc::new(f) }
+        Bidi {
+            f: Arc::new(f),
+            pool: Arc::default(),
+        }
     }
 }
 
@@ -339,9 +369,9 @@ where
     F: Fn(Context, BidiStream) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Status>> + Send + 'static,
 {
-    fn start(&self, call: ServerCall) -> BoxFuture {
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        Box::pin(server::bidi(call, move |ctx, s| f(ctx, s)))
+        run_inline(&self.pool, server::bidi(call, move |ctx, s| f(ctx, s)), cx)
     }
 }
 

@@ -70,39 +70,45 @@ impl Server {
         let peer = Arc::new(peer);
         let calls = Arc::new(Calls::default());
         while let Some(stream) = incoming.accept().await {
-            let mut call = self.start(stream, &peer, &calls);
-            // Poll once here; spawn only what is still pending.
-            let first = poll_fn(|cx| {
-                Poll::Ready(catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx))))
+            // The call's first poll runs here; only a pending call is spawned.
+            let mut stream = Some(stream);
+            let pending = poll_fn(|cx| {
+                Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
+                    stream.take().and_then(|s| self.start(s, &peer, &calls, cx))
+                })))
             })
             .await;
-            match first {
-                Ok(Poll::Ready(())) => {}
-                Ok(Poll::Pending) => {
+            match pending {
+                Ok(Some(call)) => {
                     tokio::spawn(call);
                 }
+                Ok(None) => {}
                 Err(_) => tracing::error!("call task panicked outside its handler"),
             }
         }
     }
 
-    fn start(&self, stream: Stream, peer: &Arc<PeerInfo>, calls: &Arc<Calls>) -> BoxFuture {
+    fn start(
+        &self,
+        stream: Stream,
+        peer: &Arc<PeerInfo>,
+        calls: &Arc<Calls>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Option<BoxFuture> {
         let now = Instant::now();
         let id = stream.id();
         let meta = stream.metadata();
         let route = match self.router.route(meta.method().unwrap_or("")) {
             Ok(r) => r,
-            Err(status) => return Box::pin(reject(stream, status)),
+            Err(status) => return Some(Box::pin(reject(stream, status))),
         };
         let deadline = match deadline::incoming(meta, now) {
             Ok(d) => d,
-            Err(status) => return Box::pin(reject(stream, status)),
+            Err(status) => return Some(Box::pin(reject(stream, status))),
         };
         if deadline.is_some_and(|d| d <= now) {
-            return Box::pin(reject(
-                stream,
-                Status::deadline_exceeded("the call arrived after its deadline"),
-            ));
+            let late = Status::deadline_exceeded("the call arrived after its deadline");
+            return Some(Box::pin(reject(stream, late)));
         }
         calls.begin(id);
         let ctx = Context::for_call(
@@ -113,17 +119,20 @@ impl Server {
             calls.clone(),
             id,
         );
-        route.handler.start(ServerCall {
-            stream,
-            ctx,
-            deadline,
-            max: self.max_message,
-            guard: CallGuard {
-                calls: calls.clone(),
-                id,
-                clean: false,
+        route.handler.start(
+            ServerCall {
+                stream,
+                ctx,
+                deadline,
+                max: self.max_message,
+                guard: CallGuard {
+                    calls: calls.clone(),
+                    id,
+                    clean: false,
+                },
             },
-        })
+            cx,
+        )
     }
 }
 
