@@ -44,12 +44,12 @@ where
     .map_err(|_| MuxError::handshake_timeout())??;
     tracing::debug!(parent: &span, negotiated = ?est.negotiated, "handshake complete");
 
-    let (read, write) = tokio::io::split(io);
     let session = Session::new(role, &config, now());
     let shared = shared(
         session,
-        Box::new(write),
-        est.outbound,
+        Box::new(io),
+        (est.inbound, est.outbound),
+        buf,
         est.negotiated,
         config.write_coalesce,
         span,
@@ -58,7 +58,7 @@ where
         let mut inner = shared.lock();
         inner.pump(); // the settings frame
     }
-    tokio::spawn(Driver::new(shared.clone(), read, est.inbound, buf));
+    tokio::spawn(Driver::new(shared.clone()));
     Ok((
         Connection {
             shared: shared.clone(),

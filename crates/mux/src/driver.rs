@@ -9,8 +9,13 @@
 //! driver task (whose waker the write registered) take over; frames queued
 //! meanwhile are coalesced into its next write. Every write drains control
 //! frames before data, and the buffer is flushed when the queue is empty.
+//!
+//! Reading works the same way: a `recv` that finds its stream empty reads
+//! the socket itself (decoding every frame it gets, for any stream), so the
+//! task waiting for a reply is the one the socket wakes. When it has its
+//! chunk, or its `recv` future is dropped, it hands the read registration
+//! back to the driver task, so some task always watches the socket.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -19,12 +24,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite, ReadHalf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Sleep;
 use tracing::Span;
 use weft_frame::Reason;
 
 use crate::error::CloseCause;
+use crate::idmap::IdMap;
 use crate::pipeline::{Inbound, Negotiated, Outbound};
 use crate::session::{Event, Session};
 
@@ -38,7 +44,6 @@ pub(crate) struct StreamWakers {
 /// The write side: the transport's write half, the record pipeline and the
 /// coalescing buffer.
 pub(crate) struct Writer {
-    io: Box<dyn AsyncWrite + Send + Unpin>,
     outbound: Outbound,
     buf: BytesMut,
     coalesce: usize,
@@ -55,18 +60,55 @@ impl std::fmt::Debug for Writer {
     }
 }
 
+/// The read side: the transport's read half, the record pipeline and the
+/// read buffer (received payloads are slices of it).
+pub(crate) struct Reader {
+    inbound: Inbound,
+    buf: BytesMut,
+    /// Bytes read during the handshake are waiting in `buf`.
+    leftover: bool,
+    eof: bool,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("buffered", &self.buf.len())
+            .field("eof", &self.eof)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The transport, both directions (no split: the connection lock already
+/// serialises access, and `tokio::io::split` would add a lock per call).
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
+
 /// Everything behind the connection's lock.
 #[derive(Debug)]
 pub(crate) struct Inner {
+    io: Io,
     pub(crate) session: Session,
     writer: Writer,
-    pub(crate) wakers: HashMap<u32, StreamWakers>,
+    reader: Reader,
+    /// The stream whose `recv` holds the socket's read registration (its
+    /// task is woken when bytes arrive); `None`: the driver holds it.
+    pub(crate) read_owner: Option<u32>,
+    pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
     pub(crate) closed_wakers: Vec<Waker>,
     driver_waker: Waker,
     armed: Option<Instant>,
     /// The driver has finished: the transport is shut or failed.
     pub(crate) done: bool,
+}
+
+pub(crate) struct Io(Box<dyn Transport>);
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Io")
+    }
 }
 
 /// Shared by the driver, the `Connection` handles and every `Stream`.
@@ -120,6 +162,7 @@ impl Inner {
     /// waker is registered then).
     fn write_out(&mut self) -> io::Result<()> {
         let w = &mut self.writer;
+        let io = &mut self.io.0;
         if w.shut {
             return Ok(());
         }
@@ -135,7 +178,7 @@ impl Inner {
             }
             if w.buf.is_empty() {
                 if w.needs_flush {
-                    match Pin::new(&mut w.io).poll_flush(&mut cx) {
+                    match Pin::new(&mut **io).poll_flush(&mut cx) {
                         Poll::Ready(r) => {
                             w.needs_flush = false;
                             r?;
@@ -145,7 +188,7 @@ impl Inner {
                 }
                 return Ok(());
             }
-            match Pin::new(&mut w.io).poll_write(&mut cx, &w.buf) {
+            match Pin::new(&mut **io).poll_write(&mut cx, &w.buf) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
                     w.buf.advance(n);
@@ -201,26 +244,35 @@ impl Inner {
 }
 
 /// Builds the shared state for a connection whose handshake is done.
+/// `buf` holds any bytes read past the handshake.
 pub(crate) fn shared(
     session: Session,
-    io: Box<dyn AsyncWrite + Send + Unpin>,
-    outbound: Outbound,
+    io: Box<dyn Transport>,
+    pipeline: (Inbound, Outbound),
+    buf: BytesMut,
     negotiated: Negotiated,
     coalesce: usize,
     span: Span,
 ) -> Arc<Shared> {
     Arc::new(Shared {
         inner: Mutex::new(Inner {
+            io: Io(io),
             session,
             writer: Writer {
-                io,
-                outbound,
+                outbound: pipeline.1,
                 buf: BytesMut::with_capacity(8 * 1024),
                 coalesce,
                 needs_flush: false,
                 shut: false,
             },
-            wakers: HashMap::new(),
+            reader: Reader {
+                inbound: pipeline.0,
+                leftover: !buf.is_empty(),
+                buf,
+                eof: false,
+            },
+            read_owner: None,
+            wakers: IdMap::default(),
             accept_waker: None,
             closed_wakers: Vec::new(),
             driver_waker: Waker::noop().clone(),
@@ -235,189 +287,207 @@ pub(crate) fn shared(
 /// Reads below this much free room trigger a reserve of `READ_CHUNK`.
 const READ_MIN: usize = 1024;
 const READ_CHUNK: usize = 16 * 1024;
-/// Read calls per driver poll before yielding to other tasks.
+/// Read calls per poll before yielding to other tasks.
 const READS_PER_POLL: usize = 16;
 
-/// The connection task: reads and decodes frames, feeds the session, fires
-/// timers, and completes writes the socket was not ready for.
-pub(crate) struct Driver<T> {
-    shared: Arc<Shared>,
-    read: ReadHalf<T>,
-    inbound: Inbound,
-    buf: BytesMut,
-    sleep: Pin<Box<Sleep>>,
-    armed: Option<Instant>,
-    may_read: bool,
-    /// Bytes read during the handshake wait in `buf` for the first poll.
-    leftover: bool,
-}
-
-impl<T> std::fmt::Debug for Driver<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").finish_non_exhaustive()
-    }
-}
-
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Driver<T> {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        read: ReadHalf<T>,
-        inbound: Inbound,
-        buf: BytesMut,
-    ) -> Self {
-        let leftover = !buf.is_empty();
-        Driver {
-            shared,
-            read,
-            inbound,
-            buf,
-            sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
-            leftover,
-            armed: None,
-            may_read: true,
-        }
-    }
-}
-
-enum ReadOutcome {
-    Data,
-    Eof,
-    Failed(io::Error),
-    Pending,
-}
-
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Future for Driver<T> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        let shared = this.shared.clone();
-        let _enter = shared.span.enter();
+impl Inner {
+    /// Reads and handles frames until the socket has nothing more (its
+    /// waker, from `cx`, is then registered), the session stops reading, or
+    /// the per-poll budget is used (then `cx` is woken to continue).
+    /// Returns whether any bytes arrived and whether `cx`'s waker is now
+    /// registered for the socket.
+    pub(crate) fn read_frames(&mut self, cx: &mut Context<'_>) -> (bool, bool) {
+        let mut got = false;
         for _ in 0..READS_PER_POLL {
-            let outcome = if this.may_read {
-                if this.buf.capacity() - this.buf.len() < READ_MIN {
-                    this.buf.reserve(READ_CHUNK);
-                }
-                match tokio_util::io::poll_read_buf(Pin::new(&mut this.read), cx, &mut this.buf) {
-                    Poll::Ready(Ok(0)) => ReadOutcome::Eof,
-                    Poll::Ready(Ok(_)) => ReadOutcome::Data,
-                    Poll::Ready(Err(e)) => ReadOutcome::Failed(e),
-                    Poll::Pending => ReadOutcome::Pending,
-                }
-            } else {
-                ReadOutcome::Pending
-            };
-            let mut inner = shared.lock();
-            if !inner.driver_waker.will_wake(cx.waker()) {
-                inner.driver_waker = cx.waker().clone();
+            if self.reader.eof || !self.session.wants_read() {
+                return (got, false);
             }
-            let outcome = match outcome {
-                ReadOutcome::Pending if std::mem::take(&mut this.leftover) => ReadOutcome::Data,
-                o => o,
+            let r = &mut self.reader;
+            let res = if std::mem::take(&mut r.leftover) {
+                Poll::Ready(Ok(usize::MAX))
+            } else {
+                if r.buf.capacity() - r.buf.len() < READ_MIN {
+                    r.buf.reserve(READ_CHUNK);
+                }
+                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf)
             };
-            let got_data = matches!(outcome, ReadOutcome::Data);
-            let mut now = None;
-            let mut clock = || *now.get_or_insert_with(self::now);
-            match outcome {
-                ReadOutcome::Data => this.decode(&mut inner, clock(), false),
-                ReadOutcome::Eof => this.decode(&mut inner, clock(), true),
-                ReadOutcome::Failed(e) => {
+            match res {
+                Poll::Pending => return (got, true),
+                Poll::Ready(Ok(0)) => {
+                    self.reader.eof = true;
+                    self.decode(true);
+                    return (true, false);
+                }
+                Poll::Ready(Ok(_)) => {
+                    got = true;
+                    self.decode(false);
+                }
+                Poll::Ready(Err(e)) => {
                     tracing::debug!(error = %e, "read failed");
-                    inner.session.handle_transport_closed(CloseCause::peer(
+                    self.reader.eof = true;
+                    self.session.handle_transport_closed(CloseCause::peer(
                         Reason::INTERNAL_ERROR,
                         "transport read failed",
                     ));
+                    return (true, false);
                 }
-                ReadOutcome::Pending => {}
-            }
-            // Timers.
-            if this.armed.is_some() && this.sleep.as_mut().poll(cx).is_ready() {
-                this.armed = None;
-                inner.session.handle_timeout(clock());
-            }
-            inner.pump();
-            if let Some(t) = inner.session.poll_timeout()
-                && this.armed.is_none_or(|a| t < a)
-            {
-                this.armed = Some(t);
-                this.sleep.as_mut().reset(tokio::time::Instant::from_std(t));
-                if this.sleep.as_mut().poll(cx).is_ready() {
-                    this.armed = None;
-                    inner.session.handle_timeout(clock());
-                    inner.pump();
-                    drop(inner);
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-            }
-            inner.armed = this.armed;
-            this.may_read = inner.session.wants_read();
-            if inner.session.is_closed() {
-                return this.poll_close(&mut inner, cx);
-            }
-            if !got_data {
-                return Poll::Pending;
             }
         }
-        // Read budget used: let other tasks run, then continue.
         cx.waker().wake_by_ref();
-        Poll::Pending
+        (got, true)
     }
-}
 
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Driver<T> {
-    fn decode(&mut self, inner: &mut Inner, now: Instant, eof: bool) {
+    /// Reads with the driver's waker, so the driver watches the socket
+    /// again (a `recv` that held the registration is done with it).
+    pub(crate) fn return_read_registration(&mut self) {
+        if self.read_owner.take().is_some() {
+            let waker = self.driver_waker.clone();
+            let mut cx = Context::from_waker(&waker);
+            if self.read_frames(&mut cx).0 {
+                self.pump_app();
+            }
+        }
+    }
+
+    fn decode(&mut self, eof: bool) {
+        let now = now();
         loop {
+            let r = &mut self.reader;
             let res = if eof {
-                self.inbound.decode_eof(&mut self.buf)
+                r.inbound.decode_eof(&mut r.buf)
             } else {
-                self.inbound.decode(&mut self.buf)
+                r.inbound.decode(&mut r.buf)
             };
             match res {
-                Ok(Some(frame)) => inner.session.handle_frame(frame, now),
+                Ok(Some(frame)) => self.session.handle_frame(frame, now),
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "bad input from peer");
                     match e.stream_id() {
-                        Some(id) if !e.is_fatal() => inner.session.reset(id, e.reason()),
-                        _ => inner.session.close(e.reason(), "undecodable input"),
+                        Some(id) if !e.is_fatal() => self.session.reset(id, e.reason()),
+                        _ => self.session.close(e.reason(), "undecodable input"),
                     }
                     if e.is_fatal() {
                         break;
                     }
                 }
             }
-            if inner.session.is_closed() {
+            if self.session.is_closed() {
                 break;
             }
         }
         if eof {
-            inner.session.handle_transport_closed(CloseCause::peer(
+            self.session.handle_transport_closed(CloseCause::peer(
                 Reason::NO_ERROR,
                 "transport closed by peer",
             ));
         }
     }
+}
 
-    /// Flushes the final frames, shuts the transport, wakes everyone.
-    fn poll_close(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
-        let w = &mut inner.writer;
-        if !w.shut {
-            if !w.buf.is_empty() || inner.session.has_transmit() {
-                // `pump` registered our waker if the socket was not ready.
-                return Poll::Pending;
-            }
-            match Pin::new(&mut w.io).poll_shutdown(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(_) => w.shut = true,
-            }
-        }
-        inner.finish();
-        Poll::Ready(())
+/// The connection task: watches the socket when no `recv` does, fires
+/// timers, completes writes the socket was not ready for, and shuts the
+/// transport down at the end.
+pub(crate) struct Driver {
+    shared: Arc<Shared>,
+    sleep: Option<Pin<Box<Sleep>>>,
+    armed: Option<Instant>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
     }
 }
 
-impl<T> Drop for Driver<T> {
+impl Driver {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Driver {
+            shared,
+            sleep: None,
+            armed: None,
+        }
+    }
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let shared = this.shared.clone();
+        let _enter = shared.span.enter();
+        let mut inner = shared.lock();
+        if !inner.driver_waker.will_wake(cx.waker()) {
+            inner.driver_waker = cx.waker().clone();
+        }
+        // Take the read registration (back): reading with our waker.
+        inner.read_owner = None;
+        let blocked = !inner.session.wants_read();
+        inner.read_frames(cx);
+        // Timers. The sleep exists only while the session has a deadline,
+        // so a busy connection without one costs the timer wheel nothing.
+        if let Some(sleep) = this.sleep.as_mut()
+            && sleep.as_mut().poll(cx).is_ready()
+        {
+            this.armed = None;
+            inner.session.handle_timeout(now());
+        }
+        inner.pump();
+        if blocked && inner.session.wants_read() {
+            // Our control queue drained: read again (and register).
+            inner.read_frames(cx);
+            inner.pump();
+        }
+        match inner.session.poll_timeout() {
+            None => {
+                this.sleep = None;
+                this.armed = None;
+            }
+            Some(t) if this.armed.is_none_or(|a| t < a) => {
+                this.armed = Some(t);
+                let at = tokio::time::Instant::from_std(t);
+                let sleep = match this.sleep.as_mut() {
+                    Some(sleep) => {
+                        sleep.as_mut().reset(at);
+                        sleep
+                    }
+                    None => this.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+                };
+                if sleep.as_mut().poll(cx).is_ready() {
+                    // Already due: handle it on the next poll.
+                    this.armed = None;
+                    cx.waker().wake_by_ref();
+                }
+            }
+            Some(_) => {} // a later deadline: re-armed when the sleep fires
+        }
+        inner.armed = this.armed;
+        if inner.session.is_closed() {
+            return poll_close(&mut inner, cx);
+        }
+        Poll::Pending
+    }
+}
+
+/// Flushes the final frames, shuts the transport, wakes everyone.
+fn poll_close(inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
+    let w = &mut inner.writer;
+    if !w.shut {
+        if !w.buf.is_empty() || inner.session.has_transmit() {
+            // `pump` registered our waker if the socket was not ready.
+            return Poll::Pending;
+        }
+        match Pin::new(&mut *inner.io.0).poll_shutdown(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(_) => w.shut = true,
+        }
+    }
+    inner.finish();
+    Poll::Ready(())
+}
+
+impl Drop for Driver {
     fn drop(&mut self) {
         // The runtime dropped us (or we finished): nobody drives I/O any more.
         let mut inner = self.shared.lock();

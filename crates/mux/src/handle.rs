@@ -1,6 +1,7 @@
 //! The application's handles: `Connection`, `Incoming`, `Stream`.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -237,31 +238,60 @@ impl Stream {
     /// The next chunk, in order. `Ok(None)` only after the peer's explicit
     /// `END_STREAM`; a reset or a dead connection is an `Err`, never a clean
     /// end. Data received before a reset is delivered first.
+    ///
+    /// While it waits, this call reads the socket itself (for every
+    /// stream), so the reply wakes this task directly; cancel safe.
     pub async fn recv(&mut self) -> Result<Option<Chunk>, StreamError> {
-        poll_fn(|cx| self.poll_recv(cx)).await
+        RecvFuture { stream: self }.await
     }
 
-    /// Polls for the next chunk (see [`recv`](Self::recv)).
+    /// Polls for the next chunk (see [`recv`](Self::recv)); it leaves socket
+    /// reading to the connection task.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Chunk>, StreamError>> {
+        self.poll_recv_inner(cx, false)
+    }
+
+    fn poll_recv_inner(
+        &mut self,
+        cx: &mut Context<'_>,
+        read_inline: bool,
+    ) -> Poll<Result<Option<Chunk>, StreamError>> {
         let mut inner = self.shared.lock();
-        match inner.session.recv(self.id) {
-            Recv::Chunk(c) => {
-                if inner.session.has_transmit() {
-                    inner.pump_app();
-                }
-                Poll::Ready(Ok(Some(c)))
-            }
-            Recv::End => Poll::Ready(Ok(None)),
-            Recv::Failed(e) => Poll::Ready(Err(e)),
-            Recv::Pending => {
-                if let Some(w) = inner.wakers.get_mut(&self.id) {
-                    match &w.recv {
-                        Some(old) if old.will_wake(cx.waker()) => {}
-                        _ => w.recv = Some(cx.waker().clone()),
+        let mut tried = !read_inline;
+        loop {
+            let out = match inner.session.recv(self.id) {
+                Recv::Chunk(c) => Ok(Some(c)),
+                Recv::End => Ok(None),
+                Recv::Failed(e) => Err(e),
+                Recv::Pending if !tried => {
+                    // Nothing buffered: read the socket ourselves.
+                    tried = true;
+                    let (got, registered) = inner.read_frames(cx);
+                    if registered {
+                        inner.read_owner = Some(self.id);
                     }
+                    if got {
+                        inner.pump_app();
+                    }
+                    continue;
                 }
-                Poll::Pending
+                Recv::Pending => {
+                    if let Some(w) = inner.wakers.get_mut(&self.id) {
+                        match &w.recv {
+                            Some(old) if old.will_wake(cx.waker()) => {}
+                            _ => w.recv = Some(cx.waker().clone()),
+                        }
+                    }
+                    return Poll::Pending;
+                }
+            };
+            if inner.read_owner == Some(self.id) {
+                inner.return_read_registration();
             }
+            if inner.session.has_transmit() {
+                inner.pump_app();
+            }
+            return Poll::Ready(out);
         }
     }
 
@@ -275,9 +305,35 @@ impl Stream {
     }
 }
 
+/// The future of [`Stream::recv`]: hands the socket's read registration
+/// back to the connection task if it is dropped while holding it.
+struct RecvFuture<'a> {
+    stream: &'a mut Stream,
+}
+
+impl Future for RecvFuture<'_> {
+    type Output = Result<Option<Chunk>, StreamError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.stream.poll_recv_inner(cx, true)
+    }
+}
+
+impl Drop for RecvFuture<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.stream.shared.lock();
+        if inner.read_owner == Some(self.stream.id) {
+            inner.return_read_registration();
+        }
+    }
+}
+
 impl Drop for Stream {
     fn drop(&mut self) {
         let mut inner = self.shared.lock();
+        if inner.read_owner == Some(self.id) {
+            inner.return_read_registration();
+        }
         inner.session.release(self.id, now());
         inner.wakers.remove(&self.id);
         inner.pump_app();

@@ -49,6 +49,7 @@ mod connect;
 mod driver;
 mod error;
 mod handle;
+mod idmap;
 pub mod pipeline;
 pub mod session;
 

@@ -10,7 +10,7 @@
 mod budget;
 mod stream;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,6 +18,7 @@ use weft_frame::{CONNECTION_ID, Flags, Frame, FrameType, Metadata, Reason, Scope
 
 use crate::config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 use crate::error::{CloseCause, StreamError, StreamKind};
+use crate::idmap::IdMap;
 use budget::{Budgets, Spend};
 pub use stream::Chunk;
 use stream::{Pending, SendEnd, StreamState};
@@ -131,7 +132,7 @@ pub struct Session {
     idle_timeout: Option<Duration>,
 
     state: State,
-    streams: HashMap<u32, StreamState>,
+    streams: IdMap<StreamState>,
     inbound: usize,
     next_local_id: u32,
     highest_remote_id: u32,
@@ -183,7 +184,7 @@ impl Session {
             keepalive_timeout: config.keepalive_timeout,
             idle_timeout: config.idle_timeout,
             state: State::Open,
-            streams: HashMap::new(),
+            streams: IdMap::default(),
             inbound: 0,
             next_local_id: role.first_id(),
             highest_remote_id: 0,
@@ -509,7 +510,7 @@ impl Session {
         let id = self.accept_queue.pop_front()?;
         if let Some(s) = self.streams.get_mut(&id) {
             s.accepted = true;
-            if s.failed.is_some() {
+            if std::mem::take(&mut s.reset_pending_accept) {
                 self.pending_accept_resets -= 1;
             }
         }
@@ -529,7 +530,7 @@ impl Session {
             while let Some(id) = self.accept_queue.pop_front() {
                 if let Some(s) = self.streams.get_mut(&id) {
                     s.accepted = true;
-                    if s.failed.is_some() {
+                    if std::mem::take(&mut s.reset_pending_accept) {
                         self.pending_accept_resets -= 1;
                     }
                 }
@@ -902,6 +903,9 @@ impl Session {
         };
         self.fail_stream(id, kind);
         if pending_accept {
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.reset_pending_accept = true;
+            }
             self.pending_accept_resets += 1;
             if self.pending_accept_resets > self.pending_accept_reset_budget {
                 return Err(CloseCause::local(

@@ -47,6 +47,9 @@ pub(crate) struct StreamState {
     pub(crate) accepted: bool,
     /// The application dropped its handle.
     pub(crate) released: bool,
+    /// The peer reset it while it waited in the accept queue (counted
+    /// against the pending-accept reset budget until accepted).
+    pub(crate) reset_pending_accept: bool,
     /// OPEN metadata (for streams the peer opened).
     pub(crate) open_metadata: Metadata,
 
@@ -74,6 +77,7 @@ impl StreamState {
             remote,
             accepted: !remote,
             released: false,
+            reset_pending_accept: false,
             open_metadata: Metadata::new(),
             send_window: i64::from(send_window),
             send_queue: VecDeque::new(),

@@ -93,3 +93,77 @@ pub fn drain(s: &mut Session, id: u32) -> (Vec<u8>, bool, Option<weft_mux::Strea
 pub fn bytes(n: usize) -> Bytes {
     Bytes::from((0..n).map(|i| i as u8).collect::<Vec<u8>>())
 }
+
+/// A session under test fed by a scripted raw-frame peer.
+pub struct Scripted {
+    pub s: Session,
+    pub now: Instant,
+}
+
+impl Scripted {
+    /// A session in `role` that has already received the peer's settings
+    /// (default windows) and sent its own.
+    pub fn new(role: Role, config: Config) -> Scripted {
+        let now = Instant::now();
+        let mut s = Session::new(role, &config, now);
+        s.handle_frame(
+            weft_mux::session::settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024),
+            now,
+        );
+        let mut me = Scripted { s, now };
+        me.out();
+        me
+    }
+
+    pub fn server(config: Config) -> Scripted {
+        Scripted::new(Role::Server, config)
+    }
+
+    pub fn feed(&mut self, f: Frame) {
+        self.s.handle_frame(f, self.now);
+    }
+
+    /// Everything the session wants to send now.
+    pub fn out(&mut self) -> Vec<Frame> {
+        std::iter::from_fn(|| self.s.poll_transmit()).collect()
+    }
+
+    pub fn open(&mut self, id: u32, payload: &'static [u8], end: bool) {
+        let flags = if end { Flags::END_STREAM } else { Flags::NONE };
+        self.feed(Frame::new(
+            FrameType::OPEN,
+            flags,
+            id,
+            Bytes::from_static(payload),
+        ));
+    }
+
+    pub fn data(&mut self, id: u32, payload: Bytes, end: bool) {
+        let flags = if end { Flags::END_STREAM } else { Flags::NONE };
+        self.feed(Frame::new(FrameType::DATA, flags, id, payload));
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.s.handle_timeout(self.now);
+    }
+}
+
+/// The reason of the first GOAWAY among `frames`.
+pub fn goaway(frames: &[Frame]) -> Option<Reason> {
+    frames
+        .iter()
+        .find(|f| f.ty == FrameType::GOAWAY)
+        .map(|f| f.parse_goaway().unwrap().1)
+}
+
+/// `(stream id, reason)` of every RESET among `frames`.
+pub fn resets(frames: &[Frame]) -> Vec<(u32, Reason)> {
+    frames
+        .iter()
+        .filter(|f| f.ty == FrameType::RESET)
+        .map(|f| (f.stream_id, f.parse_reset().unwrap()))
+        .collect()
+}
+
+use weft_frame::{Flags, FrameType, Reason};
