@@ -588,6 +588,10 @@ fn idle_timeout_closes_after_30s_without_streams() {
     assert!(!t.s.is_closed(), "a stream is open");
     t.s.send(id, Metadata::new(), Bytes::new(), true).unwrap();
     t.s.release(id, t.now);
+    // The stream leaves the table once its END goes out; the clock starts.
+    assert_eq!(t.s.stats().streams, 1);
+    t.out();
+    assert_eq!(t.s.stats().streams, 0);
     t.advance(Duration::from_secs(29));
     assert!(!t.s.is_closed());
     t.advance(Duration::from_secs(1));

@@ -157,6 +157,9 @@ pub struct Session {
     goaway_received: Option<u32>,
     drain_deadline: Option<Instant>,
     idle_since: Option<Instant>,
+    /// The latest `now` any input carried: stamps events noticed in calls
+    /// that take no clock (a stream leaving the table in `poll_transmit`).
+    clock: Instant,
     last_heard: Instant,
     ping_sent: Option<Instant>,
     ping_seq: u64,
@@ -212,6 +215,7 @@ impl Session {
             goaway_received: None,
             drain_deadline: None,
             idle_since: Some(now),
+            clock: now,
             last_heard: now,
             ping_sent: None,
             ping_seq: 0,
@@ -326,6 +330,7 @@ impl Session {
         end: bool,
         now: Instant,
     ) -> Result<u32, OpenError> {
+        self.clock = now;
         if let State::Closed(c) = &self.state {
             return Err(OpenError::Closed(c.clone()));
         }
@@ -375,7 +380,6 @@ impl Session {
         if self.next_local_id > self.max_stream_id || self.next_local_id == 0 {
             self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
         }
-        let _ = now;
         Ok(id)
     }
 
@@ -545,11 +549,16 @@ impl Session {
         self.reset_stream(id, reason, false);
     }
 
-    /// The application dropped its handle: a stream not closed both ways is
-    /// reset with `CANCEL`; its slot is freed once it is closed.
+    /// The application dropped its handle: a stream not closed both ways
+    /// (this side's end sent or queued, the peer's end received) is reset
+    /// with `CANCEL`; otherwise queued data still drains. The slot is freed
+    /// once the stream is closed.
     pub fn release(&mut self, id: u32, now: Instant) {
+        self.clock = now;
+        // Closed both ways from the application's side: it ended its half
+        // (queued data still drains) and the peer ended its own.
         if let Some(s) = self.streams.get(&id)
-            && !(s.send_done() && s.recv_done())
+            && !(s.send_end != SendEnd::Open && s.recv_done())
         {
             self.reset_stream(id, Reason::CANCEL, false);
         }
@@ -574,6 +583,7 @@ impl Session {
     /// Graceful shutdown: `GOAWAY(last processed id, NO_ERROR)`; streams at
     /// or below it may finish until `now + drain`, then the connection closes.
     pub fn shutdown(&mut self, now: Instant, drain: Duration) {
+        self.clock = now;
         if self.is_closed() {
             return;
         }
@@ -595,6 +605,7 @@ impl Session {
 
     /// Fires whatever deadline has passed at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = now;
         if self.is_closed() {
             return;
         }
@@ -640,6 +651,7 @@ impl Session {
             return;
         }
         self.last_heard = now;
+        self.clock = now;
         if let Err(cause) = self.dispatch(frame, now) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
@@ -1060,6 +1072,9 @@ impl Session {
             && s.remote
         {
             self.inbound -= 1;
+        }
+        if self.streams.is_empty() && self.idle_since.is_none() {
+            self.idle_since = Some(self.clock);
         }
         self.maybe_finish_drain();
     }

@@ -1,0 +1,431 @@
+//! The tokio driver against a scripted raw-frame peer and against itself,
+//! over `tokio::io::duplex` and TCP loopback.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio_util::codec::{Decoder, Encoder};
+use weft_frame::preface::PREFACE;
+use weft_frame::{Flags, Frame, FrameCodec, FrameType};
+use weft_mux::session::settings_frame;
+use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, connect};
+
+/// The far end of a mux connection, speaking raw frames.
+struct RawPeer {
+    io: DuplexStream,
+    codec: FrameCodec,
+    buf: BytesMut,
+}
+
+impl RawPeer {
+    /// Connects a mux `role` endpoint with `config` to a raw peer that has
+    /// sent its preface and settings.
+    async fn start(role: Role, config: Config, pipe: usize) -> (Connection, Incoming, RawPeer) {
+        let (a, mut b) = tokio::io::duplex(pipe);
+        let mux = tokio::spawn(connect(a, role, config));
+        b.write_all(&PREFACE).await.unwrap();
+        let mut pre = [0u8; 8];
+        b.read_exact(&mut pre).await.unwrap();
+        assert_eq!(pre, PREFACE);
+        let mut peer = RawPeer {
+            io: b,
+            codec: FrameCodec::default(),
+            buf: BytesMut::new(),
+        };
+        peer.send(settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024))
+            .await;
+        let (conn, incoming) = mux.await.unwrap().unwrap();
+        let first = peer.recv().await.unwrap();
+        assert_eq!(first.ty, FrameType::WINDOW_UPDATE, "settings first");
+        (conn, incoming, peer)
+    }
+
+    async fn send(&mut self, f: Frame) {
+        let mut out = BytesMut::new();
+        self.codec.encode(&f, &mut out).unwrap();
+        self.io.write_all(&out).await.unwrap();
+    }
+
+    /// The next frame, or `None` at EOF.
+    async fn recv(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(f) = self.codec.decode(&mut self.buf).unwrap() {
+                return Some(f);
+            }
+            if self.io.read_buf(&mut self.buf).await.unwrap() == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// Frames until EOF.
+    async fn rest(&mut self) -> Vec<Frame> {
+        let mut v = Vec::new();
+        while let Some(f) = self.recv().await {
+            v.push(f);
+        }
+        v
+    }
+}
+
+async fn pair_over(
+    pipe: usize,
+    client: Config,
+    server: Config,
+) -> ((Connection, Incoming), (Connection, Incoming)) {
+    let (a, b) = tokio::io::duplex(pipe);
+    let (c, s) = tokio::join!(
+        connect(a, Role::Client, client),
+        connect(b, Role::Server, server)
+    );
+    (c.unwrap(), s.unwrap())
+}
+
+#[tokio::test]
+async fn item_22_wrong_parity_over_the_wire_goaway_and_close() {
+    let (conn, _inc, mut peer) = RawPeer::start(Role::Server, Config::default(), 64 * 1024).await;
+    peer.send(Frame::new(FrameType::OPEN, Flags::NONE, 2, Bytes::new()))
+        .await;
+    let rest = peer.rest().await;
+    let g = rest
+        .iter()
+        .find(|f| f.ty == FrameType::GOAWAY)
+        .expect("GOAWAY");
+    assert_eq!(g.parse_goaway().unwrap().1, Reason::PROTOCOL_ERROR);
+    conn.closed().await;
+    assert!(conn.is_closed());
+    assert_eq!(conn.close_cause().unwrap().reason, Reason::PROTOCOL_ERROR);
+}
+
+#[tokio::test(start_paused = true)]
+async fn item_30_peer_not_reading_keeps_our_queues_bounded() {
+    let mut cfg = Config::default();
+    cfg.ping_budget(u32::MAX).max_control_queue(64);
+    let (conn, _inc, mut peer) = RawPeer::start(Role::Server, cfg, 4096).await;
+    // The peer floods pings and never reads our pongs: once the pipe and
+    // our bounded queue are full we stop reading, so its writes block.
+    let mut out = BytesMut::new();
+    let mut codec = FrameCodec::default();
+    codec.encode(&Frame::ping([7; 8], false), &mut out).unwrap();
+    let flood = async {
+        loop {
+            peer.io.write_all(&out).await.unwrap();
+        }
+    };
+    let r = tokio::time::timeout(Duration::from_secs(5), flood).await;
+    assert!(r.is_err(), "the flood is backpressured");
+    let st = conn.stats();
+    assert!(st.control_queued <= 64, "{st:?}");
+    assert!(!conn.is_closed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn item_31_zero_window_stall_bounded_and_deadlines_fire() {
+    let mut cfg = Config::default();
+    cfg.max_send_buffer(64 * 1024);
+    let ((client, _ci), (_server, mut incoming)) =
+        pair_over(16 * 1024, cfg, Config::default()).await;
+    let mut stalled = client
+        .open(Metadata::new(), Bytes::new(), false)
+        .await
+        .unwrap();
+    let mut other = client
+        .open(Metadata::new(), Bytes::new(), false)
+        .await
+        .unwrap();
+    let _stalled_peer = incoming.accept().await.unwrap(); // never read
+    let mut other_peer = incoming.accept().await.unwrap();
+    // Window (256 KiB) + send buffer (64 KiB) fill, then send waits; the
+    // caller's deadline still fires.
+    let big = Bytes::from(vec![1u8; 1024 * 1024]);
+    let r = tokio::time::timeout(Duration::from_secs(3), stalled.send(big, false)).await;
+    assert!(
+        r.is_err(),
+        "send waits for credit instead of buffering 1 MiB"
+    );
+    // The other stream keeps flowing in both directions.
+    for _ in 0..20 {
+        other
+            .send(Bytes::from(vec![2u8; 8192]), false)
+            .await
+            .unwrap();
+        let c = other_peer.recv().await.unwrap().unwrap();
+        assert_eq!(c.data.len(), 8192);
+        other_peer.send(c.data, false).await.unwrap();
+        assert_eq!(other.recv().await.unwrap().unwrap().data.len(), 8192);
+    }
+}
+
+const STREAMS: usize = 16;
+const EACH: usize = 1024 * 1024;
+
+/// Writes `EACH` bytes at full speed, half-closes, waits for the peer's end.
+async fn writer(mut s: weft_mux::Stream) {
+    let chunk = Bytes::from(vec![0xab; 16 * 1024]);
+    for _ in 0..EACH / chunk.len() {
+        s.send(chunk.clone(), false).await.unwrap();
+    }
+    s.send(Bytes::new(), true).await.unwrap();
+    assert!(s.recv().await.unwrap().is_none());
+}
+
+/// Reads a stream to its end (after a pause, so every window is full
+/// first), answers with an end, returns the byte count.
+async fn reader(mut s: weft_mux::Stream) -> usize {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut got = 0;
+    while let Some(c) = s.recv().await.unwrap() {
+        got += c.data.len();
+    }
+    s.send(Bytes::new(), true).await.unwrap();
+    got
+}
+
+/// Both sides open `STREAMS` streams and write into them at full speed
+/// while reading the streams the other side opened.
+async fn side(conn: Connection, mut incoming: Incoming) -> usize {
+    let mut writers = Vec::new();
+    for _ in 0..STREAMS {
+        let s = conn
+            .open(Metadata::new(), Bytes::new(), false)
+            .await
+            .unwrap();
+        writers.push(tokio::spawn(writer(s)));
+    }
+    let mut readers = Vec::new();
+    for _ in 0..STREAMS {
+        let s = incoming.accept().await.unwrap();
+        readers.push(tokio::spawn(reader(s)));
+    }
+    let mut total = 0;
+    for r in readers {
+        total += r.await.unwrap();
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    total
+}
+
+async fn symmetric(client: (Connection, Incoming), server: (Connection, Incoming)) {
+    let s = tokio::spawn(side(server.0, server.1));
+    let c = side(client.0, client.1).await;
+    assert_eq!(c, STREAMS * EACH);
+    assert_eq!(s.await.unwrap(), STREAMS * EACH);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_32_symmetric_backpressure_no_deadlock_duplex() {
+    let (client, server) = pair_over(8 * 1024, Config::default(), Config::default()).await;
+    tokio::time::timeout(Duration::from_secs(120), symmetric(client, server))
+        .await
+        .expect("symmetric backpressure must not deadlock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_32_symmetric_backpressure_no_deadlock_tcp() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        sock.set_nodelay(true).unwrap();
+        connect(sock, Role::Server, Config::default())
+            .await
+            .unwrap()
+    });
+    let sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    sock.set_nodelay(true).unwrap();
+    let client = connect(sock, Role::Client, Config::default())
+        .await
+        .unwrap();
+    let server = accept.await.unwrap();
+    tokio::time::timeout(Duration::from_secs(120), symmetric(client, server))
+        .await
+        .expect("symmetric backpressure must not deadlock");
+}
+
+#[tokio::test(start_paused = true)]
+async fn item_34_keepalive_closes_silent_peer_and_fails_calls() {
+    let mut cfg = Config::default();
+    cfg.keepalive_interval(Some(Duration::from_secs(10)))
+        .keepalive_timeout(Duration::from_secs(5));
+    let (conn, _inc, mut peer) = RawPeer::start(Role::Client, cfg, 64 * 1024).await;
+    let mut s = conn
+        .open(Metadata::new(), Bytes::from_static(b"q"), false)
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    // The peer reads but never answers.
+    let reader = tokio::spawn(async move { peer.rest().await });
+    let err = s.recv().await.unwrap_err();
+    assert!(err.is_timeout() && err.is_closed(), "{err}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(15) && waited <= Duration::from_secs(26),
+        "{waited:?}"
+    );
+    conn.closed().await;
+    let frames = reader.await.unwrap();
+    assert!(frames.iter().any(|f| f.ty == FrameType::PING));
+    let g = frames.iter().find(|f| f.ty == FrameType::GOAWAY).unwrap();
+    assert_eq!(g.parse_goaway().unwrap().1, Reason::TIMEOUT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_timeout_closes_connection_over_driver() {
+    let ((client, _ci), (server, _si)) =
+        pair_over(64 * 1024, Config::default(), Config::default()).await;
+    let started = tokio::time::Instant::now();
+    client.closed().await;
+    server.closed().await;
+    assert!(started.elapsed() >= Duration::from_secs(30));
+    let err = client
+        .open(Metadata::new(), Bytes::new(), false)
+        .await
+        .unwrap_err();
+    assert!(err.is_closed());
+}
+
+#[tokio::test]
+async fn connection_cut_mid_stream_is_an_error_not_an_end() {
+    let (conn, _inc, mut peer) = RawPeer::start(Role::Client, Config::default(), 64 * 1024).await;
+    let mut s = conn
+        .open(Metadata::new(), Bytes::from_static(b"q"), false)
+        .await
+        .unwrap();
+    let open = peer.recv().await.unwrap();
+    peer.send(Frame::new(
+        FrameType::DATA,
+        Flags::NONE,
+        open.stream_id,
+        Bytes::from_static(b"part"),
+    ))
+    .await;
+    assert_eq!(&s.recv().await.unwrap().unwrap().data[..], b"part");
+    drop(peer);
+    let err = s.recv().await.unwrap_err();
+    assert!(err.is_closed(), "{err}");
+}
+
+#[tokio::test]
+async fn dropping_incoming_refuses_new_streams_retry_safe() {
+    let ((client, _ci), (_server, incoming)) =
+        pair_over(64 * 1024, Config::default(), Config::default()).await;
+    drop(incoming);
+    let mut s = client
+        .open(Metadata::new(), Bytes::from_static(b"q"), true)
+        .await
+        .unwrap();
+    let err = s.recv().await.unwrap_err();
+    assert!(err.is_refused(), "{err}");
+}
+
+#[tokio::test]
+async fn shutdown_drains_then_closes_and_refuses_new_opens() {
+    let ((client, _ci), (server, mut incoming)) =
+        pair_over(64 * 1024, Config::default(), Config::default()).await;
+    let mut s = client
+        .open(Metadata::new(), Bytes::from_static(b"q"), true)
+        .await
+        .unwrap();
+    let mut h = incoming.accept().await.unwrap();
+    let srv = server.clone();
+    let shut = tokio::spawn(async move { srv.shutdown(Duration::from_secs(10)).await });
+    // The in-flight call still completes.
+    assert_eq!(&h.recv().await.unwrap().unwrap().data[..], b"q");
+    h.send(Bytes::from_static(b"a"), true).await.unwrap();
+    assert_eq!(&s.recv().await.unwrap().unwrap().data[..], b"a");
+    assert!(s.recv().await.unwrap().is_none());
+    // New opens are refused, retry-safe.
+    loop {
+        match client.open(Metadata::new(), Bytes::new(), true).await {
+            Err(e) => {
+                assert!(e.is_refused() || e.is_closed(), "{e}");
+                break;
+            }
+            Ok(mut s2) => {
+                let e = s2.recv().await.unwrap_err();
+                assert!(e.is_refused(), "{e}");
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    drop(h);
+    drop(s);
+    shut.await.unwrap();
+    assert!(server.is_closed());
+    assert!(incoming.accept().await.is_none());
+}
+
+#[tokio::test]
+async fn handshake_rejects_garbage_at_once() {
+    let (a, mut b) = tokio::io::duplex(1024);
+    let mux = tokio::spawn(connect(a, Role::Server, Config::default()));
+    b.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    let err = mux.await.unwrap().unwrap_err();
+    assert!(err.is_handshake(), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn handshake_deadline_for_a_silent_peer() {
+    let (a, _b) = tokio::io::duplex(1024);
+    let err = connect(a, Role::Server, Config::default())
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout() && err.is_handshake(), "{err}");
+}
+
+#[tokio::test]
+async fn many_streams_interleave_over_tcp() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let (_c, mut inc) = connect(sock, Role::Server, Config::default())
+            .await
+            .unwrap();
+        let mut tasks = Vec::new();
+        while let Some(mut s) = inc.accept().await {
+            tasks.push(tokio::spawn(async move {
+                let mut all = Vec::new();
+                while let Some(c) = s.recv().await.unwrap() {
+                    all.extend_from_slice(&c.data);
+                }
+                s.send(Bytes::from(all), true).await.unwrap();
+                let _ = s.recv().await;
+            }));
+            if tasks.len() == 50 {
+                break;
+            }
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (conn, _inc) = connect(sock, Role::Client, Config::default())
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..50u8 {
+        let conn = conn.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut s = conn
+                .open(Metadata::new(), Bytes::from(vec![i; 1000]), false)
+                .await
+                .unwrap();
+            s.send(Bytes::from(vec![i; 100_000]), true).await.unwrap();
+            let mut got = 0;
+            while let Some(c) = s.recv().await.unwrap() {
+                assert!(c.data.iter().all(|b| *b == i));
+                got += c.data.len();
+            }
+            got
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 101_000);
+    }
+    server.await.unwrap();
+}
