@@ -223,6 +223,23 @@ async fn watch_reset(stream: &mut Stream) -> Status {
     }
 }
 
+/// Like [`watch_reset`], for a streaming call whose stream sits in `slot`:
+/// checks it whenever no handle has it out (a handle that is sending or
+/// receiving sees a reset itself).
+async fn watch_slot(slot: &Slot) -> Status {
+    loop {
+        tokio::time::sleep(RESET_CHECK_PERIOD).await;
+        let Some(mut stream) = slot.take() else {
+            continue;
+        };
+        let polled = poll_fn(|cx| Poll::Ready(stream.poll_recv(cx))).await;
+        slot.put(stream);
+        if let Poll::Ready(Err(e)) = polled {
+            return wire::from_stream(&e);
+        }
+    }
+}
+
 /// Whether an outcome means the call was cut short (fires the signal).
 fn cut_short(status: &Status) -> bool {
     matches!(status.code(), Code::DEADLINE_EXCEEDED | Code::CANCELLED)
@@ -303,9 +320,12 @@ where
     let work = async {
         let req = Req::decode(RequestStream::new(slot.clone(), max).single().await?)?;
         let sink = ResponseSink::new(slot.clone(), max);
-        catch(call_handler(|| f(ctx, req, sink))?)
-            .await
-            .map(|()| None)
+        let handler = catch(call_handler(|| f(ctx, req, sink))?);
+        tokio::select! {
+            biased;
+            r = handler => r.map(|()| None),
+            gone = watch_slot(&slot) => Err(gone),
+        }
     };
     let result = within(deadline, work).await;
     end_streaming(slot, result, &mut guard).await;

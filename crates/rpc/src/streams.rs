@@ -30,7 +30,7 @@ impl Slot {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
-    fn put(&self, s: Stream) {
+    pub(crate) fn put(&self, s: Stream) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
     }
 

@@ -19,6 +19,7 @@ use weft_rpc::{CallOptions, Client, Code, Router, Server, Status};
 fn slow_router(probe: Probe) -> Router {
     let p2 = probe.clone();
     let p3 = probe.clone();
+    let p4 = probe.clone();
     Router::new()
         .unary("echo", |_c, b| async move { Ok(b) })
         .unary("slow", move |ctx, _b| {
@@ -40,6 +41,17 @@ fn slow_router(probe: Probe) -> Router {
                         g.finish();
                         return Ok(());
                     }
+                }
+            }
+        })
+        .server_streaming("quiet_stream", {
+            let p4 = p4.clone();
+            move |_c, _b, _sink| {
+                let g = p4.enter();
+                async move {
+                    std::future::pending::<()>().await;
+                    g.finish();
+                    Ok(())
                 }
             }
         })
@@ -188,9 +200,17 @@ async fn item_37_cancellation_races() {
         }
         drop(s);
     }
+    // A streaming handler that waits without sending is dropped too.
+    let s = p
+        .client
+        .server_streaming("quiet_stream", Bytes::new(), &CallOptions::new())
+        .await
+        .unwrap();
+    assert!(settle(|| probe.started() == probe.dropped() + 1).await);
+    drop(s);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(settle(|| probe.dropped() == probe.started()).await);
-    assert!(probe.started() >= unary_started + 4);
+    assert!(probe.started() >= unary_started + 5);
 
     // Cancel together with the final message; cancel twice (drop a call
     // whose request side is already closed, then the next).
