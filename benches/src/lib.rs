@@ -27,3 +27,49 @@ pub fn encoded_frame(size: usize) -> BytesMut {
         .expect("sample frame fits the default limits");
     out
 }
+
+/// The transform benches' reference payload: about 1.3 KiB of JSON, an array
+/// of repeated small objects such as `{"id":1,"name":"task","done":false}`.
+pub fn json_payload() -> Bytes {
+    let mut s = String::from("[");
+    let mut id = 1;
+    while s.len() < 1300 {
+        if id > 1 {
+            s.push(',');
+        }
+        s.push_str(&format!("{{\"id\":{id},\"name\":\"task\",\"done\":false}}"));
+        id += 1;
+    }
+    s.push(']');
+    Bytes::from(s)
+}
+
+/// A DATA frame carrying [`json_payload`], no metadata.
+pub fn json_frame() -> Frame {
+    Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload())
+}
+
+/// The two halves of one direction of a connection (the initiator's write
+/// half and the responder's read half) after an in-memory handshake with
+/// encryption and compression switched as asked.
+pub fn transform_halves(
+    encryption: bool,
+    compression: bool,
+) -> (weft_transform::Outbound, weft_transform::Inbound) {
+    use weft_transform::{EncryptionPolicy, HandshakeConfig, Offer};
+    let config = HandshakeConfig {
+        offer: Offer {
+            encryption: if encryption {
+                EncryptionPolicy::Required
+            } else {
+                EncryptionPolicy::Off
+            },
+            compression,
+            ..Offer::default()
+        },
+        ..HandshakeConfig::default()
+    };
+    let (a, b) = weft_transform::handshake_in_memory(config.clone(), config)
+        .expect("in-memory handshake succeeds");
+    (a.outbound, b.inbound)
+}

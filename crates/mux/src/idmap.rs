@@ -28,3 +28,23 @@ impl Hasher for IdHasher {
         self.0 = u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_spread_and_bytes_hash() {
+        let mut a = IdHasher::default();
+        a.write_u32(1);
+        let mut b = IdHasher::default();
+        b.write_u32(3);
+        assert_ne!(a.finish(), b.finish());
+        let mut c = IdHasher::default();
+        c.write(&[1, 2]);
+        assert_ne!(c.finish(), 0);
+        let mut m: IdMap<u32> = IdMap::default();
+        m.insert(7, 1);
+        assert_eq!(m.get(&7), Some(&1));
+    }
+}

@@ -1,0 +1,306 @@
+//! The two public errors: [`TransformError`] for frames after the handshake,
+//! [`HandshakeError`] for the handshake. Both are opaque structs over a
+//! private kind, with predicates.
+
+use weft_frame::{FrameError, Reason};
+
+/// Why a frame could not be sealed, opened or (de)compressed.
+///
+/// Either fatal ([`is_fatal`](Self::is_fatal): close the connection) or
+/// confined to one frame ([`stream_id`](Self::stream_id) is `Some`: reset
+/// that stream with [`reason`](Self::reason) and go on).
+#[derive(Debug)]
+pub struct TransformError {
+    kind: TransformErrorKind,
+}
+
+/// What went wrong; private so variants can be added.
+#[derive(Debug)]
+#[non_exhaustive]
+pub(crate) enum TransformErrorKind {
+    /// Framing failed (bad header, over a limit, truncated).
+    Frame(FrameError),
+    /// A record did not authenticate (tampered, reordered, replayed, wrong key).
+    Open,
+    /// A record's payload is shorter than the authentication tag.
+    ShortRecord,
+    /// The per-key record limit was reached on the sending side.
+    SendLimit,
+    /// The peer sent more records than the per-key limit allows.
+    ReceiveLimit,
+    /// `COMPRESSED` on a connection that did not negotiate compression, or on
+    /// a frame type that never carries a compressed payload.
+    UnexpectedCompression,
+    /// A compressed payload failed to decompress; confined to its frame.
+    Decompress {
+        stream_id: u32,
+        why: DecompressError,
+    },
+    /// An earlier fatal error left this half unusable.
+    Poisoned,
+}
+
+/// Why one compressed payload was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DecompressError {
+    /// Inflating would exceed `limit` bytes (size or ratio limit): a bomb.
+    TooLarge { limit: usize },
+    /// Not valid deflate data.
+    Corrupt,
+    /// The deflate stream ends before its final block.
+    Truncated,
+    /// Bytes follow the end of the deflate stream.
+    TrailingData,
+}
+
+impl TransformError {
+    pub(crate) fn new(kind: TransformErrorKind) -> TransformError {
+        TransformError { kind }
+    }
+
+    /// Whether the connection must be closed: framing errors, authentication
+    /// failures, the record limit, an unexpected compressed flag. After a
+    /// fatal error the half that returned it returns errors for good.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self.kind, TransformErrorKind::Decompress { .. })
+    }
+
+    /// The stream whose frame failed, for errors confined to one frame (a
+    /// decompression bomb, corrupt deflate data): reset that stream with
+    /// [`Reason::COMPRESSION_ERROR`] and keep the connection.
+    pub fn stream_id(&self) -> Option<u32> {
+        match self.kind {
+            TransformErrorKind::Decompress { stream_id, .. } => Some(stream_id),
+            _ => None,
+        }
+    }
+
+    /// The wire reason to send (in `RESET` for per-frame errors, `GOAWAY`
+    /// for fatal ones).
+    pub fn reason(&self) -> Reason {
+        match &self.kind {
+            TransformErrorKind::Frame(e) => match e {
+                FrameError::MetadataTooLarge { .. } | FrameError::PayloadTooLarge { .. } => {
+                    Reason::FRAME_SIZE_ERROR
+                }
+                FrameError::Io(_) => Reason::INTERNAL_ERROR,
+                _ => Reason::PROTOCOL_ERROR,
+            },
+            TransformErrorKind::SendLimit => Reason::NO_ERROR,
+            TransformErrorKind::Decompress { .. } => Reason::COMPRESSION_ERROR,
+            TransformErrorKind::UnexpectedCompression
+            | TransformErrorKind::Open
+            | TransformErrorKind::ShortRecord
+            | TransformErrorKind::ReceiveLimit
+            | TransformErrorKind::Poisoned => Reason::PROTOCOL_ERROR,
+        }
+    }
+
+    /// Whether a record failed authentication (tampering, reordering, replay,
+    /// wrong key). Always fatal.
+    pub fn is_authentication(&self) -> bool {
+        matches!(self.kind, TransformErrorKind::Open)
+    }
+
+    /// Whether the per-key record limit was reached (ours or the peer's).
+    /// Always fatal: open a new connection.
+    pub fn is_record_limit(&self) -> bool {
+        matches!(
+            self.kind,
+            TransformErrorKind::SendLimit | TransformErrorKind::ReceiveLimit
+        )
+    }
+
+    /// Whether a compressed payload would exceed the size or ratio limit.
+    pub fn is_decompression_limit(&self) -> bool {
+        matches!(
+            self.kind,
+            TransformErrorKind::Decompress {
+                why: DecompressError::TooLarge { .. },
+                ..
+            }
+        )
+    }
+
+    /// Whether the input ended inside a frame.
+    pub fn is_truncated(&self) -> bool {
+        matches!(
+            self.kind,
+            TransformErrorKind::Frame(FrameError::Truncated { .. })
+        )
+    }
+
+    /// The framing error underneath, if any.
+    pub fn frame_error(&self) -> Option<&FrameError> {
+        match &self.kind {
+            TransformErrorKind::Frame(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<FrameError> for TransformError {
+    fn from(e: FrameError) -> Self {
+        TransformError::new(TransformErrorKind::Frame(e))
+    }
+}
+
+impl std::fmt::Display for TransformError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            TransformErrorKind::Frame(e) => write!(f, "framing error: {e}"),
+            TransformErrorKind::Open => f.write_str("record failed authentication"),
+            TransformErrorKind::ShortRecord => {
+                f.write_str("record shorter than its authentication tag")
+            }
+            TransformErrorKind::SendLimit => {
+                f.write_str("record limit of this key reached: open a new connection")
+            }
+            TransformErrorKind::ReceiveLimit => {
+                f.write_str("peer sent more records than the per-key limit")
+            }
+            TransformErrorKind::UnexpectedCompression => {
+                f.write_str("compressed frame where compression was not negotiated")
+            }
+            TransformErrorKind::Decompress { stream_id, why } => {
+                write!(f, "stream {stream_id}: ")?;
+                match why {
+                    DecompressError::TooLarge { limit } => {
+                        write!(f, "payload inflates beyond the limit of {limit} bytes")
+                    }
+                    DecompressError::Corrupt => f.write_str("invalid deflate data"),
+                    DecompressError::Truncated => f.write_str("truncated deflate data"),
+                    DecompressError::TrailingData => {
+                        f.write_str("data after the end of the deflate stream")
+                    }
+                }
+            }
+            TransformErrorKind::Poisoned => {
+                f.write_str("connection unusable after an earlier fatal error")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TransformError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            TransformErrorKind::Frame(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a handshake failed.
+///
+/// Authentication failures (wrong pre-shared key, a tampered message, a
+/// replay that cannot complete) all show the same generic text, so the error
+/// never helps anyone guess a key.
+#[derive(Debug, Clone)]
+pub struct HandshakeError {
+    kind: HandshakeErrorKind,
+}
+
+/// What went wrong; private so variants can be added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub(crate) enum HandshakeErrorKind {
+    /// The peer's first bytes are not weft's preface (garbage, HTTP, TLS).
+    BadPreface,
+    /// The peer speaks another protocol version.
+    UnsupportedVersion(u8),
+    /// A handshake frame or message is malformed, empty or oversize.
+    Malformed(&'static str),
+    /// A message failed to authenticate (wrong pre-shared key, tampering).
+    Authentication,
+    /// The peer's key share is invalid (all-zero or small-order result).
+    InvalidKeyShare,
+    /// One side requires encryption, the other has it off.
+    EncryptionRequired { by_us: bool },
+    /// One side has a pre-shared key and the other does not.
+    PskMismatch { ours: bool },
+    /// The responder's selection does not follow from the two offers.
+    SelectionMismatch,
+    /// Our configuration is unusable.
+    Config(&'static str),
+    /// `into_session` before the handshake completed.
+    Incomplete,
+    /// The system random number generator failed.
+    Rng,
+}
+
+impl HandshakeError {
+    pub(crate) fn new(kind: HandshakeErrorKind) -> HandshakeError {
+        HandshakeError { kind }
+    }
+
+    /// Whether the peer failed to prove it holds our pre-shared key, or a
+    /// handshake message was tampered with. Deliberately not more specific.
+    pub fn is_authentication(&self) -> bool {
+        matches!(
+            self.kind,
+            HandshakeErrorKind::Authentication
+                | HandshakeErrorKind::InvalidKeyShare
+                | HandshakeErrorKind::SelectionMismatch
+        )
+    }
+
+    /// Whether the two sides' policies are incompatible: encryption required
+    /// against off, or a pre-shared key on one side only. Fix the
+    /// configuration; retrying will fail the same way.
+    pub fn is_policy_conflict(&self) -> bool {
+        matches!(
+            self.kind,
+            HandshakeErrorKind::EncryptionRequired { .. } | HandshakeErrorKind::PskMismatch { .. }
+        )
+    }
+
+    /// Whether the peer is not speaking weft (bad preface, other version,
+    /// malformed handshake frames).
+    pub fn is_protocol(&self) -> bool {
+        matches!(
+            self.kind,
+            HandshakeErrorKind::BadPreface
+                | HandshakeErrorKind::UnsupportedVersion(_)
+                | HandshakeErrorKind::Malformed(_)
+        )
+    }
+
+    /// Whether our own configuration is unusable.
+    pub fn is_config(&self) -> bool {
+        matches!(self.kind, HandshakeErrorKind::Config(_))
+    }
+}
+
+impl std::fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("handshake failed: ")?;
+        match &self.kind {
+            HandshakeErrorKind::BadPreface => f.write_str("peer is not speaking weft"),
+            HandshakeErrorKind::UnsupportedVersion(v) => {
+                write!(f, "peer speaks protocol version {v}")
+            }
+            HandshakeErrorKind::Malformed(what) => write!(f, "malformed handshake: {what}"),
+            HandshakeErrorKind::Authentication
+            | HandshakeErrorKind::InvalidKeyShare
+            | HandshakeErrorKind::SelectionMismatch => f.write_str("authentication failed"),
+            HandshakeErrorKind::EncryptionRequired { by_us: true } => {
+                f.write_str("encryption is required here but the peer has it off")
+            }
+            HandshakeErrorKind::EncryptionRequired { by_us: false } => {
+                f.write_str("the peer requires encryption but it is off here")
+            }
+            HandshakeErrorKind::PskMismatch { ours: true } => {
+                f.write_str("a pre-shared key is configured here but not on the peer")
+            }
+            HandshakeErrorKind::PskMismatch { ours: false } => {
+                f.write_str("the peer uses a pre-shared key but none is configured here")
+            }
+            HandshakeErrorKind::Config(what) => write!(f, "invalid configuration: {what}"),
+            HandshakeErrorKind::Incomplete => f.write_str("handshake not complete"),
+            HandshakeErrorKind::Rng => f.write_str("random number generator failed"),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {}

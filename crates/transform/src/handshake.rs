@@ -1,0 +1,473 @@
+//! weft's handshake: preface, then one `HANDSHAKE` frame each way carrying
+//! a Noise message (or a plain hello) whose payload is the sender's offer.
+//! Sans-I/O: bytes in through [`Handshake::handle_input`], bytes out through
+//! [`Handshake::poll_transmit`].
+
+use bytes::{Buf, BytesMut};
+use weft_frame::preface::{PREFACE, PREFACE_LEN, check_preface, check_preface_prefix};
+use weft_frame::{Flags, FrameError, FrameType, HEADER_LEN, Header};
+
+use crate::error::{HandshakeError, HandshakeErrorKind};
+use crate::noise::{Ephemeral, HandshakeState, NoiseError, Pattern, RingEphemeral};
+use crate::offer::{
+    OFFER_LEN, SELECT_COMPRESSED, SELECT_ENCRYPTED, SELECT_REFUSED, WireOffer, select,
+};
+use crate::pipeline::PipelineParams;
+use crate::{EncryptionPolicy, HandshakeConfig, Negotiated, Role, Session};
+
+/// Largest handshake message (the payload of a `HANDSHAKE` frame) accepted.
+/// Version 1 messages are at most 70 bytes.
+pub const MAX_HANDSHAKE_MESSAGE: u32 = 256;
+
+/// First byte of a handshake message: which handshake it belongs to.
+mod kind {
+    /// A plain hello: no key agreement, the offer in clear.
+    pub(super) const PLAIN: u8 = 0x00;
+    /// `Noise_NN_25519_AESGCM_SHA256`.
+    pub(super) const NN: u8 = 0x01;
+    /// `Noise_NNpsk0_25519_AESGCM_SHA256`.
+    pub(super) const NN_PSK0: u8 = 0x02;
+}
+
+/// Noise prologue label; the initiator's 8-byte preface follows it.
+const PROLOGUE_LABEL: &[u8] = b"weft handshake v1";
+
+fn err(kind: HandshakeErrorKind) -> HandshakeError {
+    HandshakeError::new(kind)
+}
+
+fn malformed(what: &'static str) -> HandshakeError {
+    err(HandshakeErrorKind::Malformed(what))
+}
+
+fn from_noise(e: NoiseError) -> HandshakeError {
+    match e {
+        NoiseError::InvalidKeyShare => err(HandshakeErrorKind::InvalidKeyShare),
+        NoiseError::Rng => err(HandshakeErrorKind::Rng),
+        NoiseError::ShortMessage => malformed("message too short"),
+        _ => err(HandshakeErrorKind::Authentication),
+    }
+}
+
+/// Where the ephemeral key comes from.
+enum KeySource {
+    /// ring, generated when first needed.
+    Ring,
+    /// Supplied by the caller (tests with fixed keys).
+    Given(Box<dyn Ephemeral>),
+    /// Already used.
+    Used,
+}
+
+impl KeySource {
+    fn take(&mut self) -> Result<Box<dyn Ephemeral>, HandshakeError> {
+        match std::mem::replace(self, KeySource::Used) {
+            KeySource::Ring => RingEphemeral::generate()
+                .map(|k| Box::new(k) as Box<dyn Ephemeral>)
+                .map_err(from_noise),
+            KeySource::Given(k) => Ok(k),
+            KeySource::Used => Err(err(HandshakeErrorKind::Incomplete)),
+        }
+    }
+}
+
+/// Progress of the handshake.
+enum State {
+    /// Waiting for the peer's preface.
+    Preface,
+    /// Waiting for the peer's handshake message.
+    Message,
+    /// Done: keys and selection are known.
+    Complete,
+    /// Failed; the error is returned again on every call.
+    Failed(HandshakeError),
+    /// The responder sent its refusal and fails once it is out.
+    Refused(HandshakeError),
+}
+
+/// The sans-I/O handshake.
+///
+/// The driver loops under its deadline: write what
+/// [`poll_transmit`](Self::poll_transmit) appends, read socket bytes into a
+/// `BytesMut`, call [`handle_input`](Self::handle_input), until
+/// [`is_complete`](Self::is_complete). **When it is complete, call
+/// `poll_transmit` once more and write those bytes** (the responder's reply
+/// is produced by the input that completes it), then call
+/// [`into_session`](Self::into_session). Bytes after the handshake stay in
+/// the read buffer for the session.
+///
+/// Garbage, an HTTP request or a TLS ClientHello is rejected by the first
+/// bytes of the preface, before any key agreement; an empty or oversize
+/// handshake message by its frame header alone.
+pub struct Handshake {
+    role: Role,
+    config: HandshakeConfig,
+    ours: WireOffer,
+    keys: KeySource,
+    noise: Option<HandshakeState>,
+    /// The kind byte of this handshake (the initiator's choice).
+    kind: u8,
+    /// The initiator's preface as sent or received (the prologue).
+    initiator_preface: [u8; PREFACE_LEN],
+    transmit: Vec<u8>,
+    state: State,
+    /// The header of the peer's message, once read.
+    header: Option<Header>,
+    /// Set when complete.
+    result: Option<(u8, WireOffer)>,
+}
+
+impl std::fmt::Debug for Handshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            State::Preface => "preface",
+            State::Message => "message",
+            State::Complete => "complete",
+            State::Failed(_) | State::Refused(_) => "failed",
+        };
+        f.debug_struct("Handshake")
+            .field("role", &self.role)
+            .field("kind", &self.kind)
+            .field("state", &state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handshake {
+    /// A handshake for `role`, with ephemeral keys from ring.
+    pub fn new(role: Role, config: HandshakeConfig) -> Result<Handshake, HandshakeError> {
+        Handshake::build(role, config, KeySource::Ring)
+    }
+
+    /// A handshake whose ephemeral key pair is `ephemeral` (tests with fixed
+    /// keys, or another X25519 implementation).
+    pub fn with_ephemeral(
+        role: Role,
+        config: HandshakeConfig,
+        ephemeral: Box<dyn Ephemeral>,
+    ) -> Result<Handshake, HandshakeError> {
+        Handshake::build(role, config, KeySource::Given(ephemeral))
+    }
+
+    fn build(
+        role: Role,
+        config: HandshakeConfig,
+        keys: KeySource,
+    ) -> Result<Handshake, HandshakeError> {
+        let ours = WireOffer::from_config(&config)?;
+        let mut hs = Handshake {
+            role,
+            ours,
+            keys,
+            noise: None,
+            kind: kind::PLAIN,
+            initiator_preface: PREFACE,
+            transmit: PREFACE.to_vec(),
+            state: State::Preface,
+            header: None,
+            result: None,
+            config,
+        };
+        if role == Role::Initiator {
+            hs.kind = if hs.config.psk.is_some() {
+                kind::NN_PSK0
+            } else if hs.config.offer.encryption == EncryptionPolicy::Off {
+                kind::PLAIN
+            } else {
+                kind::NN
+            };
+            let mut body = Vec::with_capacity(OFFER_LEN);
+            hs.ours.encode(&mut body);
+            hs.send_message(&body)?;
+        }
+        Ok(hs)
+    }
+
+    /// Appends the bytes to send now (preface and handshake messages) to
+    /// `out`; nothing when there is nothing to send.
+    pub fn poll_transmit(&mut self, out: &mut BytesMut) {
+        out.extend_from_slice(&self.transmit);
+        self.transmit.clear();
+        // A refusal fails for good once it is out.
+        self.state = match std::mem::replace(&mut self.state, State::Preface) {
+            State::Refused(e) => State::Failed(e),
+            other => other,
+        };
+    }
+
+    /// Consumes from `src` the bytes of the handshake it can use, and no
+    /// more. Errors are final: the same error is returned again after one.
+    pub fn handle_input(&mut self, src: &mut BytesMut) -> Result<(), HandshakeError> {
+        loop {
+            match &self.state {
+                State::Failed(e) => return Err(e.clone()),
+                State::Complete | State::Refused(_) => return Ok(()),
+                State::Preface => {
+                    if let Err(e) = self.read_preface(src) {
+                        return Err(self.fail(e));
+                    }
+                    if matches!(self.state, State::Preface) {
+                        return Ok(());
+                    }
+                }
+                State::Message => match self.read_message(src) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(()),
+                    Err(e) => return Err(self.fail(e)),
+                },
+            }
+        }
+    }
+
+    /// Whether the handshake finished: successfully, or (responder only)
+    /// with a policy refusal whose reply is waiting in
+    /// [`poll_transmit`](Self::poll_transmit). Once that reply has been
+    /// taken, a refused handshake is failed: `is_complete` turns false and
+    /// both [`handle_input`](Self::handle_input) and
+    /// [`into_session`](Self::into_session) return the refusal.
+    pub fn is_complete(&self) -> bool {
+        matches!(self.state, State::Complete | State::Refused(_))
+    }
+
+    /// The pipeline halves the handshake negotiated.
+    pub fn into_session(mut self) -> Result<Session, HandshakeError> {
+        match std::mem::replace(&mut self.state, State::Preface) {
+            State::Complete => {}
+            State::Failed(e) | State::Refused(e) => return Err(e),
+            _ => return Err(err(HandshakeErrorKind::Incomplete)),
+        }
+        let (selection, theirs) = self.result.ok_or(err(HandshakeErrorKind::Incomplete))?;
+        let encrypted = selection & SELECT_ENCRYPTED != 0;
+        let compressed = selection & SELECT_COMPRESSED != 0;
+        let initiator = self.role == Role::Initiator;
+        let keys = match &self.noise {
+            Some(n) => Some(n.split().map_err(from_noise)?),
+            None => None,
+        };
+        let (seal, open) = match (&keys, encrypted) {
+            (Some(k), true) => {
+                let (s, o) = k.ciphers(initiator, self.config.record_limit);
+                (Some(s), Some(o))
+            }
+            _ => (None, None),
+        };
+        let negotiated = Negotiated {
+            encrypted,
+            compressed,
+            handshake_hash: keys.as_ref().map(|k| k.handshake_hash),
+            authenticated: self.kind == kind::NN_PSK0,
+            peer_limits: theirs.limits,
+            peer_max_message: theirs.max_message,
+            peer_max_ratio: theirs.max_ratio,
+        };
+        let (outbound, inbound) = PipelineParams {
+            local_limits: self.ours.limits,
+            peer_limits: theirs.limits,
+            compression: compressed,
+            compression_min_size: self.config.compression_min_size,
+            local_max_message: self.ours.max_message,
+            local_max_ratio: self.ours.max_ratio,
+            peer_max_ratio: theirs.max_ratio,
+            seal,
+            open,
+        }
+        .build();
+        Ok(Session {
+            outbound,
+            inbound,
+            negotiated,
+        })
+    }
+
+    fn fail(&mut self, e: HandshakeError) -> HandshakeError {
+        self.transmit.clear();
+        self.noise = None;
+        self.state = State::Failed(e.clone());
+        e
+    }
+
+    fn read_preface(&mut self, src: &mut BytesMut) -> Result<(), HandshakeError> {
+        let avail = &src[..src.len().min(PREFACE_LEN)];
+        check_preface_prefix(avail).map_err(preface_error)?;
+        let Some(raw) = src.first_chunk::<PREFACE_LEN>() else {
+            return Ok(());
+        };
+        check_preface(raw).map_err(preface_error)?;
+        if self.role == Role::Responder {
+            self.initiator_preface = *raw;
+        }
+        src.advance(PREFACE_LEN);
+        self.state = State::Message;
+        Ok(())
+    }
+
+    /// Reads one handshake frame if whole; `Ok(true)` when it was processed.
+    fn read_message(&mut self, src: &mut BytesMut) -> Result<bool, HandshakeError> {
+        let header = match self.header {
+            Some(h) => h,
+            None => {
+                let Some(raw) = src.first_chunk::<HEADER_LEN>() else {
+                    return Ok(false);
+                };
+                let h = check_handshake_header(raw)?;
+                src.advance(HEADER_LEN);
+                self.header = Some(h);
+                h
+            }
+        };
+        let len = header.payload_len as usize;
+        if src.len() < len {
+            return Ok(false);
+        }
+        self.header = None;
+        let message = src.split_to(len);
+        let (&msg_kind, body) = message.split_first().ok_or(malformed("empty message"))?;
+        match self.role {
+            Role::Responder => self.respond(msg_kind, body)?,
+            Role::Initiator => self.conclude(msg_kind, body)?,
+        }
+        Ok(true)
+    }
+
+    /// Frames `body` as this handshake's message and queues it.
+    fn send_message(&mut self, offer_and_selection: &[u8]) -> Result<(), HandshakeError> {
+        let mut message = vec![self.kind];
+        if self.kind != kind::PLAIN {
+            self.noise()?
+                .write_message(offer_and_selection, &mut message)
+                .map_err(from_noise)?;
+        } else {
+            message.extend_from_slice(offer_and_selection);
+        }
+        let header = Header {
+            ty: FrameType::HANDSHAKE,
+            flags: Flags::NONE,
+            stream_id: 0,
+            metadata_len: 0,
+            payload_len: message.len() as u32,
+        };
+        self.transmit.extend_from_slice(&header.to_bytes());
+        self.transmit.extend_from_slice(&message);
+        Ok(())
+    }
+
+    /// Responder: read the initiator's message, select, reply.
+    fn respond(&mut self, msg_kind: u8, body: &[u8]) -> Result<(), HandshakeError> {
+        let ours_psk = self.config.psk.is_some();
+        match msg_kind {
+            kind::PLAIN | kind::NN if ours_psk => {
+                return Err(err(HandshakeErrorKind::PskMismatch { ours: true }));
+            }
+            kind::NN_PSK0 if !ours_psk => {
+                return Err(err(HandshakeErrorKind::PskMismatch { ours: false }));
+            }
+            kind::PLAIN | kind::NN | kind::NN_PSK0 => {}
+            _ => return Err(malformed("unknown handshake kind")),
+        }
+        self.kind = msg_kind;
+        let payload = self.open_payload(body)?;
+        let theirs = WireOffer::decode(&payload)?;
+        if msg_kind == kind::PLAIN && theirs.encryption != EncryptionPolicy::Off {
+            return Err(malformed("plain hello from a side with encryption on"));
+        }
+        let (selection, refusal) = match select(&self.ours, &theirs) {
+            Ok(s) => (s, None),
+            Err(e) => (SELECT_REFUSED, Some(e)),
+        };
+        let mut reply = Vec::with_capacity(OFFER_LEN + 1);
+        self.ours.encode(&mut reply);
+        reply.push(selection);
+        self.send_message(&reply)?;
+        match refusal {
+            Some(e) => self.state = State::Refused(e),
+            None => {
+                self.result = Some((selection, theirs));
+                self.state = State::Complete;
+            }
+        }
+        Ok(())
+    }
+
+    /// Initiator: read the responder's reply and check its selection.
+    fn conclude(&mut self, msg_kind: u8, body: &[u8]) -> Result<(), HandshakeError> {
+        if msg_kind != self.kind {
+            return Err(malformed("reply of another handshake kind"));
+        }
+        let payload = self.open_payload(body)?;
+        let (offer, selection) = payload
+            .split_last()
+            .filter(|(_, offer)| offer.len() == OFFER_LEN)
+            .map(|(sel, offer)| (offer, *sel))
+            .ok_or(malformed("reply length"))?;
+        let theirs = WireOffer::decode(offer)?;
+        let expected = select(&self.ours, &theirs);
+        match expected {
+            Err(e) if selection == SELECT_REFUSED => return Err(e),
+            Ok(s) if s == selection => {}
+            _ => return Err(err(HandshakeErrorKind::SelectionMismatch)),
+        }
+        self.result = Some((selection, theirs));
+        self.state = State::Complete;
+        Ok(())
+    }
+
+    /// The offer (and selection) inside a message: decrypted through Noise,
+    /// or as is for a plain hello.
+    fn open_payload(&mut self, body: &[u8]) -> Result<Vec<u8>, HandshakeError> {
+        if self.kind == kind::PLAIN {
+            return Ok(body.to_vec());
+        }
+        let mut payload = Vec::with_capacity(OFFER_LEN + 1);
+        self.noise()?
+            .read_message(body, &mut payload)
+            .map_err(from_noise)?;
+        Ok(payload)
+    }
+
+    /// The Noise state, initialised on first use: only once a well-formed
+    /// message has arrived (responder) or is to be sent (initiator) is a key
+    /// generated.
+    fn noise(&mut self) -> Result<&mut HandshakeState, HandshakeError> {
+        if self.noise.is_none() {
+            let pattern = if self.kind == kind::NN_PSK0 {
+                Pattern::NNpsk0
+            } else {
+                Pattern::NN
+            };
+            let mut prologue = PROLOGUE_LABEL.to_vec();
+            prologue.extend_from_slice(&self.initiator_preface);
+            let e = self.keys.take()?;
+            let initiator = self.role == Role::Initiator;
+            let state = HandshakeState::new(pattern, initiator, &prologue, self.config.psk, e)
+                .map_err(from_noise)?;
+            self.noise = Some(state);
+        }
+        Ok(self.noise.as_mut().expect("initialised above"))
+    }
+}
+
+fn preface_error(e: FrameError) -> HandshakeError {
+    match e {
+        FrameError::UnsupportedVersion(v) => err(HandshakeErrorKind::UnsupportedVersion(v)),
+        _ => err(HandshakeErrorKind::BadPreface),
+    }
+}
+
+/// A handshake frame header: `HANDSHAKE` on stream 0, flags and reserved
+/// byte 0, no metadata, a payload of 1 to [`MAX_HANDSHAKE_MESSAGE`] bytes.
+fn check_handshake_header(raw: &[u8; HEADER_LEN]) -> Result<Header, HandshakeError> {
+    let h = Header::parse(raw).map_err(preface_error)?;
+    if h.ty != FrameType::HANDSHAKE {
+        return Err(malformed("expected a HANDSHAKE frame"));
+    }
+    if h.flags != Flags::NONE || raw[3] != 0 || h.stream_id != 0 || h.metadata_len != 0 {
+        return Err(malformed("HANDSHAKE frame header"));
+    }
+    if h.payload_len == 0 {
+        return Err(malformed("empty handshake message"));
+    }
+    if h.payload_len > MAX_HANDSHAKE_MESSAGE {
+        return Err(malformed("oversize handshake message"));
+    }
+    Ok(h)
+}

@@ -1,0 +1,171 @@
+//! Noise's `CipherState` for AESGCM: a key and a 64-bit counter nonce.
+
+#[cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+use ring::aead::Aad;
+use ring::aead::{AES_256_GCM, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+
+use super::NoiseError;
+
+/// Key length of AES-256-GCM.
+pub const KEY_LEN: usize = 32;
+/// Length of the AES-GCM authentication tag.
+pub const TAG_LEN: usize = 16;
+
+/// A Noise `CipherState` (AESGCM): key `k` and counter nonce `n`.
+///
+/// With the `dangerous-null-cipher-for-fuzzing` feature (fuzz builds only)
+/// it encrypts nothing and its tag is 16 zero bytes.
+///
+/// The nonce is 4 zero bytes followed by `n` as a big-endian u64 (Noise
+/// section 12.4). `n` starts at 0, grows by one per successful operation,
+/// and never wraps: once it reaches the limit (at most 2^64 - 1, which Noise
+/// reserves) every operation fails.
+pub struct CipherState {
+    key: LessSafeKey,
+    n: u64,
+    limit: u64,
+}
+
+impl std::fmt::Debug for CipherState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CipherState")
+            .field("n", &self.n)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CipherState {
+    /// A cipher with key `k`, nonce 0 and the Noise limit (2^64 - 1).
+    pub fn new(k: &[u8; KEY_LEN]) -> CipherState {
+        CipherState::with_limit(k, u64::MAX)
+    }
+
+    /// A cipher that refuses to use nonce `limit` or above.
+    pub fn with_limit(k: &[u8; KEY_LEN], limit: u64) -> CipherState {
+        let key = UnboundKey::new(&AES_256_GCM, k).expect("AES-256-GCM takes a 32-byte key");
+        CipherState {
+            key: LessSafeKey::new(key),
+            n: 0,
+            limit,
+        }
+    }
+
+    /// The next nonce value.
+    pub fn nonce(&self) -> u64 {
+        self.n
+    }
+
+    fn next_nonce(&self) -> Result<Nonce, NoiseError> {
+        if self.n >= self.limit {
+            return Err(NoiseError::NonceExhausted);
+        }
+        let mut nonce = [0u8; NONCE_LEN];
+        nonce[4..].copy_from_slice(&self.n.to_be_bytes());
+        Ok(Nonce::assume_unique_for_key(nonce))
+    }
+
+    /// Encrypts `in_out` in place with associated data `ad`; returns the tag
+    /// (which goes after the ciphertext). Allocates nothing.
+    pub fn encrypt_in_place(
+        &mut self,
+        ad: &[u8],
+        in_out: &mut [u8],
+    ) -> Result<[u8; TAG_LEN], NoiseError> {
+        let nonce = self.next_nonce()?;
+        let tag = self.seal(nonce, ad, in_out)?;
+        self.n += 1;
+        Ok(tag)
+    }
+
+    /// Decrypts ciphertext-then-tag in place; returns the plaintext length
+    /// (the plaintext is `in_out[..len]`). On failure the nonce does not
+    /// advance and `in_out` holds garbage. Allocates nothing.
+    pub fn decrypt_in_place(&mut self, ad: &[u8], in_out: &mut [u8]) -> Result<usize, NoiseError> {
+        if in_out.len() < TAG_LEN {
+            return Err(NoiseError::Decrypt);
+        }
+        let nonce = self.next_nonce()?;
+        let len = self.open(nonce, ad, in_out)?;
+        self.n += 1;
+        Ok(len)
+    }
+
+    #[cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+    fn seal(
+        &self,
+        nonce: Nonce,
+        ad: &[u8],
+        in_out: &mut [u8],
+    ) -> Result<[u8; TAG_LEN], NoiseError> {
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce, Aad::from(ad), in_out)
+            .map_err(|_| NoiseError::NonceExhausted)?;
+        let mut out = [0u8; TAG_LEN];
+        out.copy_from_slice(tag.as_ref());
+        Ok(out)
+    }
+
+    #[cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+    fn open(&self, nonce: Nonce, ad: &[u8], in_out: &mut [u8]) -> Result<usize, NoiseError> {
+        self.key
+            .open_in_place(nonce, Aad::from(ad), in_out)
+            .map(|plain| plain.len())
+            .map_err(|_| NoiseError::Decrypt)
+    }
+
+    /// Fuzzing only: no encryption, an all-zero tag.
+    #[cfg(feature = "dangerous-null-cipher-for-fuzzing")]
+    fn seal(&self, _: Nonce, _: &[u8], _: &mut [u8]) -> Result<[u8; TAG_LEN], NoiseError> {
+        let _ = &self.key;
+        Ok([0; TAG_LEN])
+    }
+
+    /// Fuzzing only: accepts any record whose tag is all zero.
+    #[cfg(feature = "dangerous-null-cipher-for-fuzzing")]
+    fn open(&self, _: Nonce, _: &[u8], in_out: &mut [u8]) -> Result<usize, NoiseError> {
+        let len = in_out.len() - TAG_LEN;
+        if in_out[len..] == [0; TAG_LEN] {
+            Ok(len)
+        } else {
+            Err(NoiseError::Decrypt)
+        }
+    }
+
+    /// Appends the encryption of `plaintext` (ciphertext then tag) to `out`.
+    pub fn encrypt(
+        &mut self,
+        ad: &[u8],
+        plaintext: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), NoiseError> {
+        let start = out.len();
+        out.extend_from_slice(plaintext);
+        let tag = self.encrypt_in_place(ad, &mut out[start..])?;
+        out.extend_from_slice(&tag);
+        Ok(())
+    }
+
+    /// Appends the decryption of `ciphertext` (ciphertext then tag) to `out`.
+    /// On failure `out` is left as it was.
+    pub fn decrypt(
+        &mut self,
+        ad: &[u8],
+        ciphertext: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), NoiseError> {
+        let start = out.len();
+        out.extend_from_slice(ciphertext);
+        match self.decrypt_in_place(ad, &mut out[start..]) {
+            Ok(len) => {
+                out.truncate(start + len);
+                Ok(())
+            }
+            Err(e) => {
+                out.truncate(start);
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The per-frame pipeline: outbound compress then seal, inbound open then
+//! decompress. A disabled pipeline is the frame codec and one branch.
+
+use bytes::{BufMut, BytesMut};
+use tokio_util::codec::Decoder;
+use weft_frame::{Flags, Frame, FrameCodec, FrameType, HEADER_LEN, Header, Limits};
+
+use crate::Negotiated;
+use crate::compress::{Compressor, Decompressor};
+use crate::error::{TransformError, TransformErrorKind};
+use crate::noise::{CipherState, TAG_LEN};
+
+/// Record overhead on the wire: the AES-GCM tag.
+const TAG: u32 = TAG_LEN as u32;
+
+fn fatal(kind: TransformErrorKind) -> TransformError {
+    TransformError::new(kind)
+}
+
+/// Whether a frame type carries application bytes that may be compressed.
+fn compressible(ty: FrameType) -> bool {
+    ty == FrameType::DATA || ty == FrameType::OPEN
+}
+
+/// The two halves of a connection's pipeline and what the handshake agreed.
+#[derive(Debug)]
+pub struct Session {
+    /// The write half.
+    pub outbound: Outbound,
+    /// The read half.
+    pub inbound: Inbound,
+    /// What was negotiated, and the peer's limits.
+    pub negotiated: Negotiated,
+}
+
+/// Settings the pipeline halves are built from (the handshake's result plus
+/// local configuration).
+pub(crate) struct PipelineParams {
+    pub(crate) local_limits: Limits,
+    pub(crate) peer_limits: Limits,
+    pub(crate) compression: bool,
+    pub(crate) compression_min_size: usize,
+    pub(crate) local_max_message: u32,
+    pub(crate) local_max_ratio: u32,
+    pub(crate) peer_max_ratio: u32,
+    pub(crate) seal: Option<CipherState>,
+    pub(crate) open: Option<CipherState>,
+}
+
+impl PipelineParams {
+    pub(crate) fn build(self) -> (Outbound, Inbound) {
+        let mut out_codec = FrameCodec::new(self.peer_limits);
+        let mut in_codec = FrameCodec::new(self.local_limits);
+        if self.open.is_some() {
+            in_codec.set_overhead(TAG);
+        }
+        if self.seal.is_some() {
+            out_codec.set_overhead(TAG);
+        }
+        let outbound = Outbound {
+            plain: self.seal.is_none() && !self.compression,
+            codec: out_codec,
+            compressor: self.compression.then(Compressor::new),
+            min_size: self.compression_min_size.max(1),
+            peer_max_ratio: self.peer_max_ratio,
+            seal: self.seal,
+            poisoned: false,
+        };
+        let max_inflated = self.local_limits.max_payload.min(self.local_max_message) as usize;
+        let inbound = Inbound {
+            plain: self.open.is_none() && !self.compression,
+            codec: in_codec,
+            decompressor: self.compression.then(Decompressor::new),
+            max_inflated,
+            max_ratio: self.local_max_ratio,
+            open: self.open,
+            aad: None,
+            poisoned: false,
+        };
+        (outbound, inbound)
+    }
+}
+
+/// Plain passthrough halves (no handshake, no compression, no encryption),
+/// for tests and benches. Both enforce `limits`.
+pub fn passthrough(limits: Limits) -> (Outbound, Inbound) {
+    PipelineParams {
+        local_limits: limits,
+        peer_limits: limits,
+        compression: false,
+        compression_min_size: usize::MAX,
+        local_max_message: u32::MAX,
+        local_max_ratio: 1,
+        peer_max_ratio: 1,
+        seal: None,
+        open: None,
+    }
+    .build()
+}
+
+/// Write half: compresses (if negotiated and worth it), then seals; writes
+/// the wire bytes of one frame to `dst`.
+pub struct Outbound {
+    /// No compression and no encryption: the fast path.
+    plain: bool,
+    codec: FrameCodec,
+    compressor: Option<Compressor>,
+    min_size: usize,
+    peer_max_ratio: u32,
+    seal: Option<CipherState>,
+    poisoned: bool,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound")
+            .field("compression", &self.compressor.is_some())
+            .field("encryption", &self.seal.is_some())
+            .field("records_sealed", &self.records())
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Outbound {
+    /// Encodes `frame` into `dst`: header, metadata and payload, the payload
+    /// deflated when compression was negotiated, the payload is at least the
+    /// minimum size and deflate shrinks it (the frame then carries
+    /// `COMPRESSED`), and the whole sealed when encryption was negotiated.
+    /// A `COMPRESSED` flag set by the caller is ignored: this half owns it.
+    ///
+    /// Allocates nothing when `dst` has room. Errors are fatal: the frame is
+    /// over the peer's limits, or the key's record limit is reached.
+    #[inline]
+    pub fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), TransformError> {
+        if self.plain {
+            // The passthrough: the frame codec alone.
+            return match self.codec.encode_frame(frame, dst) {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        }
+        self.encode_transformed(frame, dst)
+    }
+
+    fn encode_transformed(
+        &mut self,
+        frame: &Frame,
+        dst: &mut BytesMut,
+    ) -> Result<(), TransformError> {
+        if self.poisoned {
+            return Err(fatal(TransformErrorKind::Poisoned));
+        }
+        let mut header = frame.header();
+        header.flags = header.flags.without(Flags::COMPRESSED);
+        header.check(self.codec.limits(), 0)?;
+        let start = dst.len();
+        dst.reserve(frame.encoded_len() + TAG_LEN);
+        dst.put_slice(&[0; HEADER_LEN]);
+        dst.put_slice(frame.metadata.as_bytes());
+        let payload = &frame.payload[..];
+        let compressed = match &mut self.compressor {
+            Some(c) if payload.len() >= self.min_size && compressible(frame.ty) => {
+                c.compress_into(payload, self.peer_max_ratio, dst)
+            }
+            _ => None,
+        };
+        match compressed {
+            Some(len) => {
+                header.flags = header.flags.with(Flags::COMPRESSED);
+                header.payload_len = len as u32;
+            }
+            None => dst.put_slice(payload),
+        }
+        let Some(seal) = &mut self.seal else {
+            header.write(header_slot(dst, start));
+            return Ok(());
+        };
+        header.payload_len += TAG;
+        let raw = header.to_bytes();
+        header_slot(dst, start).copy_from_slice(&raw);
+        match seal.encrypt_in_place(&raw, &mut dst[start + HEADER_LEN..]) {
+            Ok(tag) => {
+                dst.put_slice(&tag);
+                Ok(())
+            }
+            Err(_) => {
+                dst.truncate(start);
+                self.poisoned = true;
+                Err(fatal(TransformErrorKind::SendLimit))
+            }
+        }
+    }
+
+    /// Records sealed so far with the current key (0 when not encrypting).
+    pub fn records(&self) -> u64 {
+        self.seal.as_ref().map_or(0, CipherState::nonce)
+    }
+
+    /// Whether frames are sealed.
+    pub fn is_encrypting(&self) -> bool {
+        self.seal.is_some()
+    }
+
+    /// Whether payloads may be compressed.
+    pub fn is_compressing(&self) -> bool {
+        self.compressor.is_some()
+    }
+}
+
+fn header_slot(dst: &mut BytesMut, start: usize) -> &mut [u8; HEADER_LEN] {
+    (&mut dst[start..start + HEADER_LEN])
+        .try_into()
+        .expect("header slot is HEADER_LEN bytes")
+}
+
+/// Read half: opens (when encrypted), then decompresses (when the frame says
+/// so); `Ok(None)` until a whole frame is buffered.
+pub struct Inbound {
+    /// No decryption, no decompression and not failed: the fast path.
+    plain: bool,
+    codec: FrameCodec,
+    decompressor: Option<Decompressor>,
+    max_inflated: usize,
+    max_ratio: u32,
+    open: Option<CipherState>,
+    /// The raw header of the record being buffered: the AAD must be the bytes
+    /// as received, reserved byte included.
+    aad: Option<[u8; HEADER_LEN]>,
+    poisoned: bool,
+}
+
+impl std::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbound")
+            .field("compression", &self.decompressor.is_some())
+            .field("encryption", &self.open.is_some())
+            .field("records_opened", &self.records())
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inbound {
+    /// Decodes the next frame from `src`, consuming exactly its bytes.
+    ///
+    /// A record is authenticated before anything in it is used (before its
+    /// metadata is parsed and before decompression). Fatal errors (see
+    /// [`TransformError::is_fatal`]) leave this half failing for good; a
+    /// per-frame decompression error consumes that frame and the next call
+    /// goes on with the following one. Allocates nothing in steady state.
+    #[inline]
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
+        if self.plain {
+            // The passthrough: the frame codec plus one flag test.
+            return match self.codec.decode(src) {
+                Ok(Some(frame)) if !frame.flags.contains(Flags::COMPRESSED) => Ok(Some(frame)),
+                Ok(None) => Ok(None),
+                Ok(Some(_)) => self.fail(fatal(TransformErrorKind::UnexpectedCompression)),
+                Err(e) => self.fail(e.into()),
+            };
+        }
+        self.decode_slow(src)
+    }
+
+    /// Records a fatal error: this half fails for good from now on.
+    #[cold]
+    fn fail(&mut self, e: TransformError) -> Result<Option<Frame>, TransformError> {
+        self.plain = false;
+        self.poisoned = true;
+        Err(e)
+    }
+
+    fn decode_slow(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
+        if self.poisoned {
+            return Err(fatal(TransformErrorKind::Poisoned));
+        }
+        let result = self.decode_transformed(src);
+        if let Err(e) = &result
+            && e.is_fatal()
+        {
+            self.plain = false;
+            self.poisoned = true;
+        }
+        result
+    }
+
+    /// Like [`decode`](Self::decode) at the end of input: bytes left that do
+    /// not make a whole frame are a truncation error, never a partial frame.
+    pub fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
+        if let Some(frame) = self.decode(src)? {
+            return Ok(Some(frame));
+        }
+        let result = if src.is_empty() && self.aad.is_none() {
+            // Also catches a header held inside the codec.
+            self.codec.decode_eof(src).map_err(Into::into)
+        } else {
+            Err(weft_frame::FrameError::Truncated {
+                buffered: src.len() + self.aad.map_or(0, |_| HEADER_LEN),
+            }
+            .into())
+        };
+        match result {
+            Err(e) => self.fail(e),
+            ok => ok,
+        }
+    }
+
+    fn decode_transformed(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
+        if self.aad.is_none()
+            && let Some(raw) = src.first_chunk::<HEADER_LEN>()
+        {
+            self.aad = Some(*raw);
+        }
+        let Some((mut header, mut body)) = self.codec.decode_raw(src)? else {
+            return Ok(None);
+        };
+        let aad = self.aad.take();
+        if let Some(open) = &mut self.open {
+            let aad = aad.expect("a decoded header was buffered whole first");
+            if header.payload_len < TAG {
+                return Err(fatal(TransformErrorKind::ShortRecord));
+            }
+            let len = open
+                .decrypt_in_place(&aad, &mut body)
+                .map_err(|e| match e {
+                    crate::noise::NoiseError::NonceExhausted => {
+                        fatal(TransformErrorKind::ReceiveLimit)
+                    }
+                    _ => fatal(TransformErrorKind::Open),
+                })?;
+            body.truncate(len);
+            header.payload_len -= TAG;
+        }
+        self.finish(&header, body)
+    }
+
+    /// Parses an authenticated body and inflates its payload if flagged.
+    fn finish(&mut self, header: &Header, body: BytesMut) -> Result<Option<Frame>, TransformError> {
+        let mut frame = Frame::from_body(header, body.freeze())?;
+        if !frame.flags.contains(Flags::COMPRESSED) {
+            return Ok(Some(frame));
+        }
+        let Some(d) = &mut self.decompressor else {
+            return Err(fatal(TransformErrorKind::UnexpectedCompression));
+        };
+        if !compressible(frame.ty) {
+            return Err(fatal(TransformErrorKind::UnexpectedCompression));
+        }
+        let by_ratio = frame.payload.len().saturating_mul(self.max_ratio as usize);
+        let limit = self.max_inflated.min(by_ratio);
+        frame.payload = d.decompress(&frame.payload, limit).map_err(|why| {
+            TransformError::new(TransformErrorKind::Decompress {
+                stream_id: frame.stream_id,
+                why,
+            })
+        })?;
+        frame.flags = frame.flags.without(Flags::COMPRESSED);
+        Ok(Some(frame))
+    }
+
+    /// Records opened so far with the current key (0 when not encrypted).
+    pub fn records(&self) -> u64 {
+        self.open.as_ref().map_or(0, CipherState::nonce)
+    }
+}

@@ -1,0 +1,124 @@
+//! Allocation counts with a counting global allocator (stats_alloc, so no
+//! `unsafe` here). The allocator counts every thread, and libtest's own
+//! threads allocate at random moments, so this file runs without the test
+//! harness (`harness = false`): `main` runs alone on the main thread and a
+//! failed check panics, failing `cargo test`.
+//!
+//! - Steady state: after a short warm-up, 200 round trips (outbound encode
+//!   then inbound decode, the frame dropped) allocate nothing, in all four
+//!   modes: passthrough, deflate only, AES-256-GCM only, deflate + GCM.
+//! - A decompression bomb allocates no more than about twice its limit.
+
+mod common;
+
+use std::alloc::System;
+
+use bytes::BytesMut;
+use common::{json_payload, run_pair};
+use miniz_oxide::deflate::compress_to_vec;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use weft_frame::{Flags, Frame, FrameCodec, FrameType, Limits, Metadata};
+use weft_transform::{EncryptionPolicy, HandshakeConfig, Inbound, Offer, Outbound, passthrough};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn config(encryption: EncryptionPolicy, compression: bool) -> HandshakeConfig {
+    HandshakeConfig {
+        offer: Offer {
+            encryption,
+            compression,
+            ..Offer::default()
+        },
+        ..HandshakeConfig::default()
+    }
+}
+
+fn halves(encryption: bool, compression: bool) -> (Outbound, Inbound) {
+    let policy = if encryption {
+        EncryptionPolicy::Required
+    } else {
+        EncryptionPolicy::Off
+    };
+    let o = run_pair(config(policy, compression), config(policy, compression));
+    let (a, b) = (o.initiator.unwrap(), o.responder.unwrap());
+    assert_eq!(a.negotiated.encrypted, encryption);
+    assert_eq!(a.negotiated.compressed, compression);
+    (a.outbound, b.inbound)
+}
+
+/// Allocations (including reallocations) over `n` round trips after warm-up.
+fn allocations_per_round_trips(out: &mut Outbound, inb: &mut Inbound, n: usize) -> (usize, usize) {
+    let frame = Frame {
+        ty: FrameType::DATA,
+        flags: Flags::NONE,
+        stream_id: 1,
+        metadata: Metadata::new(),
+        payload: json_payload(),
+    };
+    let mut wire = BytesMut::with_capacity(4096);
+    let mut trip = |wire: &mut BytesMut| {
+        out.encode(&frame, wire).unwrap();
+        let got = inb.decode(wire).unwrap().unwrap();
+        assert_eq!(got.payload.len(), frame.payload.len());
+    };
+    for _ in 0..8 {
+        trip(&mut wire);
+    }
+    let region = Region::new(GLOBAL);
+    for _ in 0..n {
+        trip(&mut wire);
+    }
+    let change = region.change();
+    (change.allocations + change.reallocations, n)
+}
+
+fn main() {
+    steady_state_round_trips_allocate_nothing();
+    item_08_bomb_allocates_near_its_limit();
+    println!(
+        "alloc: all four modes allocate nothing per round trip; the bomb stays near its limit"
+    );
+}
+
+fn steady_state_round_trips_allocate_nothing() {
+    let modes = [
+        ("passthrough", None),
+        ("deflate", Some((false, true))),
+        ("gcm", Some((true, false))),
+        ("deflate+gcm", Some((true, true))),
+    ];
+    for (name, switches) in modes {
+        let (mut out, mut inb) = match switches {
+            None => passthrough(Limits::default()),
+            Some((encryption, compression)) => halves(encryption, compression),
+        };
+        let (allocs, n) = allocations_per_round_trips(&mut out, &mut inb, 200);
+        assert_eq!(allocs, 0, "{name}: {allocs} allocations in {n} round trips");
+    }
+}
+
+/// Item 8, memory: a compressed payload of 8 MiB of zeros (about 8 KiB on
+/// the wire) against the default 64 KiB limit.
+fn item_08_bomb_allocates_near_its_limit() {
+    let (_, mut inb) = halves(false, true);
+    let bomb = compress_to_vec(&vec![0u8; 8 << 20], 1);
+    let mut wire = BytesMut::new();
+    FrameCodec::default()
+        .encode_frame(
+            &Frame::new(FrameType::DATA, Flags::COMPRESSED, 3, bomb.into()),
+            &mut wire,
+        )
+        .unwrap();
+    let limit = Limits::default().max_payload as usize;
+    let region = Region::new(GLOBAL);
+    let err = inb.decode(&mut wire).unwrap_err();
+    let change = region.change();
+    assert!(err.is_decompression_limit() && !err.is_fatal(), "{err}");
+    assert_eq!(err.stream_id(), Some(3));
+    assert!(
+        change.bytes_allocated + change.bytes_reallocated.max(0) as usize <= 2 * limit + 4096,
+        "bomb allocated {} bytes against a limit of {limit}",
+        change.bytes_allocated
+    );
+}

@@ -1,0 +1,372 @@
+//! The public API's edges: configuration checks, malformed handshake
+//! messages that are not in the hostile catalogue, Noise misuse, error
+//! texts and predicates, and the in-memory helpers.
+// These checks need real AES-256-GCM: the fuzz-only null cipher feature
+// (see Cargo.toml) authenticates nothing, so they do not build with it.
+#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::{FixedEphemeral, handshake_frame, json_payload, offer_bytes};
+use weft_frame::preface::PREFACE;
+use weft_frame::{Flags, Frame, FrameCodec, FrameType, Limits, Reason};
+use weft_transform::noise::{CipherState, HandshakeState, NoiseError, Pattern, RingEphemeral};
+use weft_transform::{
+    EncryptionPolicy, Handshake, HandshakeConfig, Offer, Role, drive_pair, handshake_in_memory,
+    passthrough,
+};
+
+fn responder_error(message: &[u8], config: HandshakeConfig) -> weft_transform::HandshakeError {
+    let mut hs = Handshake::new(Role::Responder, config).unwrap();
+    let mut input = BytesMut::from(&PREFACE[..]);
+    input.extend_from_slice(&handshake_frame(message));
+    hs.handle_input(&mut input).unwrap_err()
+}
+
+#[test]
+fn in_memory_helpers_complete_a_handshake() {
+    let (a, b) =
+        handshake_in_memory(HandshakeConfig::default(), HandshakeConfig::default()).unwrap();
+    assert_eq!(a.negotiated.handshake_hash, b.negotiated.handshake_hash);
+    let refused = handshake_in_memory(
+        HandshakeConfig {
+            offer: Offer {
+                encryption: EncryptionPolicy::Required,
+                ..Offer::default()
+            },
+            ..HandshakeConfig::default()
+        },
+        HandshakeConfig {
+            offer: Offer {
+                encryption: EncryptionPolicy::Off,
+                ..Offer::default()
+            },
+            ..HandshakeConfig::default()
+        },
+    );
+    assert!(refused.unwrap_err().is_policy_conflict());
+    let fixed = drive_pair(
+        Handshake::with_ephemeral(
+            Role::Initiator,
+            HandshakeConfig::default(),
+            FixedEphemeral::new([1; 32]).boxed(),
+        )
+        .unwrap(),
+        Handshake::with_ephemeral(
+            Role::Responder,
+            HandshakeConfig::default(),
+            FixedEphemeral::new([2; 32]).boxed(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(fixed.0.negotiated.encrypted);
+}
+
+#[test]
+fn invalid_configurations_are_rejected_up_front() {
+    let with = |f: &dyn Fn(&mut HandshakeConfig)| {
+        let mut c = HandshakeConfig::default();
+        f(&mut c);
+        Handshake::new(Role::Initiator, c).unwrap_err()
+    };
+    for e in [
+        with(&|c| c.offer.max_payload = 1000),
+        with(&|c| {
+            c.limits.max_payload = 2 << 20;
+            c.offer.max_payload = 2 << 20;
+        }),
+        with(&|c| c.offer.max_message = 0),
+        with(&|c| c.max_ratio = 0),
+        with(&|c| c.record_limit = 0),
+    ] {
+        assert!(e.is_config(), "{e}");
+        assert!(e.to_string().contains("invalid configuration"));
+    }
+    // The effective max payload is the smaller of offer and limits.
+    let c = HandshakeConfig {
+        limits: Limits {
+            max_payload: 20_000,
+            ..Limits::default()
+        },
+        ..HandshakeConfig::default()
+    };
+    let (_, b) = handshake_in_memory(c, HandshakeConfig::default()).unwrap();
+    assert_eq!(b.negotiated.peer_limits.max_payload, 20_000);
+}
+
+#[test]
+fn malformed_messages_are_protocol_errors() {
+    let psk_config = HandshakeConfig {
+        psk: Some([1; 32]),
+        ..HandshakeConfig::default()
+    };
+    // Unknown kind.
+    assert!(responder_error(&[9, 1, 2, 3], HandshakeConfig::default()).is_protocol());
+    // Plain hello against a pre-shared key, NN against a key, psk0 without one.
+    let mut plain = vec![0u8];
+    plain.extend_from_slice(&offer_bytes(0, true, 65_536, 100));
+    assert!(responder_error(&plain, psk_config.clone()).is_policy_conflict());
+    assert!(responder_error(&[1; 60], psk_config).is_policy_conflict());
+    let err = responder_error(&[2; 60], HandshakeConfig::default());
+    assert!(err.is_policy_conflict());
+    assert!(err.to_string().contains("none is configured here"));
+    // A plain hello that claims encryption is on.
+    let mut lying = vec![0u8];
+    lying.extend_from_slice(&offer_bytes(1, true, 65_536, 100));
+    assert!(responder_error(&lying, HandshakeConfig::default()).is_protocol());
+    // Bad offers inside a plain hello.
+    for (at, value) in [(1, 7u8), (2, 2), (3, 1), (0, 2)] {
+        let mut bad = plain.clone();
+        bad[1 + at] = value;
+        assert!(
+            responder_error(&bad, HandshakeConfig::default()).is_protocol(),
+            "{at}"
+        );
+    }
+    let mut tiny_payload = vec![0u8];
+    tiny_payload.extend_from_slice(&offer_bytes(0, true, 100, 100));
+    assert!(responder_error(&tiny_payload, HandshakeConfig::default()).is_protocol());
+    let mut short = plain.clone();
+    short.pop();
+    assert!(responder_error(&short, HandshakeConfig::default()).is_protocol());
+    // A Noise message too short for its ephemeral key.
+    assert!(responder_error(&[1; 10], HandshakeConfig::default()).is_protocol());
+    // A non-zero reserved byte or flags in the HANDSHAKE frame header.
+    let mut hs = Handshake::new(Role::Responder, HandshakeConfig::default()).unwrap();
+    let mut input = BytesMut::from(&PREFACE[..]);
+    let mut frame = handshake_frame(&plain);
+    frame[3] = 1;
+    input.extend_from_slice(&frame);
+    assert!(hs.handle_input(&mut input).unwrap_err().is_protocol());
+}
+
+#[test]
+fn initiator_checks_the_reply() {
+    let off = HandshakeConfig {
+        offer: Offer {
+            encryption: EncryptionPolicy::Off,
+            ..Offer::default()
+        },
+        ..HandshakeConfig::default()
+    };
+    let reply = |msg: &[u8]| {
+        let mut hs = Handshake::new(Role::Initiator, off.clone()).unwrap();
+        let mut input = BytesMut::from(&PREFACE[..]);
+        input.extend_from_slice(&handshake_frame(msg));
+        hs.handle_input(&mut input).map(|()| hs.is_complete())
+    };
+    let mut good = vec![0u8];
+    good.extend_from_slice(&offer_bytes(0, true, 65_536, 100));
+    good.push(0x02);
+    assert!(reply(&good).unwrap());
+    // Another kind, a wrong length, a selection that does not follow.
+    let mut other_kind = good.clone();
+    other_kind[0] = 1;
+    assert!(reply(&other_kind).unwrap_err().is_protocol());
+    assert!(reply(&good[..good.len() - 1]).unwrap_err().is_protocol());
+    let mut wrong_selection = good.clone();
+    *wrong_selection.last_mut().unwrap() = 0x03;
+    assert!(reply(&wrong_selection).unwrap_err().is_authentication());
+    let mut refused_for_no_reason = good.clone();
+    *refused_for_no_reason.last_mut().unwrap() = 0x80;
+    assert!(
+        reply(&refused_for_no_reason)
+            .unwrap_err()
+            .is_authentication()
+    );
+}
+
+#[test]
+fn handshake_state_is_reported_and_bytes_after_it_are_left_alone() {
+    let mut a = Handshake::new(Role::Initiator, HandshakeConfig::default()).unwrap();
+    let mut b = Handshake::new(Role::Responder, HandshakeConfig::default()).unwrap();
+    assert!(format!("{a:?}").contains("Initiator"));
+    assert!(b.handle_input(&mut BytesMut::new()).is_ok());
+    let err = Handshake::new(Role::Responder, HandshakeConfig::default())
+        .unwrap()
+        .into_session()
+        .unwrap_err();
+    assert_eq!(err.to_string(), "handshake failed: handshake not complete");
+    let mut to_b = BytesMut::new();
+    a.poll_transmit(&mut to_b);
+    to_b.extend_from_slice(b"first record bytes");
+    b.handle_input(&mut to_b).unwrap();
+    assert!(b.is_complete());
+    assert_eq!(
+        &to_b[..],
+        b"first record bytes",
+        "consumes only the handshake"
+    );
+    b.handle_input(&mut to_b).unwrap();
+    assert_eq!(to_b.len(), 18);
+    assert!(format!("{b:?}").contains("complete"));
+    let mut to_a = BytesMut::new();
+    b.poll_transmit(&mut to_a);
+    a.handle_input(&mut to_a).unwrap();
+    let session = a.into_session().unwrap();
+    let text = format!("{session:?}");
+    assert!(text.contains("Outbound") && text.contains("Inbound"));
+}
+
+#[test]
+fn config_debug_hides_the_psk() {
+    let c = HandshakeConfig {
+        psk: Some([0xab; 32]),
+        ..HandshakeConfig::default()
+    };
+    let text = format!("{c:?}");
+    assert!(text.contains("redacted") && !text.contains("171"));
+}
+
+#[test]
+fn noise_misuse_is_an_error() {
+    let e = || Box::new(RingEphemeral::generate().unwrap());
+    assert_eq!(
+        HandshakeState::new(Pattern::NN, true, b"", Some([0; 32]), e()).unwrap_err(),
+        NoiseError::PskMismatch
+    );
+    let mut init = HandshakeState::new(Pattern::NNpsk0, true, b"", Some([3; 32]), e()).unwrap();
+    let mut resp = HandshakeState::new(Pattern::NNpsk0, false, b"", Some([3; 32]), e()).unwrap();
+    let (mut m, mut p) = (Vec::new(), Vec::new());
+    assert_eq!(resp.write_message(b"", &mut m), Err(NoiseError::OutOfTurn));
+    assert_eq!(
+        init.read_message(&[0; 64], &mut p),
+        Err(NoiseError::OutOfTurn)
+    );
+    assert!(init.split().is_err());
+    init.write_message(b"x", &mut m).unwrap();
+    // psk0 message 1 must carry a tag.
+    assert_eq!(
+        resp.read_message(&m[..40], &mut p),
+        Err(NoiseError::ShortMessage)
+    );
+    assert!(format!("{init:?}").contains("NNpsk0"));
+    for e in [
+        NoiseError::Decrypt,
+        NoiseError::NonceExhausted,
+        NoiseError::InvalidKeyShare,
+        NoiseError::ShortMessage,
+        NoiseError::OutOfTurn,
+        NoiseError::PskMismatch,
+        NoiseError::Rng,
+    ] {
+        assert!(!e.to_string().is_empty());
+    }
+    assert!(format!("{:?}", RingEphemeral::generate().unwrap()).contains("RingEphemeral"));
+}
+
+#[test]
+fn cipher_state_limits_and_short_input() {
+    let mut c = CipherState::with_limit(&[1; 32], 1);
+    assert!(format!("{c:?}").contains("limit"));
+    let mut buf = *b"hello";
+    c.encrypt_in_place(b"", &mut buf).unwrap();
+    assert_eq!(c.nonce(), 1);
+    assert_eq!(
+        c.encrypt_in_place(b"", &mut buf),
+        Err(NoiseError::NonceExhausted)
+    );
+    let mut d = CipherState::new(&[1; 32]);
+    assert_eq!(
+        d.decrypt_in_place(b"", &mut [0; 15]),
+        Err(NoiseError::Decrypt)
+    );
+    let mut out = vec![7];
+    assert_eq!(d.decrypt(b"", &[0; 20], &mut out), Err(NoiseError::Decrypt));
+    assert_eq!(out, [7], "left as it was");
+}
+
+#[test]
+fn transform_errors_have_texts_reasons_and_predicates() {
+    // Oversize frame on a plain connection: a framing error.
+    let (mut out, mut inb) = passthrough(Limits::default());
+    let big = Frame::new(
+        FrameType::DATA,
+        Flags::NONE,
+        1,
+        Bytes::from(vec![0; 70_000]),
+    );
+    let err = out.encode(&big, &mut BytesMut::new()).unwrap_err();
+    assert_eq!(err.reason(), Reason::FRAME_SIZE_ERROR);
+    assert!(err.frame_error().is_some() && err.to_string().contains("framing"));
+    assert!(std::error::Error::source(&err).is_some());
+    // Truncation, then the half stays failed.
+    let mut wire = BytesMut::new();
+    FrameCodec::default()
+        .encode_frame(
+            &Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload()),
+            &mut wire,
+        )
+        .unwrap();
+    wire.truncate(40);
+    let err = inb.decode_eof(&mut wire).unwrap_err();
+    assert!(err.is_truncated() && err.reason() == Reason::PROTOCOL_ERROR);
+    let err = inb.decode(&mut wire).unwrap_err();
+    assert!(err.to_string().contains("earlier fatal error"));
+    assert!(format!("{inb:?}{out:?}").contains("poisoned: true"));
+    // Encrypted halves: a record shorter than its tag, oversize outbound.
+    let (mut a, mut b) =
+        handshake_in_memory(HandshakeConfig::default(), HandshakeConfig::default()).unwrap();
+    let mut short = BytesMut::new();
+    FrameCodec::default()
+        .encode_frame(
+            &Frame::new(FrameType::DATA, Flags::NONE, 1, Bytes::from_static(b"tiny")),
+            &mut short,
+        )
+        .unwrap();
+    let err = b.inbound.decode(&mut short).unwrap_err();
+    assert!(
+        err.is_fatal()
+            && err
+                .to_string()
+                .contains("shorter than its authentication tag")
+    );
+    assert!(
+        a.outbound
+            .encode(&big, &mut BytesMut::new())
+            .unwrap_err()
+            .is_fatal()
+    );
+    assert!(a.outbound.is_encrypting() && a.outbound.is_compressing());
+    // Texts of the remaining kinds.
+    let mut tampered = BytesMut::new();
+    a.outbound
+        .encode(
+            &Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload()),
+            &mut tampered,
+        )
+        .unwrap();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 1;
+    let (_, mut c) =
+        handshake_in_memory(HandshakeConfig::default(), HandshakeConfig::default()).unwrap();
+    let err = c.inbound.decode(&mut tampered).unwrap_err();
+    assert_eq!(err.to_string(), "record failed authentication");
+    assert_eq!(err.reason(), Reason::PROTOCOL_ERROR);
+    assert!(std::error::Error::source(&err).is_none());
+}
+
+#[test]
+fn halves_and_errors_can_cross_threads() {
+    fn send<T: Send + 'static>() {}
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send::<Handshake>();
+    send_sync::<weft_transform::Session>();
+    send_sync::<weft_transform::Outbound>();
+    send_sync::<weft_transform::Inbound>();
+    send_sync::<weft_transform::TransformError>();
+    send_sync::<weft_transform::HandshakeError>();
+    send_sync::<weft_transform::Negotiated>();
+    // Moving a live session to another thread keeps working.
+    let (mut a, mut b) =
+        handshake_in_memory(HandshakeConfig::default(), HandshakeConfig::default()).unwrap();
+    let frame = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame, &mut wire).unwrap();
+    let got = std::thread::spawn(move || b.inbound.decode(&mut wire).unwrap().unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(got, frame);
+}

@@ -1,0 +1,312 @@
+//! Live interop with the `snow` crate, an independent Noise implementation:
+//!
+//! - the Noise layer against snow in both directions, for NN and NNpsk0,
+//!   with arbitrary prologue and payloads: equal handshake hashes and one
+//!   transport message each way;
+//! - weft's whole handshake (preface, HANDSHAKE frames, offers) against a
+//!   peer built from snow and docs/PROTOCOL.md alone, in both roles: equal
+//!   handshake hashes and one sealed record each way (the snow side seals
+//!   and opens records with ring directly, using snow's split keys);
+//! - wrong pre-shared keys fail in both directions.
+// These checks need real AES-256-GCM: the fuzz-only null cipher feature
+// (see Cargo.toml) authenticates nothing, so they do not build with it.
+#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+
+mod common;
+
+use bytes::BytesMut;
+use common::{handshake_frame, json_payload, offer_bytes, prologue};
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+use weft_frame::preface::PREFACE;
+use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header, Metadata};
+use weft_transform::noise::{HandshakeState, Pattern, RingEphemeral};
+use weft_transform::{EncryptionPolicy, Handshake, HandshakeConfig, Offer, Role, Session};
+
+fn snow_builder(
+    pattern: Pattern,
+    prologue: &[u8],
+    psk: Option<&[u8; 32]>,
+) -> snow::Builder<'static> {
+    let prologue: &'static [u8] = Box::leak(prologue.to_vec().into_boxed_slice());
+    let mut b = snow::Builder::new(pattern.protocol_name().parse().unwrap())
+        .prologue(prologue)
+        .unwrap();
+    if let Some(k) = psk {
+        let k: &'static [u8; 32] = Box::leak(Box::new(*k));
+        b = b.psk(0, k).unwrap();
+    }
+    b
+}
+
+fn ours(
+    pattern: Pattern,
+    initiator: bool,
+    prologue: &[u8],
+    psk: Option<[u8; 32]>,
+) -> HandshakeState {
+    let e = Box::new(RingEphemeral::generate().unwrap());
+    HandshakeState::new(pattern, initiator, prologue, psk, e).unwrap()
+}
+
+/// Our Noise layer as `we_initiate ? initiator : responder` against snow.
+fn noise_layer_round(pattern: Pattern, we_initiate: bool) {
+    let psk = (pattern == Pattern::NNpsk0).then_some([0x42; 32]);
+    let prologue = b"any prologue at all";
+    let mut us = ours(pattern, we_initiate, prologue, psk);
+    let b = snow_builder(pattern, prologue, psk.as_ref());
+    let mut them = if we_initiate {
+        b.build_responder().unwrap()
+    } else {
+        b.build_initiator().unwrap()
+    };
+    let mut buf = [0u8; 1024];
+    let mut payload = Vec::new();
+    let msgs: [&[u8]; 2] = [b"first payload", b"second, longer payload"];
+    for (i, p) in msgs.iter().enumerate() {
+        let our_turn = (i == 0) == we_initiate;
+        if our_turn {
+            let mut wire = Vec::new();
+            us.write_message(p, &mut wire).unwrap();
+            let n = them.read_message(&wire, &mut buf).unwrap();
+            assert_eq!(&buf[..n], *p);
+        } else {
+            let n = them.write_message(p, &mut buf).unwrap();
+            payload.clear();
+            us.read_message(&buf[..n], &mut payload).unwrap();
+            assert_eq!(payload, *p);
+        }
+    }
+    assert!(us.is_finished() && them.is_handshake_finished());
+    assert_eq!(&us.handshake_hash()[..], them.get_handshake_hash());
+    let (mut send, mut recv) = us.split().unwrap().ciphers(we_initiate, u64::MAX);
+    let mut them = them.into_transport_mode().unwrap();
+    // One transport message each way.
+    let mut wire = Vec::new();
+    send.encrypt(&[], b"from weft", &mut wire).unwrap();
+    let n = them.read_message(&wire, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"from weft");
+    let n = them.write_message(b"from snow", &mut buf).unwrap();
+    let mut plain = Vec::new();
+    recv.decrypt(&[], &buf[..n], &mut plain).unwrap();
+    assert_eq!(plain, b"from snow");
+}
+
+#[test]
+fn noise_nn_interoperates_with_snow_both_ways() {
+    noise_layer_round(Pattern::NN, true);
+    noise_layer_round(Pattern::NN, false);
+}
+
+#[test]
+fn noise_nnpsk0_interoperates_with_snow_both_ways() {
+    noise_layer_round(Pattern::NNpsk0, true);
+    noise_layer_round(Pattern::NNpsk0, false);
+}
+
+#[test]
+fn wrong_psk_fails_against_snow_both_ways() {
+    for we_initiate in [true, false] {
+        let mut us = ours(Pattern::NNpsk0, we_initiate, b"p", Some([1; 32]));
+        let b = snow_builder(Pattern::NNpsk0, b"p", Some(&[2; 32]));
+        let mut buf = [0u8; 1024];
+        if we_initiate {
+            let mut them = b.build_responder().unwrap();
+            let mut wire = Vec::new();
+            us.write_message(b"hello", &mut wire).unwrap();
+            assert!(them.read_message(&wire, &mut buf).is_err());
+        } else {
+            let mut them = b.build_initiator().unwrap();
+            let n = them.write_message(b"hello", &mut buf).unwrap();
+            let mut out = Vec::new();
+            assert!(us.read_message(&buf[..n], &mut out).is_err());
+            assert!(out.is_empty());
+        }
+    }
+}
+
+/// Record protection as docs/PROTOCOL.md section 5 describes it, with ring.
+struct RingRecords {
+    key: LessSafeKey,
+    n: u64,
+}
+
+impl RingRecords {
+    fn new(k: [u8; 32]) -> RingRecords {
+        RingRecords {
+            key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &k).unwrap()),
+            n: 0,
+        }
+    }
+
+    fn nonce(&mut self) -> Nonce {
+        let mut n = [0u8; 12];
+        n[4..].copy_from_slice(&self.n.to_be_bytes());
+        self.n += 1;
+        Nonce::assume_unique_for_key(n)
+    }
+
+    fn seal(&mut self, frame: &Frame) -> BytesMut {
+        let mut header = frame.header();
+        header.payload_len += 16;
+        let aad = header.to_bytes();
+        let mut body = frame.metadata.as_bytes().to_vec();
+        body.extend_from_slice(&frame.payload);
+        let nonce = self.nonce();
+        self.key
+            .seal_in_place_append_tag(nonce, Aad::from(&aad), &mut body)
+            .unwrap();
+        let mut out = BytesMut::from(&aad[..]);
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Opens one record; returns (header, metadata + payload).
+    fn open(&mut self, wire: &[u8]) -> (Header, Vec<u8>) {
+        let raw: [u8; HEADER_LEN] = wire[..HEADER_LEN].try_into().unwrap();
+        let header = Header::parse(&raw).unwrap();
+        let mut body = wire[HEADER_LEN..].to_vec();
+        assert_eq!(body.len(), header.body_len());
+        let nonce = self.nonce();
+        let n = self
+            .key
+            .open_in_place(nonce, Aad::from(&raw), &mut body)
+            .unwrap()
+            .len();
+        body.truncate(n);
+        (header, body)
+    }
+}
+
+/// weft's `Handshake` in `role` against a snow-based peer speaking the
+/// documented wire format; returns our session and the peer's (send,
+/// receive) record protection and handshake hash.
+fn weft_against_snow(
+    role: Role,
+    psk: Option<[u8; 32]>,
+) -> (Session, RingRecords, RingRecords, Vec<u8>) {
+    let config = HandshakeConfig {
+        offer: Offer {
+            encryption: EncryptionPolicy::Required,
+            compression: false,
+            ..Offer::default()
+        },
+        psk,
+        ..HandshakeConfig::default()
+    };
+    let (pattern, kind) = if psk.is_some() {
+        (Pattern::NNpsk0, 2u8)
+    } else {
+        (Pattern::NN, 1u8)
+    };
+    let mut weft = Handshake::new(role, config).unwrap();
+    let b = snow_builder(pattern, &prologue(), psk.as_ref());
+    let peer_offer = offer_bytes(2, false, 65_536, 100);
+    let mut buf = [0u8; 1024];
+    let mut from_weft = BytesMut::new();
+    weft.poll_transmit(&mut from_weft);
+    let mut them = if role == Role::Responder {
+        // snow initiates: preface, then HANDSHAKE(kind, message 1).
+        let mut them = b.build_initiator().unwrap();
+        let n = them.write_message(&peer_offer, &mut buf).unwrap();
+        let mut msg = vec![kind];
+        msg.extend_from_slice(&buf[..n]);
+        let mut to_weft = BytesMut::from(&PREFACE[..]);
+        to_weft.extend_from_slice(&handshake_frame(&msg));
+        weft.handle_input(&mut to_weft).unwrap();
+        assert!(weft.is_complete());
+        weft.poll_transmit(&mut from_weft);
+        let reply = &from_weft[PREFACE.len() + HEADER_LEN..];
+        assert_eq!(reply[0], kind);
+        let n = them.read_message(&reply[1..], &mut buf).unwrap();
+        assert_eq!(n, 21, "responder offer + selection");
+        assert_eq!(&buf[..20], &offer_bytes(2, false, 65_536, 100)[..]);
+        assert_eq!(buf[20], 0x01, "selection: encrypted, not compressed");
+        them
+    } else {
+        // weft initiates; snow answers with its offer and the selection.
+        let mut them = b.build_responder().unwrap();
+        let msg1 = &from_weft[PREFACE.len() + HEADER_LEN..];
+        assert_eq!(msg1[0], kind);
+        let n = them.read_message(&msg1[1..], &mut buf).unwrap();
+        assert_eq!(n, 20, "initiator offer");
+        let mut reply_payload = peer_offer.clone();
+        reply_payload.push(0x01);
+        let n = them.write_message(&reply_payload, &mut buf).unwrap();
+        let mut msg = vec![kind];
+        msg.extend_from_slice(&buf[..n]);
+        let mut to_weft = BytesMut::from(&PREFACE[..]);
+        to_weft.extend_from_slice(&handshake_frame(&msg));
+        weft.handle_input(&mut to_weft).unwrap();
+        assert!(weft.is_complete());
+        them
+    };
+    let hash = them.get_handshake_hash().to_vec();
+    let (k1, k2) = them.dangerously_get_raw_split();
+    let session = weft.into_session().unwrap();
+    let (send, recv) = if role == Role::Responder {
+        (RingRecords::new(k1), RingRecords::new(k2))
+    } else {
+        (RingRecords::new(k2), RingRecords::new(k1))
+    };
+    (session, send, recv, hash)
+}
+
+#[test]
+fn weft_handshake_interoperates_with_a_snow_peer_in_both_roles() {
+    for role in [Role::Initiator, Role::Responder] {
+        for psk in [None, Some([9u8; 32])] {
+            let (mut session, mut send, mut recv, hash) = weft_against_snow(role, psk);
+            assert_eq!(session.negotiated.handshake_hash.unwrap().to_vec(), hash);
+            assert!(session.negotiated.encrypted && !session.negotiated.compressed);
+            assert_eq!(session.negotiated.authenticated, psk.is_some());
+            let frame = Frame {
+                ty: FrameType::DATA,
+                flags: Flags::END_STREAM,
+                stream_id: 1,
+                metadata: Metadata::builder().method("svc/echo").finish(),
+                payload: json_payload(),
+            };
+            // weft to the snow side.
+            let mut wire = BytesMut::new();
+            session.outbound.encode(&frame, &mut wire).unwrap();
+            let (header, body) = recv.open(&wire);
+            assert_eq!(header.payload_len as usize, frame.payload.len() + 16);
+            assert_eq!(
+                &body[..frame.metadata.len()],
+                &frame.metadata.as_bytes()[..]
+            );
+            assert_eq!(&body[frame.metadata.len()..], &frame.payload[..]);
+            // The snow side to weft.
+            let mut wire = send.seal(&frame);
+            assert_eq!(session.inbound.decode(&mut wire).unwrap().unwrap(), frame);
+        }
+    }
+}
+
+#[test]
+fn weft_handshake_rejects_a_snow_peer_with_another_psk() {
+    let config = HandshakeConfig {
+        psk: Some([1; 32]),
+        ..HandshakeConfig::default()
+    };
+    let mut weft = Handshake::new(Role::Responder, config).unwrap();
+    let mut them = snow_builder(Pattern::NNpsk0, &prologue(), Some(&[2; 32]))
+        .build_initiator()
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = them
+        .write_message(&offer_bytes(1, true, 65_536, 100), &mut buf)
+        .unwrap();
+    let mut msg = vec![2u8];
+    msg.extend_from_slice(&buf[..n]);
+    let mut to_weft = BytesMut::from(&PREFACE[..]);
+    to_weft.extend_from_slice(&handshake_frame(&msg));
+    let err = weft.handle_input(&mut to_weft).unwrap_err();
+    assert!(err.is_authentication(), "{err}");
+    let mut out = BytesMut::new();
+    weft.poll_transmit(&mut out);
+    assert!(
+        out.is_empty() || out[..] == PREFACE,
+        "no reply to a wrong key"
+    );
+}
