@@ -4,6 +4,7 @@
 //! The call is the reference one: nil (empty) request, `{"n":1}` JSON
 //! response, one connection, sequential, on a current-thread runtime so the
 //! count includes everything both sides do.
+#![cfg(feature = "json")]
 
 use std::alloc::System;
 

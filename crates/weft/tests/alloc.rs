@@ -3,6 +3,7 @@
 //!
 //! The reference call: nil request, `{"n":1}` JSON response, one
 //! connection, sequential, current-thread runtime.
+#![cfg(feature = "json")]
 
 use std::alloc::System;
 

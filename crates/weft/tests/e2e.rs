@@ -1,5 +1,6 @@
 //! End to end over real sockets, encryption and compression on: one test
 //! per call shape, plus transports, policies and graceful shutdown.
+#![cfg(feature = "json")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
