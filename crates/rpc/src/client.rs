@@ -11,6 +11,7 @@ use weft_frame::Metadata;
 use weft_mux::{Connection, Stream};
 
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
+use crate::hash::FastHash;
 use crate::wire::{self, Reader};
 use crate::{CallOptions, Status, method};
 
@@ -22,7 +23,7 @@ const PLAIN_CACHE_MAX: usize = 256;
 struct Shared {
     max_message: usize,
     default_timeout: Option<Duration>,
-    plain: Mutex<HashMap<Box<str>, Metadata>>,
+    plain: Mutex<HashMap<Box<str>, Metadata, FastHash>>,
     #[cfg(feature = "tower")]
     credit: Arc<tokio::sync::Semaphore>,
 }
@@ -64,7 +65,7 @@ impl Client {
             shared: Arc::new(Shared {
                 max_message,
                 default_timeout,
-                plain: Mutex::new(HashMap::new()),
+                plain: Mutex::new(HashMap::default()),
                 #[cfg(feature = "tower")]
                 credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
             }),
@@ -83,7 +84,7 @@ impl Client {
             shared: Arc::new(Shared {
                 max_message: self.shared.max_message,
                 default_timeout: self.shared.default_timeout,
-                plain: Mutex::new(HashMap::new()),
+                plain: Mutex::new(HashMap::default()),
                 credit: crate::tower::semaphore(n),
             }),
             ..self

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use weft_frame::Metadata;
 
 use crate::CallOptions;
+use crate::hash::FastHash;
 
 /// What the server knows about the other end of a connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -186,11 +187,11 @@ impl CancelSignal {
 /// asked for. A signal is allocated only when a handler asks.
 #[derive(Debug, Default)]
 pub(crate) struct Calls {
-    live: Mutex<HashMap<u32, Option<CancelSignal>>>,
+    live: Mutex<HashMap<u32, Option<CancelSignal>, FastHash>>,
 }
 
 impl Calls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Option<CancelSignal>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Option<CancelSignal>, FastHash>> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -46,6 +46,7 @@ mod client;
 pub mod codec;
 mod context;
 pub mod deadline;
+mod hash;
 mod message;
 pub mod method;
 mod options;

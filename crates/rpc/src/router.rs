@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::hash::FastHash;
 use crate::message::{Decode, Encode};
 use crate::pool::Pool;
 use crate::server::{self, ServerCall};
@@ -71,7 +72,7 @@ pub(crate) struct Route {
 /// ```
 #[derive(Default, Clone)]
 pub struct Router {
-    routes: HashMap<Arc<str>, Route>,
+    routes: HashMap<Arc<str>, Route, FastHash>,
 }
 
 impl std::fmt::Debug for Router {

@@ -95,18 +95,21 @@ impl Server {
         calls: &Arc<Calls>,
         cx: &mut std::task::Context<'_>,
     ) -> Option<BoxFuture> {
-        let now = Instant::now();
         let id = stream.id();
         let meta = stream.metadata();
         let route = match self.router.route(meta.method().unwrap_or("")) {
             Ok(r) => r,
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
-        let deadline = match deadline::incoming(meta, now) {
-            Ok(d) => d,
+        // The clock is read only for calls that carry a timeout.
+        let now = meta.timeout_micros().map(|_| Instant::now());
+        let deadline = match now.map(|now| deadline::incoming(meta, now)).transpose() {
+            Ok(d) => d.flatten(),
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
-        if deadline.is_some_and(|d| d <= now) {
+        if let (Some(d), Some(now)) = (deadline, now)
+            && d <= now
+        {
             let late = Status::deadline_exceeded("the call arrived after its deadline");
             return Some(Box::pin(reject(stream, late)));
         }

@@ -19,8 +19,13 @@ const OK_TRAILERS: &[u8] = &[weft_frame::metadata::tag::STATUS, 0, 4, 0, 0, 0, 0
 /// The trailers for `status`. `OK` allocates nothing.
 pub(crate) fn trailers(status: &Status) -> Metadata {
     if status.is_ok() {
-        return Metadata::from_bytes(Bytes::from_static(OK_TRAILERS))
-            .expect("static OK trailers are well formed");
+        static OK: std::sync::OnceLock<Metadata> = std::sync::OnceLock::new();
+        return OK
+            .get_or_init(|| {
+                Metadata::from_bytes(Bytes::from_static(OK_TRAILERS))
+                    .expect("static OK trailers are well formed")
+            })
+            .clone();
     }
     let mut msg = status.message();
     // Keep the block under the 16 KiB metadata limit; cut on a char boundary.
