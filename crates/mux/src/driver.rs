@@ -20,7 +20,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Wake;
 use std::task::{Context, Poll, Waker};
@@ -89,6 +89,8 @@ impl std::fmt::Debug for Reader {
 #[derive(Debug, Default)]
 pub(crate) struct ReadWake {
     fired: AtomicBool,
+    /// The stream id in `waiters.recv` (0: none), readable without the lock.
+    recv_id: AtomicU32,
     waiters: Mutex<ReadWaiters>,
 }
 
@@ -111,21 +113,49 @@ impl ReadWake {
         }
     }
 
-    /// `id`'s `recv` waits for socket bytes in the task of `waker`.
-    pub(crate) fn set_recv(&self, id: u32, waker: &Waker) {
+    /// `id`'s `recv` waits for socket bytes in the task of `waker`. Returns
+    /// the waiter of another stream it displaces, which the caller keeps as
+    /// that stream's event waker (so its data, read by someone else, still
+    /// wakes it).
+    pub(crate) fn set_recv(&self, id: u32, waker: &Waker) -> Option<(u32, Waker)> {
         let mut w = self.waiters();
-        match &w.recv {
-            Some((i, old)) if *i == id && old.will_wake(waker) => {}
-            _ => w.recv = Some((id, waker.clone())),
+        let displaced = match &w.recv {
+            Some((i, old)) if *i == id && old.will_wake(waker) => None,
+            _ => w.recv.replace((id, waker.clone())),
+        };
+        self.recv_id.store(id, Ordering::Release);
+        displaced.filter(|(i, _)| *i != id)
+    }
+
+    /// Takes the waiter if it belongs to `id` (`None`: any stream).
+    fn take_recv(&self, id: Option<u32>) -> Option<Waker> {
+        let current = self.recv_id.load(Ordering::Acquire);
+        if current == 0 || id.is_some_and(|id| id != current) {
+            return None;
+        }
+        let mut w = self.waiters();
+        match w.recv.take() {
+            Some((i, t)) if id.is_none_or(|id| id == i) => {
+                self.recv_id.store(0, Ordering::Release);
+                Some(t)
+            }
+            other => {
+                w.recv = other;
+                None
+            }
         }
     }
 
     /// `id`'s `recv` no longer waits (it completed or was dropped); with
     /// `handoff`, the driver is woken in case bytes arrived meanwhile.
     pub(crate) fn clear_recv(&self, id: u32, handoff: bool) {
+        if !handoff && self.recv_id.load(Ordering::Acquire) != id {
+            return; // not ours (or already taken by a wake): no lock needed
+        }
         let mut w = self.waiters();
         if w.recv.as_ref().is_some_and(|(i, _)| *i == id) {
             w.recv = None;
+            self.recv_id.store(0, Ordering::Release);
         }
         if handoff && let Some(d) = &w.driver {
             d.wake_by_ref();
@@ -143,7 +173,10 @@ impl Wake for ReadWake {
         let target = {
             let mut w = self.waiters();
             match w.recv.take() {
-                Some((_, t)) => Some(t),
+                Some((_, t)) => {
+                    self.recv_id.store(0, Ordering::Release);
+                    Some(t)
+                }
                 None => w.driver.clone(),
             }
         };
@@ -172,6 +205,9 @@ pub(crate) struct Inner {
     read_armed: bool,
     /// Reading stopped because our control queue was full.
     read_blocked: bool,
+    /// The stream whose task is reading the socket right now: its own
+    /// `Readable` events need no wake-up.
+    pub(crate) reading_for: Option<u32>,
     pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
     pub(crate) closed_wakers: Vec<Waker>,
@@ -289,8 +325,15 @@ impl Inner {
     fn dispatch_events(&mut self) {
         while let Some(ev) = self.session.poll_event() {
             match ev {
+                Event::Readable(id) if self.reading_for == Some(id) => {}
                 Event::Readable(id) => {
-                    if let Some(w) = self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
+                    // The stream's task waits either as the socket waiter
+                    // or with an event waker.
+                    let w = match self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
+                        Some(w) => Some(w),
+                        None => self.read_wake.take_recv(Some(id)),
+                    };
+                    if let Some(w) = w {
                         w.wake();
                     }
                 }
@@ -306,6 +349,9 @@ impl Inner {
                 }
                 Event::Closed => {
                     if let Some(w) = self.accept_waker.take() {
+                        w.wake();
+                    }
+                    if let Some(w) = self.read_wake.take_recv(None) {
                         w.wake();
                     }
                     for w in self.wakers.values_mut() {
@@ -362,6 +408,7 @@ pub(crate) fn shared(
             read_wake,
             read_armed: false,
             read_blocked: false,
+            reading_for: None,
             wakers: IdMap::default(),
             accept_waker: None,
             closed_wakers: Vec::new(),
