@@ -251,3 +251,31 @@ async fn bad_addresses() {
     assert!(matches!(e, weft::Error::Io(_)), "{e}");
     assert!(std::error::Error::source(&e).is_some());
 }
+
+#[tokio::test]
+async fn half_open_handshakes_are_capped() {
+    let config = Config::new()
+        .max_pending_handshakes(1)
+        .handshake_timeout(Duration::from_millis(300));
+    let (addr, _stop, _h) = start(config).await;
+    // A peer that connects and sends nothing holds the only handshake slot...
+    let silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // ...so a real client is turned away at once, not queued behind it.
+    let client_cfg = Config::new().handshake_timeout(Duration::from_secs(5));
+    assert!(weft::connect(&addr, &client_cfg).await.is_err());
+    // Once the silent peer hits the handshake deadline, the slot is free.
+    let ok = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(c) = weft::connect(&addr, &client_cfg).await {
+                break c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let n: i64 = ok.unary_json("add", &Add { a: 1, b: 1 }).await.unwrap();
+    assert_eq!(n, 2);
+    drop(silent);
+}
