@@ -115,16 +115,21 @@ impl Client {
         self.shared.max_message
     }
 
-    fn plain_metadata(&self, method: &str) -> Metadata {
+    /// The `OPEN` metadata of a call with no deadline or custom entries,
+    /// cached under the name as the caller spelled it (so a hit skips
+    /// canonicalisation too).
+    fn plain_metadata(&self, method: &str) -> Result<Metadata, Status> {
         let mut cache = self.shared.plain.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = cache.get(method) {
-            return m.clone();
+            return Ok(m.clone());
         }
-        let m = Metadata::builder().method(method).finish();
+        let m = Metadata::builder()
+            .method(&method::canonicalize(method)?)
+            .finish();
         if cache.len() < PLAIN_CACHE_MAX {
             cache.insert(method.into(), m.clone());
         }
-        m
+        Ok(m)
     }
 
     /// The `OPEN` metadata and deadline of a call.
@@ -133,10 +138,10 @@ impl Client {
         method: &str,
         opts: &CallOptions,
     ) -> Result<(Metadata, Option<Instant>), Status> {
-        let method = method::canonicalize(method)?;
         if opts.is_plain() && self.shared.default_timeout.is_none() {
-            return Ok((self.plain_metadata(&method), None));
+            return Ok((self.plain_metadata(method)?, None));
         }
+        let method = method::canonicalize(method)?;
         let now = Instant::now();
         let deadline = opts.effective_deadline(now, self.shared.default_timeout)?;
         Ok((opts.open_metadata(&method, deadline, now)?, deadline))

@@ -25,19 +25,33 @@ fn segment_byte_ok(b: u8) -> bool {
 }
 
 /// Whether `name` is already canonical (the common case: no allocation).
+/// One pass over the bytes.
 fn is_canonical(name: &str) -> bool {
     let b = name.as_bytes();
-    if b.is_empty() || b.len() > MAX_METHOD_LEN || b[0] == b'/' || b[b.len() - 1] == b'/' {
+    if b.is_empty() || b.len() > MAX_METHOD_LEN {
         return false;
     }
-    name.split('/').all(|seg| {
-        !seg.is_empty()
-            && seg != "."
-            && seg != ".."
-            && seg
-                .bytes()
-                .all(|c| segment_byte_ok(c) && !c.is_ascii_uppercase())
-    })
+    // Length of the current segment, and whether it is all dots so far.
+    let mut seg_len = 0usize;
+    let mut all_dots = true;
+    for &c in b {
+        if c == b'/' {
+            // Empty segment (leading or repeated '/'), "." or "..".
+            if seg_len == 0 || (all_dots && seg_len <= 2) {
+                return false;
+            }
+            seg_len = 0;
+            all_dots = true;
+            continue;
+        }
+        if !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-')) {
+            return false;
+        }
+        all_dots &= c == b'.';
+        seg_len += 1;
+    }
+    // The last segment: not empty (trailing '/'), not "." or "..".
+    seg_len > 0 && !(all_dots && seg_len <= 2)
 }
 
 /// Canonicalises a method name (see the module docs). Borrows when the
@@ -75,11 +89,44 @@ mod tests {
 
     #[test]
     fn canonical_names_are_borrowed() {
-        for n in ["echo", "svc.v1/get_item", "a-b/c.d/e_f", "x1"] {
+        for n in [
+            "echo",
+            "svc.v1/get_item",
+            "a-b/c.d/e_f",
+            "x1",
+            "...",
+            "a/.../b",
+            ".a/b.",
+        ] {
             assert!(
                 matches!(canonicalize(n), Ok(Cow::Borrowed(b)) if b == n),
                 "{n}"
             );
+        }
+    }
+
+    #[test]
+    fn fast_check_agrees_with_canonicalisation() {
+        // Every string up to 5 bytes over a small alphabet.
+        let alphabet = ['a', 'A', '/', '.', '-', ' '];
+        let mut names = vec![String::new()];
+        for _ in 0..5 {
+            let longer: Vec<String> = names
+                .iter()
+                .filter(|n| n.len() == names.last().map_or(0, String::len))
+                .flat_map(|n| alphabet.iter().map(move |c| format!("{n}{c}")))
+                .collect();
+            names.extend(longer);
+        }
+        assert!(names.len() > 9000);
+        for n in &names {
+            match canonicalize(n) {
+                Ok(c) => {
+                    assert_eq!(is_canonical(n), matches!(c, Cow::Borrowed(_)), "{n:?}");
+                    assert!(is_canonical(&c), "{n:?} -> {c:?}");
+                }
+                Err(_) => assert!(!is_canonical(n), "{n:?}"),
+            }
         }
     }
 
