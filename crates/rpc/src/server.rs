@@ -7,6 +7,11 @@
 //! without a task spawn or a cross-thread wake-up. Only a call still pending
 //! after that first poll is spawned.
 //!
+//! The price of the inline poll: a handler that computes for a long time
+//! before its first `.await` holds up the next call on the same connection
+//! for that long. Move heavy work to `tokio::task::spawn_blocking` (or
+//! yield first); other connections are unaffected either way.
+//!
 //! Every call ends with exactly one status: the handler's result,
 //! `DEADLINE_EXCEEDED` when its deadline passes (the handler is dropped),
 //! `INTERNAL` when it panics, `RESOURCE_EXHAUSTED` for an oversize message,
