@@ -71,6 +71,11 @@ impl Server {
     /// Serves every stream of one connection until the peer stops opening
     /// them (connection closed or going away). Calls still running when it
     /// returns finish on their own tasks.
+    ///
+    /// Each call's first poll runs on this task, so a handler that
+    /// completes at once costs no spawn; one that computes for long before
+    /// its first `.await` holds up the next call on this connection for
+    /// that long (use `tokio::task::spawn_blocking` for heavy work).
     pub async fn serve_connection(&self, mut incoming: Incoming, peer: PeerInfo) {
         let peer = Arc::new(peer);
         let calls = Arc::new(Calls::default());
