@@ -30,4 +30,6 @@ pub use peer::{
     PEER_PATIENCE, PEER_STREAM_WINDOW, PeerRead, RawPeer, data, dial_small, open, raw_listener,
     settings,
 };
-pub use server::{Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip};
+pub use server::{
+    Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
+};

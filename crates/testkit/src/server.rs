@@ -16,6 +16,9 @@ use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
 /// How a server-side stream ended, as its handler saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
+    /// Which connection (1-based, in handshake order; see
+    /// [`EchoServer::connection`]).
+    pub conn: usize,
     /// The stream id.
     pub stream_id: u32,
     /// Bytes received before the end.
@@ -133,7 +136,11 @@ impl EchoServer {
                 tokio::spawn(async move {
                     match connect(tcp, Role::Server, options.config.clone()).await {
                         Ok((conn, mut incoming)) => {
-                            st.conns.lock().unwrap().push(conn);
+                            let n = {
+                                let mut conns = st.conns.lock().unwrap();
+                                conns.push(conn);
+                                conns.len()
+                            };
                             loop {
                                 let permit = slots.clone().acquire_owned().await.unwrap();
                                 let Some(stream) = incoming.accept().await else {
@@ -144,7 +151,7 @@ impl EchoServer {
                                 tokio::spawn(async move {
                                     st.handlers_now.fetch_add(1, Ordering::Relaxed);
                                     st.sample();
-                                    let outcome = echo(stream, delay).await;
+                                    let outcome = echo(n, stream, delay).await;
                                     st.outcomes.lock().unwrap().push(outcome);
                                     st.handlers_now.fetch_sub(1, Ordering::Relaxed);
                                     drop(permit);
@@ -198,6 +205,19 @@ impl EchoServer {
         panic!("connection {n} never completed its handshake");
     }
 
+    /// Waits (up to 5 s) until connection `n` (1-based) has closed and
+    /// returns the reason it closed with.
+    ///
+    /// # Panics
+    /// If it does not close in time.
+    pub async fn close_reason(&self, n: usize) -> weft_frame::Reason {
+        let conn = self.connection(n).await;
+        tokio::time::timeout(Duration::from_secs(5), conn.closed())
+            .await
+            .unwrap_or_else(|_| panic!("connection {n} still open"));
+        conn.close_cause().expect("closed").reason
+    }
+
     /// Handshakes that failed (garbage, timeout, EOF...).
     pub fn handshakes_failed(&self) -> usize {
         self.state.handshakes_failed.load(Ordering::Relaxed)
@@ -236,22 +256,23 @@ impl EchoServer {
         self.state.outcomes.lock().unwrap().clone()
     }
 
-    /// Waits (up to 5 s) for the outcome of `stream_id` on any connection.
+    /// Waits (up to 5 s) for the outcome of `stream_id` on connection
+    /// `conn` (1-based).
     ///
     /// # Panics
     /// If it does not come in time.
-    pub async fn outcome(&self, stream_id: u32) -> Outcome {
+    pub async fn outcome(&self, conn: usize, stream_id: u32) -> Outcome {
         for _ in 0..2500 {
             if let Some(o) = self
                 .outcomes()
                 .into_iter()
-                .find(|o| o.stream_id == stream_id)
+                .find(|o| o.conn == conn && o.stream_id == stream_id)
             {
                 return o;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        panic!("no outcome for stream {stream_id}");
+        panic!("no outcome for stream {stream_id} of connection {conn}");
     }
 }
 
@@ -274,7 +295,7 @@ fn connection_window(config: &Config) -> u64 {
         .unwrap_or(1024 * 1024)
 }
 
-async fn echo(mut stream: Stream, delay: Duration) -> Outcome {
+async fn echo(conn: usize, mut stream: Stream, delay: Duration) -> Outcome {
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
@@ -302,6 +323,7 @@ async fn echo(mut stream: Stream, delay: Duration) -> Outcome {
         }
     };
     Outcome {
+        conn,
         stream_id,
         received,
         end,
@@ -413,23 +435,45 @@ impl Bystander {
 /// # Errors
 /// Any stream or connection error, or an echo that differs.
 pub async fn round_trip(conn: &Connection, seq: u64) -> Result<(), String> {
+    try_round_trip(conn, seq).await.map_err(|(_, e)| e)
+}
+
+/// Like [`round_trip`], retrying (up to 100 times, 2 ms apart) while the
+/// server refuses the stream retry-safe (`REFUSED_STREAM`: its stream cap
+/// is full of streams whose handlers have not finished yet).
+///
+/// # Errors
+/// Any other error, or still refused after the retries.
+pub async fn round_trip_retrying(conn: &Connection, seq: u64) -> Result<(), String> {
+    for _ in 0..100 {
+        match try_round_trip(conn, seq).await {
+            Ok(()) => return Ok(()),
+            Err((true, _)) => tokio::time::sleep(Duration::from_millis(2)).await,
+            Err((false, e)) => return Err(e),
+        }
+    }
+    Err(format!("round trip {seq}: refused 100 times"))
+}
+
+/// The round trip; the error says whether it was a retry-safe refusal.
+async fn try_round_trip(conn: &Connection, seq: u64) -> Result<(), (bool, String)> {
     let mut payload = seq.to_be_bytes().to_vec();
     payload.extend_from_slice(b"-a-well-behaved-request-body");
     let payload = Bytes::from(payload);
     let mut s = conn
         .open(Metadata::new(), payload.clone(), true)
         .await
-        .map_err(|e| format!("open: {e}"))?;
+        .map_err(|e| (e.is_refused(), format!("open: {e}")))?;
     let mut got = Vec::new();
     loop {
         match s.recv().await {
             Ok(Some(c)) => got.extend_from_slice(&c.data),
             Ok(None) => break,
-            Err(e) => return Err(format!("recv: {e}")),
+            Err(e) => return Err((e.is_refused(), format!("recv: {e}"))),
         }
     }
     if got != payload {
-        return Err(format!("echo mismatch: {got:?}"));
+        return Err((false, format!("echo mismatch: {got:?}")));
     }
     Ok(())
 }
