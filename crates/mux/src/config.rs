@@ -68,15 +68,19 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Frame size limits (weft-frame [`Limits`]). Default: 64 KiB payload,
-    /// 16 KiB metadata. Memory: the read buffer may grow to one whole frame.
+    /// Frame size limits (weft-frame [`Limits`]), offered in the handshake
+    /// (they override `HandshakeConfig::limits` and `offer.max_payload`).
+    /// Default: 64 KiB payload, 16 KiB metadata. Memory: the read buffer
+    /// may grow to one whole frame.
     pub fn limits(&mut self, limits: Limits) -> &mut Self {
         self.limits = limits;
         self
     }
 
-    /// The handshake settings (encryption, compression, key). Default:
-    /// `HandshakeConfig::default()`. Memory: none beyond the handshake.
+    /// The handshake settings: encryption policy (default `Preferred`),
+    /// compression (default on), pre-shared key (default none). Default:
+    /// `HandshakeConfig::default()`. Memory: none beyond the handshake and
+    /// the (de)compressor state when compression is negotiated.
     pub fn handshake(&mut self, handshake: HandshakeConfig) -> &mut Self {
         self.handshake = handshake;
         self

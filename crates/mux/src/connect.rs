@@ -44,7 +44,9 @@ where
     .map_err(|_| MuxError::handshake_timeout())??;
     tracing::debug!(parent: &span, negotiated = ?est.negotiated, "handshake complete");
 
-    let session = Session::new(role, &config, now());
+    let mut session = Session::new(role, &config, now());
+    // Never send frames larger than the peer accepts.
+    session.set_peer_max_payload(est.negotiated.peer_limits.max_payload);
     let shared = shared(
         session,
         Box::new(io),
@@ -80,7 +82,11 @@ where
         Role::Client => HandshakeRole::Initiator,
         Role::Server => HandshakeRole::Responder,
     };
-    let mut hs = Handshake::new(hs_role, config.handshake.clone()).map_err(MuxError::handshake)?;
+    // `Config::limits` is the one source of the frame limits.
+    let mut hs_config = config.handshake.clone();
+    hs_config.limits = config.limits;
+    hs_config.offer.max_payload = config.limits.max_payload;
+    let mut hs = Handshake::new(hs_role, hs_config).map_err(MuxError::handshake)?;
     let mut out = BytesMut::new();
     loop {
         hs.poll_transmit(&mut out);

@@ -10,16 +10,19 @@
 //! meanwhile are coalesced into its next write. Every write drains control
 //! frames before data, and the buffer is flushed when the queue is empty.
 //!
-//! Reading works the same way: a `recv` that finds its stream empty reads
-//! the socket itself (decoding every frame it gets, for any stream), so the
-//! task waiting for a reply is the one the socket wakes. When it has its
-//! chunk, or its `recv` future is dropped, it hands the read registration
-//! back to the driver task, so some task always watches the socket.
+//! Reading works the same way. The socket is always polled with one
+//! connection-wide [`ReadWake`] waker; when bytes arrive it wakes the task
+//! of the `recv` currently waiting for them (which then reads the socket
+//! itself, handling frames for every stream) or, if none waits, the driver
+//! task. So the reply to a request wakes the requesting task directly, and
+//! some task always watches the socket.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Wake;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -79,6 +82,77 @@ impl std::fmt::Debug for Reader {
     }
 }
 
+/// The one waker the socket's reads register. On wake it wakes the task of
+/// the `recv` waiting for bytes, if any (that task reads the socket
+/// itself), otherwise the driver task. It never takes the connection lock
+/// (a wake may come from inside another connection's lock).
+#[derive(Debug, Default)]
+pub(crate) struct ReadWake {
+    fired: AtomicBool,
+    waiters: Mutex<ReadWaiters>,
+}
+
+#[derive(Debug, Default)]
+struct ReadWaiters {
+    /// The stream whose `recv` waits for socket bytes, and its task.
+    recv: Option<(u32, Waker)>,
+    driver: Option<Waker>,
+}
+
+impl ReadWake {
+    fn waiters(&self) -> MutexGuard<'_, ReadWaiters> {
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_driver(&self, waker: &Waker) {
+        let mut w = self.waiters();
+        if !w.driver.as_ref().is_some_and(|d| d.will_wake(waker)) {
+            w.driver = Some(waker.clone());
+        }
+    }
+
+    /// `id`'s `recv` waits for socket bytes in the task of `waker`.
+    pub(crate) fn set_recv(&self, id: u32, waker: &Waker) {
+        let mut w = self.waiters();
+        match &w.recv {
+            Some((i, old)) if *i == id && old.will_wake(waker) => {}
+            _ => w.recv = Some((id, waker.clone())),
+        }
+    }
+
+    /// `id`'s `recv` no longer waits (it completed or was dropped); with
+    /// `handoff`, the driver is woken in case bytes arrived meanwhile.
+    pub(crate) fn clear_recv(&self, id: u32, handoff: bool) {
+        let mut w = self.waiters();
+        if w.recv.as_ref().is_some_and(|(i, _)| *i == id) {
+            w.recv = None;
+        }
+        if handoff && let Some(d) = &w.driver {
+            d.wake_by_ref();
+        }
+    }
+}
+
+impl Wake for ReadWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.fired.store(true, Ordering::Release);
+        let target = {
+            let mut w = self.waiters();
+            match w.recv.take() {
+                Some((_, t)) => Some(t),
+                None => w.driver.clone(),
+            }
+        };
+        if let Some(t) = target {
+            t.wake();
+        }
+    }
+}
+
 /// The transport, both directions (no split: the connection lock already
 /// serialises access, and `tokio::io::split` would add a lock per call).
 pub(crate) trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -91,9 +165,11 @@ pub(crate) struct Inner {
     pub(crate) session: Session,
     writer: Writer,
     reader: Reader,
-    /// The stream whose `recv` holds the socket's read registration (its
-    /// task is woken when bytes arrive); `None`: the driver holds it.
-    pub(crate) read_owner: Option<u32>,
+    /// The waker every socket read registers (see [`ReadWake`]).
+    pub(crate) read_wake: Arc<ReadWake>,
+    read_waker: Waker,
+    /// The last read returned `Pending`: the socket will wake `read_wake`.
+    read_armed: bool,
     pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
     pub(crate) closed_wakers: Vec<Waker>,
@@ -148,10 +224,11 @@ impl Inner {
     /// or the connection closed (the driver shuts the transport down).
     pub(crate) fn pump_app(&mut self) {
         self.pump();
-        let earlier = self
-            .session
-            .poll_timeout()
-            .is_some_and(|t| self.armed.is_none_or(|a| t < a));
+        let earlier = self.session.take_timer_changed()
+            && self
+                .session
+                .poll_timeout()
+                .is_some_and(|t| self.armed.is_none_or(|a| t < a));
         if earlier || self.session.is_closed() {
             self.driver_waker.wake_by_ref();
         }
@@ -164,6 +241,9 @@ impl Inner {
         let w = &mut self.writer;
         let io = &mut self.io.0;
         if w.shut {
+            return Ok(());
+        }
+        if w.buf.is_empty() && !w.needs_flush && !self.session.has_transmit() {
             return Ok(());
         }
         let mut cx = Context::from_waker(&self.driver_waker);
@@ -254,6 +334,7 @@ pub(crate) fn shared(
     coalesce: usize,
     span: Span,
 ) -> Arc<Shared> {
+    let read_wake = Arc::new(ReadWake::default());
     Arc::new(Shared {
         inner: Mutex::new(Inner {
             io: Io(io),
@@ -271,7 +352,9 @@ pub(crate) fn shared(
                 buf,
                 eof: false,
             },
-            read_owner: None,
+            read_waker: Waker::from(read_wake.clone()),
+            read_wake,
+            read_armed: false,
             wakers: IdMap::default(),
             accept_waker: None,
             closed_wakers: Vec::new(),
@@ -291,16 +374,17 @@ const READ_CHUNK: usize = 16 * 1024;
 const READS_PER_POLL: usize = 16;
 
 impl Inner {
-    /// Reads and handles frames until the socket has nothing more (its
-    /// waker, from `cx`, is then registered), the session stops reading, or
-    /// the per-poll budget is used (then `cx` is woken to continue).
-    /// Returns whether any bytes arrived and whether `cx`'s waker is now
-    /// registered for the socket.
-    pub(crate) fn read_frames(&mut self, cx: &mut Context<'_>) -> (bool, bool) {
+    /// Reads and handles frames until the socket has nothing more (it is
+    /// then armed to wake [`ReadWake`]), the session stops reading, or the
+    /// per-call budget is used (then `ReadWake` is woken to continue).
+    /// Returns whether any bytes arrived.
+    pub(crate) fn read_frames(&mut self) -> bool {
         let mut got = false;
+        let waker = self.read_waker.clone();
+        let mut cx = Context::from_waker(&waker);
         for _ in 0..READS_PER_POLL {
             if self.reader.eof || !self.session.wants_read() {
-                return (got, false);
+                return got;
             }
             let r = &mut self.reader;
             let res = if std::mem::take(&mut r.leftover) {
@@ -309,14 +393,16 @@ impl Inner {
                 if r.buf.capacity() - r.buf.len() < READ_MIN {
                     r.buf.reserve(READ_CHUNK);
                 }
-                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf)
+                self.read_wake.fired.store(false, Ordering::Release);
+                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), &mut cx, &mut r.buf)
             };
+            self.read_armed = res.is_pending();
             match res {
-                Poll::Pending => return (got, true),
+                Poll::Pending => return got,
                 Poll::Ready(Ok(0)) => {
                     self.reader.eof = true;
                     self.decode(true);
-                    return (true, false);
+                    return true;
                 }
                 Poll::Ready(Ok(_)) => {
                     got = true;
@@ -329,28 +415,28 @@ impl Inner {
                         Reason::INTERNAL_ERROR,
                         "transport read failed",
                     ));
-                    return (true, false);
+                    return true;
                 }
             }
         }
-        cx.waker().wake_by_ref();
-        (got, true)
+        waker.wake_by_ref();
+        got
     }
 
-    /// Reads with the driver's waker, so the driver watches the socket
-    /// again (a `recv` that held the registration is done with it).
-    pub(crate) fn return_read_registration(&mut self) {
-        if self.read_owner.take().is_some() {
-            let waker = self.driver_waker.clone();
-            let mut cx = Context::from_waker(&waker);
-            if self.read_frames(&mut cx).0 {
-                self.pump_app();
-            }
-        }
+    /// Whether the socket woke since the last read was armed.
+    pub(crate) fn read_wake_fired(&self) -> bool {
+        self.read_armed && self.read_wake.fired.load(Ordering::Acquire)
+    }
+
+    /// Whether the socket may have bytes nobody has read: it is not armed,
+    /// or it fired since.
+    pub(crate) fn read_needed(&self) -> bool {
+        !self.read_armed || self.read_wake.fired.load(Ordering::Acquire)
     }
 
     fn decode(&mut self, eof: bool) {
-        let now = now();
+        let mut cached = None;
+        let mut clock = || *cached.get_or_insert_with(now);
         loop {
             let r = &mut self.reader;
             let res = if eof {
@@ -359,7 +445,7 @@ impl Inner {
                 r.inbound.decode(&mut r.buf)
             };
             match res {
-                Ok(Some(frame)) => self.session.handle_frame(frame, now),
+                Ok(Some(frame)) => self.session.handle_frame_with(frame, &mut clock),
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "bad input from peer");
@@ -421,10 +507,9 @@ impl Future for Driver {
         if !inner.driver_waker.will_wake(cx.waker()) {
             inner.driver_waker = cx.waker().clone();
         }
-        // Take the read registration (back): reading with our waker.
-        inner.read_owner = None;
+        inner.read_wake.set_driver(cx.waker());
         let blocked = !inner.session.wants_read();
-        inner.read_frames(cx);
+        inner.read_frames();
         // Timers. The sleep exists only while the session has a deadline,
         // so a busy connection without one costs the timer wheel nothing.
         if let Some(sleep) = this.sleep.as_mut()
@@ -435,8 +520,8 @@ impl Future for Driver {
         }
         inner.pump();
         if blocked && inner.session.wants_read() {
-            // Our control queue drained: read again (and register).
-            inner.read_frames(cx);
+            // Our control queue drained: read again (and arm).
+            inner.read_frames();
             inner.pump();
         }
         match inner.session.poll_timeout() {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tracing::Span;
 use weft_frame::{Metadata, Reason};
 
-use crate::driver::{Shared, now};
+use crate::driver::{Inner, Shared, now};
 use crate::error::{MuxError, StreamError};
 use crate::pipeline::Negotiated;
 use crate::session::{Chunk, OpenError, Recv};
@@ -197,39 +197,26 @@ impl Stream {
         end: bool,
     ) -> Result<(), StreamError> {
         let mut data = data;
-        let mut metadata = Some(metadata);
+        let mut metadata = metadata;
         poll_fn(|cx| {
             let mut inner = self.shared.lock();
-            loop {
-                let room = match inner.session.send_room(self.id) {
-                    Ok(r) => r,
-                    Err(e) => return Poll::Ready(Err(e)),
-                };
-                if room == 0 && !data.is_empty() {
+            match inner
+                .session
+                .send_some(self.id, &mut metadata, &mut data, end)
+            {
+                Ok(true) => {
+                    inner.pump_app();
+                    Poll::Ready(Ok(()))
+                }
+                Ok(false) => {
+                    // The send buffer is full: wait for room.
                     if let Some(w) = inner.wakers.get_mut(&self.id) {
                         w.send = Some(cx.waker().clone());
                     }
                     inner.pump_app();
-                    return Poll::Pending;
+                    Poll::Pending
                 }
-                let last = data.len() <= room;
-                let piece = if last {
-                    std::mem::take(&mut data)
-                } else {
-                    data.split_to(room)
-                };
-                let md = if last {
-                    metadata.take().unwrap_or_default()
-                } else {
-                    Metadata::new()
-                };
-                if let Err(e) = inner.session.send(self.id, md, piece, last && end) {
-                    return Poll::Ready(Err(e));
-                }
-                if last {
-                    inner.pump_app();
-                    return Poll::Ready(Ok(()));
-                }
+                Err(e) => Poll::Ready(Err(e)),
             }
         })
         .await
@@ -242,13 +229,28 @@ impl Stream {
     /// While it waits, this call reads the socket itself (for every
     /// stream), so the reply wakes this task directly; cancel safe.
     pub async fn recv(&mut self) -> Result<Option<Chunk>, StreamError> {
-        RecvFuture { stream: self }.await
+        RecvFuture {
+            stream: self,
+            waiting: false,
+        }
+        .await
     }
 
     /// Polls for the next chunk (see [`recv`](Self::recv)); it leaves socket
     /// reading to the connection task.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Chunk>, StreamError>> {
         self.poll_recv_inner(cx, false)
+    }
+
+    /// Reads the socket from this task, for every stream.
+    fn read_inline(&self, inner: &mut Inner) {
+        // Our own read must not wake us through the stream's event waker.
+        if let Some(w) = inner.wakers.get_mut(&self.id) {
+            w.recv = None;
+        }
+        if inner.read_frames() {
+            inner.pump_app();
+        }
     }
 
     fn poll_recv_inner(
@@ -258,24 +260,30 @@ impl Stream {
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
         let mut inner = self.shared.lock();
         let mut tried = !read_inline;
+        if read_inline && inner.read_wake_fired() {
+            // Woken by the socket: read before looking at our queue.
+            tried = true;
+            self.read_inline(&mut inner);
+        }
         loop {
             let out = match inner.session.recv(self.id) {
                 Recv::Chunk(c) => Ok(Some(c)),
                 Recv::End => Ok(None),
                 Recv::Failed(e) => Err(e),
-                Recv::Pending if !tried => {
-                    // Nothing buffered: read the socket ourselves.
+                Recv::Pending if !tried && inner.read_needed() => {
+                    // Nothing buffered and the socket may have bytes: read
+                    // it ourselves, for every stream.
                     tried = true;
-                    let (got, registered) = inner.read_frames(cx);
-                    if registered {
-                        inner.read_owner = Some(self.id);
-                    }
-                    if got {
-                        inner.pump_app();
-                    }
+                    self.read_inline(&mut inner);
                     continue;
                 }
                 Recv::Pending => {
+                    if read_inline {
+                        // The socket wakes this task when bytes arrive.
+                        inner.read_wake.set_recv(self.id, cx.waker());
+                    }
+                    // Another task's read (or the driver's) that brings our
+                    // data wakes us through this one.
                     if let Some(w) = inner.wakers.get_mut(&self.id) {
                         match &w.recv {
                             Some(old) if old.will_wake(cx.waker()) => {}
@@ -285,8 +293,8 @@ impl Stream {
                     return Poll::Pending;
                 }
             };
-            if inner.read_owner == Some(self.id) {
-                inner.return_read_registration();
+            if read_inline {
+                inner.read_wake.clear_recv(self.id, false);
             }
             if inner.session.has_transmit() {
                 inner.pump_app();
@@ -305,25 +313,30 @@ impl Stream {
     }
 }
 
-/// The future of [`Stream::recv`]: hands the socket's read registration
-/// back to the connection task if it is dropped while holding it.
+/// The future of [`Stream::recv`]: if dropped while waiting for socket
+/// bytes, it hands the watch back to the connection task.
 struct RecvFuture<'a> {
     stream: &'a mut Stream,
+    waiting: bool,
 }
 
 impl Future for RecvFuture<'_> {
     type Output = Result<Option<Chunk>, StreamError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.stream.poll_recv_inner(cx, true)
+        let r = self.stream.poll_recv_inner(cx, true);
+        self.waiting = r.is_pending();
+        r
     }
 }
 
 impl Drop for RecvFuture<'_> {
     fn drop(&mut self) {
-        let mut inner = self.stream.shared.lock();
-        if inner.read_owner == Some(self.stream.id) {
-            inner.return_read_registration();
+        if self.waiting {
+            // Cancelled while the socket would wake us: the driver watches
+            // it again (and reads anything that woke us meanwhile).
+            let inner = self.stream.shared.lock();
+            inner.read_wake.clear_recv(self.stream.id, true);
         }
     }
 }
@@ -331,9 +344,6 @@ impl Drop for RecvFuture<'_> {
 impl Drop for Stream {
     fn drop(&mut self) {
         let mut inner = self.shared.lock();
-        if inner.read_owner == Some(self.id) {
-            inner.return_read_registration();
-        }
         inner.session.release(self.id, now());
         inner.wakers.remove(&self.id);
         inner.pump_app();

@@ -39,8 +39,8 @@
 //! ## What this crate does not do
 //! It opens no sockets (the `weft` facade does, and sets `TCP_NODELAY`),
 //! knows nothing of calls, methods or status codes (that is `weft-rpc`),
-//! and does not encrypt or compress (the record pipeline below does; see
-//! [`pipeline`]).
+//! and does not itself encrypt or compress: it runs weft-transform's
+//! handshake and record pipeline (see [`pipeline`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 

@@ -168,3 +168,35 @@ async fn tcp_loopback_round_trip() {
     assert!(conn.is_closed());
     server.await.unwrap();
 }
+
+#[tokio::test]
+async fn cancelled_recv_hands_the_socket_back_to_the_driver() {
+    let ((client, _ci), (_server, mut incoming)) = pair().await;
+    let mut a = client
+        .open(Metadata::new(), Bytes::from_static(b"a"), false)
+        .await
+        .unwrap();
+    let mut b = client
+        .open(Metadata::new(), Bytes::from_static(b"b"), false)
+        .await
+        .unwrap();
+    let mut pa = incoming.accept().await.unwrap();
+    let mut pb = incoming.accept().await.unwrap();
+    pa.recv().await.unwrap();
+    pb.recv().await.unwrap();
+    // `a.recv` waits on the socket, then is cancelled.
+    let r = tokio::time::timeout(Duration::from_millis(20), a.recv()).await;
+    assert!(r.is_err());
+    // Bytes for `b` now arrive while no recv watches the socket; a plain
+    // poll_recv (which never reads the socket) still gets them, so the
+    // connection task must be watching.
+    pb.send(Bytes::from_static(b"to b"), false).await.unwrap();
+    let c = std::future::poll_fn(|cx| b.poll_recv(cx))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&c.data[..], b"to b");
+    // And `a` still works afterwards.
+    pa.send(Bytes::from_static(b"to a"), false).await.unwrap();
+    assert_eq!(&a.recv().await.unwrap().unwrap().data[..], b"to a");
+}

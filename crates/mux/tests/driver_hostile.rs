@@ -1,37 +1,42 @@
 //! The tokio driver against a scripted raw-frame peer and against itself,
 //! over `tokio::io::duplex` and TCP loopback.
 
+mod support;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tokio_util::codec::{Decoder, Encoder};
-use weft_frame::preface::PREFACE;
-use weft_frame::{Flags, Frame, FrameCodec, FrameType};
+use weft_frame::{Flags, Frame, FrameType};
+use weft_mux::pipeline::{HandshakeRole, Inbound, Outbound};
 use weft_mux::session::settings_frame;
 use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, connect};
 
-/// The far end of a mux connection, speaking raw frames.
+/// The far end of a mux connection, speaking raw frames (plain pipeline).
 struct RawPeer {
     io: DuplexStream,
-    codec: FrameCodec,
+    outbound: Outbound,
+    inbound: Inbound,
     buf: BytesMut,
 }
 
 impl RawPeer {
     /// Connects a mux `role` endpoint with `config` to a raw peer that has
-    /// sent its preface and settings.
+    /// done the handshake and sent its settings.
     async fn start(role: Role, config: Config, pipe: usize) -> (Connection, Incoming, RawPeer) {
         let (a, mut b) = tokio::io::duplex(pipe);
         let mux = tokio::spawn(connect(a, role, config));
-        b.write_all(&PREFACE).await.unwrap();
-        let mut pre = [0u8; 8];
-        b.read_exact(&mut pre).await.unwrap();
-        assert_eq!(pre, PREFACE);
+        let hs_role = match role {
+            Role::Client => HandshakeRole::Responder,
+            Role::Server => HandshakeRole::Initiator,
+        };
+        let (est, buf) = support::raw_handshake(&mut b, hs_role).await;
+        assert!(!est.negotiated.encrypted);
         let mut peer = RawPeer {
             io: b,
-            codec: FrameCodec::default(),
-            buf: BytesMut::new(),
+            outbound: est.outbound,
+            inbound: est.inbound,
+            buf,
         };
         peer.send(settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024))
             .await;
@@ -41,16 +46,21 @@ impl RawPeer {
         (conn, incoming, peer)
     }
 
-    async fn send(&mut self, f: Frame) {
+    fn encode(&mut self, f: &Frame) -> BytesMut {
         let mut out = BytesMut::new();
-        self.codec.encode(&f, &mut out).unwrap();
+        self.outbound.encode(f, &mut out).unwrap();
+        out
+    }
+
+    async fn send(&mut self, f: Frame) {
+        let out = self.encode(&f);
         self.io.write_all(&out).await.unwrap();
     }
 
     /// The next frame, or `None` at EOF.
     async fn recv(&mut self) -> Option<Frame> {
         loop {
-            if let Some(f) = self.codec.decode(&mut self.buf).unwrap() {
+            if let Some(f) = self.inbound.decode(&mut self.buf).unwrap() {
                 return Some(f);
             }
             if self.io.read_buf(&mut self.buf).await.unwrap() == 0 {
@@ -105,9 +115,7 @@ async fn item_30_peer_not_reading_keeps_our_queues_bounded() {
     let (conn, _inc, mut peer) = RawPeer::start(Role::Server, cfg, 4096).await;
     // The peer floods pings and never reads our pongs: once the pipe and
     // our bounded queue are full we stop reading, so its writes block.
-    let mut out = BytesMut::new();
-    let mut codec = FrameCodec::default();
-    codec.encode(&Frame::ping([7; 8], false), &mut out).unwrap();
+    let out = peer.encode(&Frame::ping([7; 8], false));
     let flood = async {
         loop {
             peer.io.write_all(&out).await.unwrap();

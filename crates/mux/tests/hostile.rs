@@ -741,3 +741,26 @@ fn churn_with_completed_exchanges_returns_to_baseline() {
     }
     assert_baseline(&p, &base_c, &base_s);
 }
+
+#[test]
+fn idle_clock_starts_when_the_last_stream_leaves_on_a_frame() {
+    let mut t = server();
+    t.open(1, b"", true);
+    let id = t.s.accept().unwrap();
+    // Our answer is larger than the peer's stream window: its END waits.
+    t.s.send(id, Metadata::new(), bytes(300 * 1024), true)
+        .unwrap();
+    t.s.release(id, t.now);
+    t.out();
+    assert_eq!(t.s.stats().streams, 1, "the END waits for credit");
+    t.advance(Duration::from_secs(20));
+    t.feed(Frame::reset(1, Reason::CANCEL)); // the stream leaves now
+    assert_eq!(t.s.stats().streams, 0);
+    t.advance(Duration::from_secs(29));
+    assert!(
+        !t.s.is_closed(),
+        "idle counts from the reset, not the release"
+    );
+    t.advance(Duration::from_secs(1));
+    assert_goaway(&mut t, Reason::NO_ERROR);
+}

@@ -9,9 +9,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use support::{Scripted, goaway, resets};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use weft_frame::preface::PREFACE;
 use weft_frame::{Flags, Frame, FrameType, Limits};
-use weft_mux::pipeline::{Handshake, HandshakeConfig, HandshakeRole, passthrough};
+use weft_mux::pipeline::{EncryptionPolicy, HandshakeConfig, HandshakeRole};
 use weft_mux::session::{Event, Recv, Role, Session, settings_frame};
 use weft_mux::{Config, Metadata, Reason, connect};
 
@@ -227,48 +226,32 @@ fn stream_error_predicates_and_display() {
     assert!(matches!(t.s.recv(99), Recv::Failed(_)));
 }
 
-#[test]
-fn pipeline_seam_plain_handshake() {
-    let mut hs = Handshake::new(HandshakeRole::Initiator, HandshakeConfig::default()).unwrap();
-    let mut out = BytesMut::new();
-    hs.poll_transmit(&mut out);
-    assert_eq!(&out[..], &PREFACE);
-    let mut input = BytesMut::from(&PREFACE[..4]);
-    hs.handle_input(&mut input).unwrap();
-    assert!(!hs.is_complete());
-    input.extend_from_slice(&PREFACE[4..]);
-    input.extend_from_slice(b"rest");
-    hs.handle_input(&mut input).unwrap();
-    assert!(hs.is_complete());
-    assert_eq!(&input[..], b"rest", "consumes only what it uses");
-    hs.handle_input(&mut input).unwrap();
-    let est = hs.into_session().unwrap();
-    assert!(!est.negotiated.encrypted && !est.negotiated.compressed);
-
-    let mut bad = Handshake::new(HandshakeRole::Responder, HandshakeConfig::default()).unwrap();
-    let err = bad
-        .handle_input(&mut BytesMut::from(&b"\x16\x03\x01"[..]))
-        .unwrap_err();
-    assert!(err.to_string().contains("handshake"));
-
-    let (mut o, mut i) = passthrough(Limits::default());
-    let mut wire = BytesMut::new();
-    o.encode(&Frame::ping([1; 8], false), &mut wire).unwrap();
-    wire.extend_from_slice(&[1, 2]);
-    assert!(i.decode(&mut wire).unwrap().is_some());
-    let e = i.decode_eof(&mut wire).unwrap_err();
-    assert!(e.is_fatal() && e.stream_id().is_none());
-    assert_eq!(e.reason(), Reason::PROTOCOL_ERROR);
-    assert!(std::error::Error::source(&e).is_some());
-    let big = Frame::new(
-        FrameType::DATA,
-        Flags::NONE,
-        1,
-        Bytes::from(vec![0; 70_000]),
-    );
-    let e = o.encode(&big, &mut wire).unwrap_err();
-    assert_eq!(e.reason(), Reason::FRAME_SIZE_ERROR);
-    assert!(!e.to_string().is_empty());
+#[tokio::test]
+async fn encryption_negotiated_by_default_and_off_on_request() {
+    for (policy, encrypted) in [
+        (EncryptionPolicy::Preferred, true),
+        (EncryptionPolicy::Off, false),
+    ] {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let mut cfg = Config::default();
+        let mut hs = HandshakeConfig::default();
+        hs.offer.encryption = policy;
+        cfg.handshake(hs);
+        let (c, s) = tokio::join!(
+            connect(a, weft_mux::Role::Client, cfg),
+            connect(b, weft_mux::Role::Server, Config::default())
+        );
+        let ((client, _ci), (_server, mut incoming)) = (c.unwrap(), s.unwrap());
+        assert_eq!(client.negotiated().encrypted, encrypted);
+        let mut st = client
+            .open(Metadata::new(), Bytes::from(vec![7u8; 5000]), true)
+            .await
+            .unwrap();
+        let mut peer = incoming.accept().await.unwrap();
+        assert_eq!(peer.recv().await.unwrap().unwrap().data.len(), 5000);
+        peer.send(Bytes::from_static(b"ok"), true).await.unwrap();
+        assert_eq!(&st.recv().await.unwrap().unwrap().data[..], b"ok");
+    }
 }
 
 #[tokio::test]
@@ -281,7 +264,7 @@ async fn driver_api_edges() {
         connect(b, weft_mux::Role::Server, Config::default())
     );
     let ((client, _ci), (server, mut incoming)) = (c.unwrap(), s.unwrap());
-    assert_eq!(client.negotiated(), &weft_mux::Negotiated::default());
+    assert!(client.negotiated().encrypted, "Preferred on both sides");
     let mut s1 = client
         .open(Metadata::new(), Bytes::from_static(b"1"), false)
         .await
@@ -316,18 +299,17 @@ async fn driver_api_edges() {
 async fn undecodable_input_closes_with_frame_size_error() {
     let (a, mut b) = tokio::io::duplex(64 * 1024);
     let mux = tokio::spawn(connect(a, weft_mux::Role::Server, Config::default()));
-    b.write_all(&PREFACE).await.unwrap();
+    let (mut est, _) = support::raw_handshake(&mut b, HandshakeRole::Initiator).await;
+    let mut wire = BytesMut::new();
+    est.outbound
+        .encode(&settings_frame(0, 256 * 1024), &mut wire)
+        .unwrap();
+    b.write_all(&wire).await.unwrap();
     // A header announcing a payload over the limit.
     let mut h = [0u8; 16];
     h[0] = 1;
-    h[1] = 0;
     h[4..8].copy_from_slice(&1u32.to_be_bytes());
     h[12..16].copy_from_slice(&u32::MAX.to_be_bytes());
-    let mut wire = BytesMut::new();
-    let settings = settings_frame(0, 256 * 1024);
-    let mut codec = weft_frame::FrameCodec::default();
-    tokio_util::codec::Encoder::encode(&mut codec, &settings, &mut wire).unwrap();
-    b.write_all(&wire).await.unwrap();
     b.write_all(&h).await.unwrap();
     let (conn, _inc) = mux.await.unwrap().unwrap();
     conn.closed().await;

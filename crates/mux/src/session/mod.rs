@@ -150,6 +150,8 @@ pub struct Session {
     conn_unacked: u32,
 
     control: VecDeque<Frame>,
+    /// A data frame made directly by `send_some`, sent after control frames.
+    immediate: Option<Frame>,
     ready: VecDeque<u32>,
     events: VecDeque<Event>,
 
@@ -163,6 +165,8 @@ pub struct Session {
     last_heard: Instant,
     ping_sent: Option<Instant>,
     ping_seq: u64,
+    /// A deadline may have moved since [`Session::take_timer_changed`].
+    timer_changed: bool,
 }
 
 /// A connection error detected while handling a frame: close with this.
@@ -209,6 +213,7 @@ impl Session {
             conn_recv: config.connection_window,
             conn_unacked: 0,
             control: VecDeque::new(),
+            immediate: None,
             ready: VecDeque::new(),
             events: VecDeque::new(),
             goaway_sent: false,
@@ -219,12 +224,19 @@ impl Session {
             last_heard: now,
             ping_sent: None,
             ping_seq: 0,
+            timer_changed: true,
         };
         s.control.push_back(settings_frame(
             config.connection_window - BASELINE_WINDOW,
             config.stream_window,
         ));
         s
+    }
+
+    /// Caps the payload of frames we send at the peer's limit (learnt in
+    /// the handshake), if it is below ours.
+    pub fn set_peer_max_payload(&mut self, max_payload: u32) {
+        self.max_payload = self.max_payload.min(max_payload as usize).max(1);
     }
 
     /// This side's role.
@@ -243,12 +255,16 @@ impl Session {
         if self.is_closed() {
             return None;
         }
+        if let Some(f) = self.immediate.take() {
+            return Some(f);
+        }
         self.next_data_frame()
     }
 
     /// Whether a frame is waiting in [`poll_transmit`](Self::poll_transmit).
     pub fn has_transmit(&self) -> bool {
-        !self.control.is_empty() || (!self.is_closed() && !self.ready.is_empty())
+        !self.control.is_empty()
+            || (!self.is_closed() && (self.immediate.is_some() || !self.ready.is_empty()))
     }
 
     /// The next event.
@@ -277,6 +293,13 @@ impl Session {
             }
         }
         t
+    }
+
+    /// Whether a deadline may have changed since the last call (so the
+    /// driver need not recompute [`poll_timeout`](Self::poll_timeout) after
+    /// every input).
+    pub fn take_timer_changed(&mut self) -> bool {
+        std::mem::take(&mut self.timer_changed)
     }
 
     /// Whether the driver should read more from the peer: false while our
@@ -393,6 +416,96 @@ impl Session {
             s.want_writable = true;
         }
         Ok(room)
+    }
+
+    /// Queues as much of `data` as the send buffer has room for, taking it
+    /// from the front of `data`; with the last of it go `metadata` (taken)
+    /// and `end`. Returns whether everything was queued; if not, an
+    /// [`Event::Writable`] follows when there is room again.
+    pub fn send_some(
+        &mut self,
+        id: u32,
+        metadata: &mut Metadata,
+        data: &mut Bytes,
+        end: bool,
+    ) -> Result<bool, StreamError> {
+        if let State::Closed(c) = &self.state {
+            return Err(StreamError::new(StreamKind::Closed(c.clone())));
+        }
+        let (cap, conn) = (self.max_send_buffer, self.conn_send);
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(StreamError::new(StreamKind::SendClosed));
+        };
+        if let Some(k) = &s.failed {
+            return Err(StreamError::new(k.clone()));
+        }
+        if s.send_end != SendEnd::Open {
+            return Err(StreamError::new(StreamKind::SendClosed));
+        }
+        let room = cap.saturating_sub(s.queued);
+        let last = data.len() <= room;
+        // Fast path: nothing else waits for the socket and the whole piece
+        // has credit: make the frame now instead of queueing it.
+        let total = data.len() + metadata.len();
+        if last
+            && self.immediate.is_none()
+            && self.ready.is_empty()
+            && s.send_queue.is_empty()
+            && data.len() <= self.max_payload
+            && (total as i64) <= s.send_window.min(conn)
+            && (total > 0 || end)
+        {
+            s.send_window -= total as i64;
+            self.conn_send -= total as i64;
+            let flags = if end {
+                s.send_end = SendEnd::Sent;
+                Flags::END_STREAM
+            } else {
+                Flags::NONE
+            };
+            self.immediate = Some(Frame {
+                ty: FrameType::DATA,
+                flags,
+                stream_id: id,
+                metadata: std::mem::take(metadata),
+                payload: std::mem::take(data),
+            });
+            return Ok(true);
+        }
+        if !last && room == 0 {
+            s.want_writable = true;
+            return Ok(false);
+        }
+        let piece = if last {
+            std::mem::take(data)
+        } else {
+            data.split_to(room)
+        };
+        let md = if last {
+            std::mem::take(metadata)
+        } else {
+            Metadata::new()
+        };
+        if piece.is_empty() && md.is_empty() && !(last && end) {
+            return Ok(last);
+        }
+        s.queued += piece.len() + md.len();
+        if last && end {
+            s.send_end = SendEnd::Queued;
+        }
+        s.send_queue.push_back(Pending {
+            metadata: md,
+            data: piece,
+            end: last && end,
+        });
+        if !s.in_ready && s.can_send(conn) {
+            s.in_ready = true;
+            self.ready.push_back(id);
+        }
+        if !last {
+            s.want_writable = true;
+        }
+        Ok(last)
     }
 
     /// Queues data (and optional metadata, sent with the last frame of it);
@@ -565,6 +678,7 @@ impl Session {
         self.release_now(id);
         if self.streams.is_empty() && self.idle_since.is_none() {
             self.idle_since = Some(now);
+            self.timer_changed = true;
         }
         self.maybe_finish_drain();
     }
@@ -647,21 +761,36 @@ impl Session {
     /// stream error resets that stream, a connection error queues `GOAWAY`
     /// and closes the session.
     pub fn handle_frame(&mut self, frame: Frame, now: Instant) {
+        self.handle_frame_with(frame, &mut || now);
+    }
+
+    /// [`handle_frame`](Self::handle_frame) with a clock read only when a
+    /// rule needs the time (keepalive on, a budget spent, the idle clock
+    /// starting), which on the hot path is never.
+    pub fn handle_frame_with(&mut self, frame: Frame, clock: &mut dyn FnMut() -> Instant) {
         if self.is_closed() {
             return;
         }
-        self.last_heard = now;
-        self.clock = now;
-        if let Err(cause) = self.dispatch(frame, now) {
+        let mut cached: Option<Instant> = None;
+        let mut now = || *cached.get_or_insert_with(&mut *clock);
+        if self.keepalive_interval.is_some() {
+            let t = now();
+            self.last_heard = t;
+            self.clock = t;
+        }
+        let was_idle = self.idle_since.is_some();
+        if let Err(cause) = self.dispatch(frame, &mut now) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
         }
-        if self.streams.is_empty() && self.idle_since.is_none() {
-            self.idle_since = Some(now);
+        if self.streams.is_empty() && (!was_idle || self.idle_since.is_none()) {
+            // The last stream left during this frame: the idle clock starts now.
+            self.idle_since = Some(now());
+            self.timer_changed = true;
         }
     }
 
-    fn dispatch(&mut self, frame: Frame, now: Instant) -> Result<(), Fatal> {
+    fn dispatch(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let scope = match frame.ty.scope() {
             Some(s) => s,
             None => {
@@ -692,8 +821,13 @@ impl Session {
         }
     }
 
-    fn spend(&mut self, kind: Spend, now: Instant, what: &'static str) -> Result<(), Fatal> {
-        if self.budgets.spend(kind, now) {
+    fn spend(
+        &mut self,
+        kind: Spend,
+        now: &mut dyn FnMut() -> Instant,
+        what: &'static str,
+    ) -> Result<(), Fatal> {
+        if self.budgets.spend(kind, now()) {
             Ok(())
         } else {
             Err(CloseCause::local(Reason::ENHANCE_YOUR_CALM, what))
@@ -758,7 +892,7 @@ impl Session {
 
     /// Checks a stream id the peer used on a frame for a stream we do not
     /// have. `Ok(true)`: a closed stream (late frame); errors: never opened.
-    fn unknown_stream(&mut self, id: u32, now: Instant) -> Result<(), Fatal> {
+    fn unknown_stream(&mut self, id: u32, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let known = if self.role.owns(id) {
             id < self.next_local_id || self.next_local_id == 0
         } else {
@@ -770,7 +904,7 @@ impl Session {
         self.spend(Spend::Late, now, "late frame flood")
     }
 
-    fn on_data(&mut self, frame: Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_data(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let open = frame.ty == FrameType::OPEN;
         let len = if open {
@@ -812,6 +946,21 @@ impl Session {
         if len == 0 && !end {
             return Ok(());
         }
+        if !s.released {
+            // The common case, with the one table lookup above.
+            s.recv_end |= end;
+            let was_empty = s.recv_queue.is_empty();
+            s.buffered += len;
+            s.recv_queue.push_back(Chunk {
+                data: frame.payload,
+                metadata: frame.metadata,
+                end,
+            });
+            if was_empty {
+                self.events.push_back(Event::Readable(id));
+            }
+            return Ok(());
+        }
         self.deliver(
             id,
             Chunk {
@@ -846,7 +995,12 @@ impl Session {
         self.try_remove(id);
     }
 
-    fn on_open(&mut self, frame: Frame, len: u32, now: Instant) -> Result<(), Fatal> {
+    fn on_open(
+        &mut self,
+        frame: Frame,
+        len: u32,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
         let id = frame.stream_id;
         if self.role.owns(id) {
             return Err(protocol("peer opened a stream with our id parity"));
@@ -893,7 +1047,7 @@ impl Session {
         Ok(())
     }
 
-    fn on_reset(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_reset(&mut self, frame: &Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let reason = frame
             .parse_reset()
@@ -930,7 +1084,11 @@ impl Session {
         Ok(())
     }
 
-    fn on_window_update(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_window_update(
+        &mut self,
+        frame: &Frame,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let inc = frame
             .parse_window_update()
@@ -961,7 +1119,7 @@ impl Session {
         Ok(())
     }
 
-    fn on_ping(&mut self, frame: &Frame, now: Instant) -> Result<(), Fatal> {
+    fn on_ping(&mut self, frame: &Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let opaque = frame
             .parse_ping()
             .map_err(|_| protocol("bad PING payload"))?;
@@ -1075,6 +1233,7 @@ impl Session {
         }
         if self.streams.is_empty() && self.idle_since.is_none() {
             self.idle_since = Some(self.clock);
+            self.timer_changed = true;
         }
         self.maybe_finish_drain();
     }
@@ -1139,7 +1298,9 @@ impl Session {
                 s.in_ready = true;
                 self.ready.push_back(id);
             }
-            self.try_remove(id);
+            if s.finished() {
+                self.try_remove(id);
+            }
             return Some(frame);
         }
         None
@@ -1151,6 +1312,7 @@ impl Session {
         }
         self.goaway_sent = true;
         self.drain_deadline = drain;
+        self.timer_changed = true;
         self.control
             .push_back(Frame::goaway(self.last_processed, reason, b""));
         self.events.push_back(Event::GoingAway);

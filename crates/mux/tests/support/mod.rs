@@ -167,3 +167,38 @@ pub fn resets(frames: &[Frame]) -> Vec<(u32, Reason)> {
 }
 
 use weft_frame::{Flags, FrameType, Reason};
+
+/// Runs weft's handshake on a raw byte stream with encryption and
+/// compression off (plain frames), returning the pipeline halves and any
+/// bytes read past the handshake.
+pub async fn raw_handshake<T>(
+    io: &mut T,
+    role: weft_mux::pipeline::HandshakeRole,
+) -> (weft_mux::pipeline::Established, BytesMut)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use weft_mux::pipeline::{EncryptionPolicy, Handshake, HandshakeConfig};
+    let mut cfg = HandshakeConfig::default();
+    cfg.offer.encryption = EncryptionPolicy::Off;
+    cfg.offer.compression = false;
+    let mut hs = Handshake::new(role, cfg).unwrap();
+    let (mut out, mut buf) = (BytesMut::new(), BytesMut::new());
+    loop {
+        hs.poll_transmit(&mut out);
+        if !out.is_empty() {
+            io.write_all(&out).await.unwrap();
+            out.clear();
+        }
+        if hs.is_complete() {
+            break;
+        }
+        hs.handle_input(&mut buf).unwrap();
+        if hs.is_complete() {
+            continue;
+        }
+        assert!(io.read_buf(&mut buf).await.unwrap() > 0, "EOF in handshake");
+    }
+    (hs.into_session().unwrap(), buf)
+}
