@@ -22,10 +22,12 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod faulty;
+mod modes;
 mod peer;
 mod server;
 
 pub use faulty::{Faults, FaultyIo};
+pub use modes::{Mode, TEST_PSK};
 pub use peer::{
     PEER_PATIENCE, PEER_STREAM_WINDOW, PeerRead, RawPeer, data, dial_small, open, raw_listener,
     settings,

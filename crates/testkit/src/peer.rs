@@ -110,6 +110,16 @@ impl RawPeer {
         self.io.write_all(&out).await
     }
 
+    /// Encodes `n` copies of `frame` (each its own record, so nothing is a
+    /// replay) and writes them in one write: a flood.
+    pub async fn send_many(&mut self, frame: &Frame, n: usize) -> io::Result<()> {
+        let mut out = BytesMut::new();
+        for _ in 0..n {
+            self.encode(frame, &mut out);
+        }
+        self.io.write_all(&out).await
+    }
+
     /// Encodes `frame` through the pipeline into `out` (to batch frames or
     /// to cut their bytes).
     ///

@@ -11,7 +11,10 @@ use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
+
+use crate::modes::Mode;
 
 /// How a server-side stream ended, as its handler saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +60,31 @@ pub struct ServerOptions {
     pub handlers: usize,
     /// Each handler sleeps this long before reading (a slow handler).
     pub handler_delay: Duration,
+    /// The handshake settings clients (the bystander, raw peers) use.
+    pub client: HandshakeConfig,
+}
+
+impl ServerOptions {
+    /// Default options in security `mode`.
+    pub fn mode(mode: &Mode) -> ServerOptions {
+        let mut config = Config::default();
+        config.handshake(mode.server.clone());
+        ServerOptions {
+            config,
+            client: mode.client.clone(),
+            ..ServerOptions::default()
+        }
+    }
+
+    /// `config` with its handshake settings taken from `mode`.
+    pub fn mode_with(mode: &Mode, mut config: Config) -> ServerOptions {
+        config.handshake(mode.server.clone());
+        ServerOptions {
+            config,
+            client: mode.client.clone(),
+            ..ServerOptions::default()
+        }
+    }
 }
 
 impl Default for ServerOptions {
@@ -65,6 +93,7 @@ impl Default for ServerOptions {
             config: Config::default(),
             handlers: 64,
             handler_delay: Duration::ZERO,
+            client: HandshakeConfig::default(),
         }
     }
 }
@@ -103,6 +132,7 @@ impl State {
 #[derive(Debug)]
 pub struct EchoServer {
     addr: SocketAddr,
+    client: HandshakeConfig,
     state: Arc<State>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -125,6 +155,7 @@ impl EchoServer {
             .connection_window
             .store(connection_window(&options.config), Ordering::Relaxed);
         let slots = Arc::new(Semaphore::new(options.handlers));
+        let client = options.client.clone();
         let st = state.clone();
         let accept = tokio::spawn(async move {
             loop {
@@ -175,6 +206,7 @@ impl EchoServer {
         });
         EchoServer {
             addr,
+            client,
             state,
             tasks: vec![accept, sampler],
         }
@@ -183,6 +215,11 @@ impl EchoServer {
     /// The address to dial.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The handshake settings a client must use against this server.
+    pub fn client_handshake(&self) -> HandshakeConfig {
+        self.client.clone()
     }
 
     /// Every connection that completed its handshake, in order.
@@ -350,7 +387,9 @@ impl Bystander {
     pub async fn start(server: &EchoServer) -> Bystander {
         let tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
         tcp.set_nodelay(true).unwrap();
-        let (conn, _incoming) = connect(tcp, Role::Client, Config::default()).await.unwrap();
+        let mut config = Config::default();
+        config.handshake(server.client_handshake());
+        let (conn, _incoming) = connect(tcp, Role::Client, config).await.unwrap();
         let completed = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));

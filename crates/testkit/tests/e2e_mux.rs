@@ -16,7 +16,7 @@ use weft_testkit::{
 };
 
 async fn peer(server: &EchoServer) -> RawPeer {
-    RawPeer::connect(server.addr(), HandshakeConfig::default())
+    RawPeer::connect(server.addr(), server.client_handshake())
         .await
         .unwrap()
 }
@@ -140,6 +140,7 @@ async fn item_24_rapid_reset_caps_handlers_and_goaway_after_budget() {
         config,
         handlers: 2,
         handler_delay: Duration::from_millis(200),
+        ..ServerOptions::default()
     })
     .await;
     let by = Bystander::start(&server).await;
@@ -316,15 +317,22 @@ async fn item_28_data_beyond_the_windows_even_on_the_first_frame() {
         max_payload: 1024 * 1024,
         max_metadata: 16 * 1024,
     };
+    let hs = HandshakeConfig {
+        limits,
+        offer: weft_mux::pipeline::Offer {
+            max_payload: limits.max_payload,
+            ..Default::default()
+        },
+        ..HandshakeConfig::default()
+    };
     let mut config = Config::default();
     config
         .limits(limits)
-        .handshake(HandshakeConfig { limits })
+        .handshake(hs.clone())
         .stream_window(64 * 1024)
         .connection_window(64 * 1024);
     let server = server_with(config).await;
     let by = Bystander::start(&server).await;
-    let hs = HandshakeConfig { limits };
     // The very first frame beyond the stream window.
     let mut p = RawPeer::connect(server.addr(), hs.clone()).await.unwrap();
     let mut f = open(1, b"", false);
@@ -368,13 +376,9 @@ async fn flood(server: &EchoServer, n: usize, frame: Frame) -> Reason {
     if frame.ty != FrameType::PING {
         p.send(&open(1, b"x", false)).await.unwrap();
     }
-    let mut wire = bytes::BytesMut::new();
-    for _ in 0..256 {
-        p.encode(&frame, &mut wire);
-    }
     let _ = tokio::time::timeout(Duration::from_secs(3), async {
         for _ in 0..64 {
-            if p.send_raw(&wire).await.is_err() {
+            if p.send_many(&frame, 256).await.is_err() {
                 break;
             }
         }
@@ -416,13 +420,10 @@ async fn item_30_peer_not_reading_pongs_keeps_server_queues_bounded() {
     let server = server_with(config).await;
     let by = Bystander::start(&server).await;
     let mut p = peer(&server).await; // 4 KiB socket buffers, never reads again
-    let mut wire = bytes::BytesMut::new();
-    for _ in 0..512 {
-        p.encode(&Frame::ping([7; 8], false), &mut wire);
-    }
+    let ping = Frame::ping([7; 8], false);
     let flood = async {
         loop {
-            if p.send_raw(&wire).await.is_err() {
+            if p.send_many(&ping, 512).await.is_err() {
                 return;
             }
         }

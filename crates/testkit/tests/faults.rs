@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 use weft_mux::{Config, Role};
-use weft_testkit::{EchoServer, Faults, FaultyIo, round_trip};
+use weft_testkit::{EchoServer, Faults, FaultyIo, Mode, ServerOptions, round_trip};
 
 const CALLS: u64 = 40;
 
@@ -27,6 +27,7 @@ async fn run(server: &EchoServer, faults: Faults) -> Tally {
     tcp.set_nodelay(true).unwrap();
     let mut config = Config::default();
     config
+        .handshake(server.client_handshake())
         .keepalive_interval(Some(Duration::from_millis(200)))
         .keepalive_timeout(Duration::from_millis(300))
         .handshake_timeout(Duration::from_secs(2));
@@ -149,19 +150,29 @@ async fn truncated_reads_fail_calls_never_a_clean_end() {
 
 #[tokio::test]
 async fn corrupted_reads_are_detected_never_counted_as_success() {
-    let server = EchoServer::start().await;
-    for at in [2, 12, 40, 333, 1000] {
-        let t = run(
-            &server,
-            Faults {
-                corrupt_read_at: Some(at),
-                ..Faults::default()
-            },
-        )
-        .await;
-        // The plain pipeline (all the mux has until it is wired to
-        // weft-transform) has no integrity check on payload bytes.
-        check(&t, false);
+    // Encrypted modes: any flipped bit closes the connection (the
+    // transport detects it). Clear modes have no integrity check on payload
+    // bytes; the caller's own check must catch it, never a false success.
+    for (mode, transport_detects) in [
+        (Mode::plain(), false),
+        (Mode::noise_nn(), true),
+        (Mode::psk(), true),
+    ] {
+        let server = EchoServer::with(ServerOptions::mode(&mode)).await;
+        for at in [2, 12, 40, 333, 1000] {
+            let t = run(
+                &server,
+                Faults {
+                    corrupt_read_at: Some(at),
+                    ..Faults::default()
+                },
+            )
+            .await;
+            check(&t, transport_detects);
+            if transport_detects {
+                assert!(t.ok.len() < CALLS as usize, "{}: {t:?}", mode.name);
+            }
+        }
     }
 }
 
