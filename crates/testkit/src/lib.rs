@@ -14,6 +14,9 @@
 //!   buffered bytes, handlers running) and how each stream ended;
 //!   [`Bystander`] is a well-behaved client that keeps doing checked round
 //!   trips on the same server during an attack.
+//! - [`soak`] runs many clients of concurrent streaming calls for a while
+//!   and reports whether any call was lost, duplicated or corrupted and
+//!   whether the server's stream tables ended empty.
 //!
 //! ## What this crate does not do
 //! It is not a network emulator (no bandwidth model, no reordering across
@@ -25,6 +28,7 @@ mod faulty;
 mod modes;
 mod peer;
 mod server;
+mod soak;
 
 pub use faulty::{Faults, FaultyIo};
 pub use modes::{Mode, TEST_PSK};
@@ -35,3 +39,4 @@ pub use peer::{
 pub use server::{
     Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
 };
+pub use soak::{SOAK_STREAMS_PER_CLIENT, SoakReport, soak};

@@ -62,6 +62,9 @@ pub struct ServerOptions {
     pub handler_delay: Duration,
     /// The handshake settings clients (the bystander, raw peers) use.
     pub client: HandshakeConfig,
+    /// Keep every stream's [`Outcome`] (default); a long soak turns it
+    /// off and reads only [`EchoServer::handled`].
+    pub keep_outcomes: bool,
 }
 
 impl ServerOptions {
@@ -94,6 +97,7 @@ impl Default for ServerOptions {
             handlers: 64,
             handler_delay: Duration::ZERO,
             client: HandshakeConfig::default(),
+            keep_outcomes: true,
         }
     }
 }
@@ -106,6 +110,9 @@ struct State {
     handlers_now: AtomicUsize,
     peak: Mutex<Peak>,
     outcomes: Mutex<Vec<Outcome>>,
+    keep_outcomes: AtomicBool,
+    ended_ok: AtomicU64,
+    ended_err: AtomicU64,
     connection_window: AtomicU64,
 }
 
@@ -154,6 +161,9 @@ impl EchoServer {
         state
             .connection_window
             .store(connection_window(&options.config), Ordering::Relaxed);
+        state
+            .keep_outcomes
+            .store(options.keep_outcomes, Ordering::Relaxed);
         let slots = Arc::new(Semaphore::new(options.handlers));
         let client = options.client.clone();
         let st = state.clone();
@@ -183,7 +193,15 @@ impl EchoServer {
                                     st.handlers_now.fetch_add(1, Ordering::Relaxed);
                                     st.sample();
                                     let outcome = echo(n, stream, delay).await;
-                                    st.outcomes.lock().unwrap().push(outcome);
+                                    let counter = if outcome.end.is_ok() {
+                                        &st.ended_ok
+                                    } else {
+                                        &st.ended_err
+                                    };
+                                    counter.fetch_add(1, Ordering::Relaxed);
+                                    if st.keep_outcomes.load(Ordering::Relaxed) {
+                                        st.outcomes.lock().unwrap().push(outcome);
+                                    }
                                     st.handlers_now.fetch_sub(1, Ordering::Relaxed);
                                     drop(permit);
                                 });
@@ -286,6 +304,14 @@ impl EchoServer {
     pub fn peak(&self) -> Peak {
         self.state.sample();
         *self.state.peak.lock().unwrap()
+    }
+
+    /// Handlers that finished: (with the peer's explicit end, with an error).
+    pub fn handled(&self) -> (u64, u64) {
+        (
+            self.state.ended_ok.load(Ordering::Relaxed),
+            self.state.ended_err.load(Ordering::Relaxed),
+        )
     }
 
     /// How every finished handler's stream ended.
