@@ -16,6 +16,7 @@
 
 pub mod frame;
 mod registry;
+pub mod transform;
 
 pub use registry::{Op, Target, targets};
 

@@ -6,7 +6,7 @@
 //! `cargo xtask bench --bless`. Targets whose crate is not written yet are not
 //! registered (never faked).
 
-use crate::frame;
+use crate::{frame, transform};
 
 /// One benchmark operation. Its input is prepared by [`Op::prepare`], which is
 /// never measured, and consumed by [`Op::run`], which is.
@@ -50,9 +50,26 @@ pub fn targets() -> Vec<Target> {
             label: "frame decode 64 KiB",
             make: || Box::new(frame::Decode::new(64 * 1024)),
         },
-        // Transform targets (passthrough, deflate, GCM, deflate + GCM on
-        // the ~1.3 KiB JSON payload, out + in) register here when
-        // weft-transform's `passthrough` / `Outbound` / `Inbound` land.
+        Target {
+            name: "transform/passthrough",
+            label: "transform passthrough (out + in)",
+            make: || Box::new(transform::Pipeline::new(false, false)),
+        },
+        Target {
+            name: "transform/deflate",
+            label: "transform deflate",
+            make: || Box::new(transform::Pipeline::new(false, true)),
+        },
+        Target {
+            name: "transform/gcm",
+            label: "transform AES-256-GCM",
+            make: || Box::new(transform::Pipeline::new(true, false)),
+        },
+        Target {
+            name: "transform/deflate_gcm",
+            label: "transform deflate + GCM",
+            make: || Box::new(transform::Pipeline::new(true, true)),
+        },
         // End-to-end targets (TCP loopback, plain and encrypted, nil request,
         // `{"n":1}` response) register here when the `weft` facade lands.
         // Their counts span client and server threads: `run` must return only

@@ -1,5 +1,193 @@
-//! The `weft` binary (work in progress).
+//! The `weft` binary: `weft serve` runs the demo service, `weft call`
+//! calls a method, `weft load` runs a load test (by default against an
+//! in-process server, encryption and compression on, for about 5 s).
 
-fn main() {
-    println!("weft: the CLI lands with the rpc issue");
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use weft::{Bytes, CallOptions, Config, EncryptionPolicy, Listener};
+
+mod args;
+mod demo;
+mod load;
+mod report;
+
+use args::{CallArgs, Cli, Command, LoadArgs, Security, ServeArgs};
+
+/// The endpoint configuration of the security flags: `--encrypt on`
+/// requires encryption (the handshake fails against a peer with it off).
+pub(crate) fn security_config(s: &Security) -> Result<Config, String> {
+    let mut c = Config::new()
+        .encryption(if s.encrypt.on() {
+            EncryptionPolicy::Required
+        } else {
+            EncryptionPolicy::Off
+        })
+        .compression(s.compress.on());
+    if let Some(k) = s.key()? {
+        c = c.psk(k);
+    }
+    Ok(c)
+}
+
+async fn serve(a: ServeArgs) -> Result<(), String> {
+    let config = security_config(&a.security)?;
+    let listener = Listener::bind(&a.addr).await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("weft: serving on {addr}; methods: {}", demo::METHODS);
+    println!("weft: Ctrl-C stops (calls in flight finish)");
+    weft::serve(listener, demo::router(), config, async {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("weft: shutting down");
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
+
+async fn call(a: CallArgs) -> Result<(), String> {
+    let config = security_config(&a.security)?;
+    let client = weft::connect(&a.addr, &config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let opts = CallOptions::new().timeout(a.timeout);
+    let body = Bytes::from(a.body.into_bytes());
+    let fail = |s: weft::Status| format!("{s}");
+    if a.stream {
+        let mut s = client
+            .server_streaming(&a.method, body, &opts)
+            .await
+            .map_err(fail)?;
+        while let Some(m) = s.message().await.map_err(fail)? {
+            println!("{}", String::from_utf8_lossy(&m));
+        }
+    } else {
+        let r = client
+            .unary_with(&a.method, body, &opts)
+            .await
+            .map_err(fail)?;
+        println!("{}", String::from_utf8_lossy(&r));
+    }
+    Ok(())
+}
+
+async fn load(a: LoadArgs) -> Result<(), String> {
+    let config = security_config(&a.security)?;
+    let out = load::run(&a, config).await?;
+    if a.json {
+        let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print!("{}{}", out.setup.render(), out.report.render());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("weft: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let r = rt.block_on(async {
+        match cli.command {
+            Command::Serve(a) => serve(a).await,
+            Command::Call(a) => call(a).await,
+            Command::Load(a) => load(a).await,
+        }
+    });
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn security_flags_map_to_policies() {
+        let cli =
+            Cli::try_parse_from(["weft", "load", "--encrypt", "off", "--compress", "off"]).unwrap();
+        let Command::Load(l) = cli.command else {
+            panic!("load")
+        };
+        let c = security_config(&l.security).unwrap();
+        assert_eq!(c.handshake_config().offer.encryption, EncryptionPolicy::Off);
+        assert!(!c.handshake_config().offer.compression);
+        let psk = "ab".repeat(32);
+        let cli = Cli::try_parse_from(["weft", "load", "--psk", &psk]).unwrap();
+        let Command::Load(l) = cli.command else {
+            panic!("load")
+        };
+        let c = security_config(&l.security).unwrap();
+        assert_eq!(
+            c.handshake_config().offer.encryption,
+            EncryptionPolicy::Required
+        );
+        assert_eq!(c.handshake_config().psk, Some([0xab; 32]));
+    }
+
+    #[tokio::test]
+    async fn call_and_stream_against_a_served_demo() {
+        let listener = Listener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cfg = security_config(
+            &Cli::try_parse_from(["weft", "load"])
+                .map(|c| match c.command {
+                    Command::Load(l) => l.security,
+                    _ => unreachable!("load"),
+                })
+                .unwrap(),
+        )
+        .unwrap();
+        tokio::spawn(weft::serve(
+            listener,
+            demo::router(),
+            cfg,
+            std::future::pending(),
+        ));
+        let parse = |argv: &[&str]| match Cli::try_parse_from(argv).unwrap().command {
+            Command::Call(c) => c,
+            _ => unreachable!("call"),
+        };
+        call(parse(&[
+            "weft",
+            "call",
+            "add",
+            "{\"a\":1,\"b\":2}",
+            "--addr",
+            &addr,
+        ]))
+        .await
+        .unwrap();
+        call(parse(&[
+            "weft", "call", "count", "3", "--stream", "--addr", &addr,
+        ]))
+        .await
+        .unwrap();
+        let e = call(parse(&["weft", "call", "nope", "--addr", &addr]))
+            .await
+            .unwrap_err();
+        assert!(e.starts_with("UNIMPLEMENTED"), "{e}");
+        let e = call(parse(&[
+            "weft", "call", "count", "x", "--stream", "--addr", &addr,
+        ]))
+        .await
+        .unwrap_err();
+        assert!(e.starts_with("INVALID_ARGUMENT"), "{e}");
+        let e = call(parse(&["weft", "call", "echo", "--addr", "127.0.0.1:1"]))
+            .await
+            .unwrap_err();
+        assert!(e.contains("transport error"), "{e}");
+    }
 }

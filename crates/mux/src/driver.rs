@@ -20,7 +20,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Wake;
 use std::task::{Context, Poll, Waker};
@@ -89,6 +89,8 @@ impl std::fmt::Debug for Reader {
 #[derive(Debug, Default)]
 pub(crate) struct ReadWake {
     fired: AtomicBool,
+    /// The stream id in `waiters.recv` (0: none), readable without the lock.
+    recv_id: AtomicU32,
     waiters: Mutex<ReadWaiters>,
 }
 
@@ -111,21 +113,49 @@ impl ReadWake {
         }
     }
 
-    /// `id`'s `recv` waits for socket bytes in the task of `waker`.
-    pub(crate) fn set_recv(&self, id: u32, waker: &Waker) {
+    /// `id`'s `recv` waits for socket bytes in the task of `waker`. Returns
+    /// the waiter of another stream it displaces, which the caller keeps as
+    /// that stream's event waker (so its data, read by someone else, still
+    /// wakes it).
+    pub(crate) fn set_recv(&self, id: u32, waker: &Waker) -> Option<(u32, Waker)> {
         let mut w = self.waiters();
-        match &w.recv {
-            Some((i, old)) if *i == id && old.will_wake(waker) => {}
-            _ => w.recv = Some((id, waker.clone())),
+        let displaced = match &w.recv {
+            Some((i, old)) if *i == id && old.will_wake(waker) => None,
+            _ => w.recv.replace((id, waker.clone())),
+        };
+        self.recv_id.store(id, Ordering::Release);
+        displaced.filter(|(i, _)| *i != id)
+    }
+
+    /// Takes the waiter if it belongs to `id` (`None`: any stream).
+    fn take_recv(&self, id: Option<u32>) -> Option<Waker> {
+        let current = self.recv_id.load(Ordering::Acquire);
+        if current == 0 || id.is_some_and(|id| id != current) {
+            return None;
+        }
+        let mut w = self.waiters();
+        match w.recv.take() {
+            Some((i, t)) if id.is_none_or(|id| id == i) => {
+                self.recv_id.store(0, Ordering::Release);
+                Some(t)
+            }
+            other => {
+                w.recv = other;
+                None
+            }
         }
     }
 
     /// `id`'s `recv` no longer waits (it completed or was dropped); with
     /// `handoff`, the driver is woken in case bytes arrived meanwhile.
     pub(crate) fn clear_recv(&self, id: u32, handoff: bool) {
+        if !handoff && self.recv_id.load(Ordering::Acquire) != id {
+            return; // not ours (or already taken by a wake): no lock needed
+        }
         let mut w = self.waiters();
         if w.recv.as_ref().is_some_and(|(i, _)| *i == id) {
             w.recv = None;
+            self.recv_id.store(0, Ordering::Release);
         }
         if handoff && let Some(d) = &w.driver {
             d.wake_by_ref();
@@ -143,7 +173,10 @@ impl Wake for ReadWake {
         let target = {
             let mut w = self.waiters();
             match w.recv.take() {
-                Some((_, t)) => Some(t),
+                Some((_, t)) => {
+                    self.recv_id.store(0, Ordering::Release);
+                    Some(t)
+                }
                 None => w.driver.clone(),
             }
         };
@@ -170,6 +203,11 @@ pub(crate) struct Inner {
     read_waker: Waker,
     /// The last read returned `Pending`: the socket will wake `read_wake`.
     read_armed: bool,
+    /// Reading stopped because our control queue was full.
+    read_blocked: bool,
+    /// The stream whose task is reading the socket right now: its own
+    /// `Readable` events need no wake-up.
+    pub(crate) reading_for: Option<u32>,
     pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
     pub(crate) closed_wakers: Vec<Waker>,
@@ -229,7 +267,11 @@ impl Inner {
                 .session
                 .poll_timeout()
                 .is_some_and(|t| self.armed.is_none_or(|a| t < a));
-        if earlier || self.session.is_closed() {
+        let resume_reading = self.read_blocked && self.session.wants_read();
+        if resume_reading {
+            self.read_blocked = false;
+        }
+        if earlier || resume_reading || self.session.is_closed() {
             self.driver_waker.wake_by_ref();
         }
     }
@@ -283,8 +325,15 @@ impl Inner {
     fn dispatch_events(&mut self) {
         while let Some(ev) = self.session.poll_event() {
             match ev {
+                Event::Readable(id) if self.reading_for == Some(id) => {}
                 Event::Readable(id) => {
-                    if let Some(w) = self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
+                    // The stream's task waits either as the socket waiter
+                    // or with an event waker.
+                    let w = match self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
+                        Some(w) => Some(w),
+                        None => self.read_wake.take_recv(Some(id)),
+                    };
+                    if let Some(w) = w {
                         w.wake();
                     }
                 }
@@ -300,6 +349,9 @@ impl Inner {
                 }
                 Event::Closed => {
                     if let Some(w) = self.accept_waker.take() {
+                        w.wake();
+                    }
+                    if let Some(w) = self.read_wake.take_recv(None) {
                         w.wake();
                     }
                     for w in self.wakers.values_mut() {
@@ -355,6 +407,8 @@ pub(crate) fn shared(
             read_waker: Waker::from(read_wake.clone()),
             read_wake,
             read_armed: false,
+            read_blocked: false,
+            reading_for: None,
             wakers: IdMap::default(),
             accept_waker: None,
             closed_wakers: Vec::new(),
@@ -383,7 +437,12 @@ impl Inner {
         let waker = self.read_waker.clone();
         let mut cx = Context::from_waker(&waker);
         for _ in 0..READS_PER_POLL {
-            if self.reader.eof || !self.session.wants_read() {
+            if self.reader.eof {
+                return got;
+            }
+            if !self.session.wants_read() {
+                // Resumed by `pump_app` or the driver once the queue drains.
+                self.read_blocked = true;
                 return got;
             }
             let r = &mut self.reader;
@@ -461,6 +520,13 @@ impl Inner {
             if self.session.is_closed() {
                 break;
             }
+            if !self.session.wants_read() {
+                // Our control queue is full: the rest waits in the buffer.
+                self.reader.leftover = !self.reader.buf.is_empty();
+                if !eof {
+                    return;
+                }
+            }
         }
         if eof {
             self.session.handle_transport_closed(CloseCause::peer(
@@ -508,7 +574,7 @@ impl Future for Driver {
             inner.driver_waker = cx.waker().clone();
         }
         inner.read_wake.set_driver(cx.waker());
-        let blocked = !inner.session.wants_read();
+        inner.read_blocked = false;
         inner.read_frames();
         // Timers. The sleep exists only while the session has a deadline,
         // so a busy connection without one costs the timer wheel nothing.
@@ -519,8 +585,16 @@ impl Future for Driver {
             inner.session.handle_timeout(now());
         }
         inner.pump();
-        if blocked && inner.session.wants_read() {
-            // Our control queue drained: read again (and arm).
+        let mut rounds = 0;
+        while inner.read_blocked && inner.session.wants_read() {
+            // Our control queue drained into the socket: read again (and
+            // arm), a few rounds per poll, then yield.
+            rounds += 1;
+            if rounds > 4 {
+                cx.waker().wake_by_ref();
+                break;
+            }
+            inner.read_blocked = false;
             inner.read_frames();
             inner.pump();
         }

@@ -49,6 +49,7 @@ enum MuxKind {
     Closed(CloseCause),
     Refused(&'static str),
     IdsExhausted,
+    MetadataTooLarge,
 }
 
 /// A connection-level error: handshake failure, I/O failure, or an `open` on
@@ -84,6 +85,11 @@ impl MuxError {
             kind: MuxKind::Refused(why),
         }
     }
+    pub(crate) fn metadata_too_large() -> MuxError {
+        MuxError {
+            kind: MuxKind::MetadataTooLarge,
+        }
+    }
     pub(crate) fn ids_exhausted() -> MuxError {
         MuxError {
             kind: MuxKind::IdsExhausted,
@@ -111,6 +117,10 @@ impl MuxError {
     pub fn is_handshake(&self) -> bool {
         matches!(self.kind, MuxKind::Handshake(_) | MuxKind::HandshakeTimeout)
     }
+    /// The `OPEN` metadata exceeds the frame limit (nothing was sent).
+    pub fn is_too_large(&self) -> bool {
+        matches!(self.kind, MuxKind::MetadataTooLarge)
+    }
     /// Stream ids ran out on this connection.
     pub fn is_ids_exhausted(&self) -> bool {
         matches!(self.kind, MuxKind::IdsExhausted)
@@ -133,6 +143,7 @@ impl std::fmt::Display for MuxError {
             MuxKind::Closed(c) => write!(f, "connection closed: {c}"),
             MuxKind::Refused(why) => write!(f, "stream refused (safe to retry): {why}"),
             MuxKind::IdsExhausted => f.write_str("stream ids exhausted; use a new connection"),
+            MuxKind::MetadataTooLarge => f.write_str("metadata larger than the frame limit"),
         }
     }
 }
@@ -158,6 +169,8 @@ pub(crate) enum StreamKind {
     Refused,
     /// Local misuse: sending after `end`.
     SendClosed,
+    /// Local misuse: metadata larger than the frame limit (nothing sent).
+    MetadataTooLarge,
 }
 
 /// A stream-level error. A reset or a dead connection is always an error,
@@ -192,7 +205,7 @@ impl StreamError {
             StreamKind::Reset { remote, .. } => *remote,
             StreamKind::Closed(c) => c.by_peer,
             StreamKind::Refused => true,
-            StreamKind::SendClosed => false,
+            StreamKind::SendClosed | StreamKind::MetadataTooLarge => false,
         }
     }
     /// The connection is gone.
@@ -207,6 +220,11 @@ impl StreamError {
     pub fn is_flow_control(&self) -> bool {
         self.reason() == Some(Reason::FLOW_CONTROL_ERROR)
     }
+    /// The metadata passed to a send exceeds the frame limit (nothing was
+    /// sent; the stream is unaffected).
+    pub fn is_too_large(&self) -> bool {
+        matches!(self.kind, StreamKind::MetadataTooLarge)
+    }
     /// Sending after this side already ended the stream.
     pub fn is_send_closed(&self) -> bool {
         matches!(self.kind, StreamKind::SendClosed)
@@ -217,7 +235,7 @@ impl StreamError {
             StreamKind::Reset { reason, .. } => Some(*reason),
             StreamKind::Closed(c) => Some(c.reason),
             StreamKind::Refused => Some(Reason::REFUSED_STREAM),
-            StreamKind::SendClosed => None,
+            StreamKind::SendClosed | StreamKind::MetadataTooLarge => None,
         }
     }
 }
@@ -232,6 +250,7 @@ impl std::fmt::Display for StreamError {
             StreamKind::Closed(c) => write!(f, "connection closed: {c}"),
             StreamKind::Refused => f.write_str("stream refused (safe to retry)"),
             StreamKind::SendClosed => f.write_str("stream already ended by this side"),
+            StreamKind::MetadataTooLarge => f.write_str("metadata larger than the frame limit"),
         }
     }
 }

@@ -49,6 +49,7 @@ impl Connection {
                 return Err(MuxError::ids_exhausted());
             }
             Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
+            Err(OpenError::MetadataTooLarge) => return Err(MuxError::metadata_too_large()),
         };
         inner.wakers.insert(id, Default::default());
         inner.pump_app();
@@ -245,12 +246,11 @@ impl Stream {
     /// Reads the socket from this task, for every stream.
     fn read_inline(&self, inner: &mut Inner) {
         // Our own read must not wake us through the stream's event waker.
-        if let Some(w) = inner.wakers.get_mut(&self.id) {
-            w.recv = None;
-        }
+        inner.reading_for = Some(self.id);
         if inner.read_frames() {
             inner.pump_app();
         }
+        inner.reading_for = None;
     }
 
     fn poll_recv_inner(
@@ -279,12 +279,16 @@ impl Stream {
                 }
                 Recv::Pending => {
                     if read_inline {
-                        // The socket wakes this task when bytes arrive.
-                        inner.read_wake.set_recv(self.id, cx.waker());
-                    }
-                    // Another task's read (or the driver's) that brings our
-                    // data wakes us through this one.
-                    if let Some(w) = inner.wakers.get_mut(&self.id) {
+                        // The socket wakes this task when bytes arrive; a
+                        // read by anyone else that brings our data wakes
+                        // the waiter too (`dispatch_events`).
+                        let displaced = inner.read_wake.set_recv(self.id, cx.waker());
+                        if let Some((other, w)) = displaced
+                            && let Some(slot) = inner.wakers.get_mut(&other)
+                        {
+                            slot.recv = Some(w);
+                        }
+                    } else if let Some(w) = inner.wakers.get_mut(&self.id) {
                         match &w.recv {
                             Some(old) if old.will_wake(cx.waker()) => {}
                             _ => w.recv = Some(cx.waker().clone()),

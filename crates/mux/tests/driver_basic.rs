@@ -200,3 +200,34 @@ async fn cancelled_recv_hands_the_socket_back_to_the_driver() {
     pa.send(Bytes::from_static(b"to a"), false).await.unwrap();
     assert_eq!(&a.recv().await.unwrap().unwrap().data[..], b"to a");
 }
+
+#[tokio::test]
+async fn a_displaced_socket_waiter_is_still_woken_for_its_data() {
+    let ((client, _ci), (_server, mut incoming)) = pair().await;
+    let mut a = client
+        .open(Metadata::new(), Bytes::from_static(b"a"), false)
+        .await
+        .unwrap();
+    let mut b = client
+        .open(Metadata::new(), Bytes::from_static(b"b"), false)
+        .await
+        .unwrap();
+    let mut pa = incoming.accept().await.unwrap();
+    let mut pb = incoming.accept().await.unwrap();
+    pa.recv().await.unwrap();
+    pb.recv().await.unwrap();
+    // `a` waits on the socket first, then `b` displaces it as the waiter.
+    let ta = tokio::spawn(async move { a.recv().await.unwrap().unwrap().data });
+    tokio::task::yield_now().await;
+    let tb = tokio::spawn(async move { b.recv().await.unwrap().unwrap().data });
+    tokio::task::yield_now().await;
+    // Data for `a` arrives: `b`'s task reads it and must wake `a`.
+    pa.send(Bytes::from_static(b"for a"), false).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), ta)
+        .await
+        .expect("a woken")
+        .unwrap();
+    assert_eq!(&got[..], b"for a");
+    pb.send(Bytes::from_static(b"for b"), false).await.unwrap();
+    assert_eq!(&tb.await.unwrap()[..], b"for b");
+}

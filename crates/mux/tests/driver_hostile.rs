@@ -111,20 +111,58 @@ async fn item_22_wrong_parity_over_the_wire_goaway_and_close() {
 #[tokio::test(start_paused = true)]
 async fn item_30_peer_not_reading_keeps_our_queues_bounded() {
     let mut cfg = Config::default();
-    cfg.ping_budget(u32::MAX).max_control_queue(64);
-    let (conn, _inc, mut peer) = RawPeer::start(Role::Server, cfg, 4096).await;
-    // The peer floods pings and never reads our pongs: once the pipe and
-    // our bounded queue are full we stop reading, so its writes block.
-    let out = peer.encode(&Frame::ping([7; 8], false));
-    let flood = async {
-        loop {
-            peer.io.write_all(&out).await.unwrap();
-        }
-    };
-    let r = tokio::time::timeout(Duration::from_secs(5), flood).await;
-    assert!(r.is_err(), "the flood is backpressured");
+    cfg.ping_budget(u32::MAX)
+        .max_control_queue(64)
+        .idle_timeout(None);
+    let (conn, mut incoming, mut peer) = RawPeer::start(Role::Server, cfg, 4096).await;
+    // The peer floods 20,000 pings and does not read our pongs: once the
+    // pipe and our bounded queue are full we stop reading, so its write
+    // blocks instead of our memory growing.
+    let ping = peer.encode(&Frame::ping([7; 8], false));
+    let flood: Vec<u8> = ping
+        .iter()
+        .copied()
+        .cycle()
+        .take(ping.len() * 20_000)
+        .collect();
+    let (mut rd, mut wr) = tokio::io::split(peer.io);
+    let writer = tokio::spawn(async move {
+        wr.write_all(&flood).await.unwrap();
+        wr
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!writer.is_finished(), "the flood is backpressured");
     let st = conn.stats();
     assert!(st.control_queued <= 64, "{st:?}");
+    assert!(!conn.is_closed());
+    // Once the peer reads again, our queue drains and we read again too.
+    let mut sink = vec![0u8; 64 * 1024];
+    let started = tokio::time::Instant::now();
+    while !writer.is_finished() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            conn.stats()
+        );
+        tokio::select! {
+            n = rd.read(&mut sink) => assert!(n.unwrap() > 0, "{:?}", conn.close_cause()),
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+    }
+    let wr = writer.await.unwrap();
+    peer.io = rd.unsplit(wr);
+    let open = Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        Bytes::from_static(b"hello"),
+    );
+    peer.send(open).await;
+    let mut s = tokio::time::timeout(Duration::from_secs(5), incoming.accept())
+        .await
+        .expect("reading resumed")
+        .expect("connection alive");
+    assert_eq!(&s.recv().await.unwrap().unwrap().data[..], b"hello");
     assert!(!conn.is_closed());
 }
 

@@ -335,3 +335,54 @@ async fn eof_during_handshake_is_an_io_error() {
     assert!(e.is_closed() && !e.is_handshake() && std::error::Error::source(&e).is_some());
     assert!(e.to_string().contains("transport"));
 }
+
+#[tokio::test]
+async fn oversize_metadata_is_a_local_error_not_a_dead_connection() {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (c, s) = tokio::join!(
+        connect(a, weft_mux::Role::Client, Config::default()),
+        connect(b, weft_mux::Role::Server, Config::default())
+    );
+    let ((client, _ci), (_server, mut incoming)) = (c.unwrap(), s.unwrap());
+    let huge = Metadata::builder()
+        .custom(b"k", &vec![0u8; 20_000])
+        .finish();
+    let e = client
+        .open(huge.clone(), Bytes::new(), false)
+        .await
+        .unwrap_err();
+    assert!(e.is_too_large() && !e.is_closed(), "{e}");
+    assert!(e.to_string().contains("metadata"));
+    let mut s = client
+        .open(Metadata::new(), Bytes::from_static(b"x"), false)
+        .await
+        .unwrap();
+    let e = s
+        .send_with_metadata(huge, Bytes::new(), true)
+        .await
+        .unwrap_err();
+    assert!(
+        e.is_too_large() && !e.is_remote() && e.reason().is_none(),
+        "{e}"
+    );
+    assert!(e.to_string().contains("metadata"));
+    // The stream and the connection carry on.
+    s.send(Bytes::from_static(b"y"), true).await.unwrap();
+    let mut p = incoming.accept().await.unwrap();
+    assert_eq!(&p.recv().await.unwrap().unwrap().data[..], b"x");
+    assert_eq!(&p.recv().await.unwrap().unwrap().data[..], b"y");
+    assert!(!client.is_closed());
+}
+
+#[test]
+fn peer_goaway_does_not_end_accepting() {
+    let mut t = Scripted::server(Config::default());
+    t.open(1, b"", false); // keeps the connection alive
+    t.feed(Frame::goaway(0, Reason::STREAM_IDS_EXHAUSTED, b""));
+    assert!(!t.s.is_closed());
+    assert_eq!(t.s.accept(), Some(1));
+    assert!(t.s.is_going_away());
+    assert!(!t.s.accept_finished(), "the peer may still open streams");
+    t.s.shutdown(t.now, Duration::from_secs(1));
+    assert!(t.s.accept_finished());
+}

@@ -1,2 +1,66 @@
-//! Work in progress: see the crate description in Cargo.toml.
+//! # weft: fast, secure multiplexed RPC for Rust
+//!
+//! The crate a user depends on. It re-exports the call layer
+//! ([`Client`], [`Router`], [`Status`], [`Context`]...) and adds what the
+//! layers below leave out: sockets and one configuration.
+//!
+//! ```no_run
+//! use bytes::Bytes;
+//! use weft::{Config, Listener, Router};
+//!
+//! # async fn run() -> Result<(), weft::Error> {
+//! // Server
+//! let router = Router::new().unary("echo", |_ctx, req: Bytes| async move { Ok(req) });
+//! let listener = Listener::bind("127.0.0.1:7878").await?;
+//! tokio::spawn(weft::serve(listener, router, Config::new(), std::future::pending()));
+//!
+//! // Client
+//! let client = weft::connect("127.0.0.1:7878", &Config::new()).await?;
+//! let reply = client.unary("echo", Bytes::from_static(b"hi")).await.unwrap();
+//! assert_eq!(reply, "hi");
+//! # Ok(()) }
+//! ```
+//!
+//! - [`connect`] / [`serve`] over TCP (`TCP_NODELAY` set) and Unix
+//!   sockets (`unix:/path`); [`connect_io`] / [`accept_io`] over any byte
+//!   stream; [`memory`] for an in-process pair over `tokio::io::duplex`.
+//! - [`Config`]: limits, compression, encryption policy, pre-shared key,
+//!   timeouts, in one builder.
+//! - Graceful shutdown: when [`serve`]'s shutdown future resolves, every
+//!   connection gets `GOAWAY`; calls in flight finish, new ones fail
+//!   retry-safe.
+//!
+//! Features: `json` (default) for typed calls through serde + serde_json;
+//! `tower` for the client as a `tower::Service` (`UnaryRequest`).
+//!
+//! Each layer is also its own crate ([`frame`], [`transform`], [`mux`],
+//! [`rpc`]) for users who need only part of the stack.
+//!
+//! ## What this crate does not do
+//! No retries, load balancing, service discovery or TLS certificates:
+//! peers authenticate by a pre-shared key ([`Config::psk`]); without one,
+//! encryption is opportunistic and stops passive eavesdroppers only.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod config;
+mod error;
+mod net;
+
+pub use config::Config;
+pub use error::Error;
+pub use net::{Address, Listener, accept_io, connect, connect_io, memory, serve};
+
+pub use bytes::Bytes;
+pub use weft_frame as frame;
+pub use weft_mux as mux;
+pub use weft_rpc as rpc;
+pub use weft_transform as transform;
+pub use weft_transform::EncryptionPolicy;
+
+#[cfg(feature = "tower")]
+pub use weft_rpc::UnaryRequest;
+pub use weft_rpc::{
+    BidiCall, BidiStream, CallOptions, CancelSignal, Client, ClientStreamingCall, Code, Context,
+    Metadata, PeerInfo, RequestStream, ResponseSink, Router, Server, Shape, Status, Streaming,
+};

@@ -278,7 +278,10 @@ mod tests {
         for (_, target) in doc["targets"].as_object_mut().unwrap() {
             edit(target);
         }
-        let dir = std::env::temp_dir().join(format!("xtask-alloc-{}", std::process::id()));
+        // Tests run in parallel threads of one process: one directory per copy.
+        static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("xtask-alloc-{}-{copy}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("alloc-baseline.json");
         std::fs::write(&path, doc.to_string()).unwrap();

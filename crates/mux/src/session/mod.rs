@@ -85,6 +85,8 @@ pub enum OpenError {
     IdsExhausted,
     /// The connection is closed.
     Closed(CloseCause),
+    /// The metadata is larger than the frame limit allows.
+    MetadataTooLarge,
 }
 
 /// Flow-control and table figures, for tests and diagnostics.
@@ -119,6 +121,7 @@ enum State {
 pub struct Session {
     role: Role,
     max_payload: usize,
+    max_metadata: usize,
     stream_window: u32,
     connection_window: u32,
     max_concurrent: usize,
@@ -179,6 +182,7 @@ impl Session {
         let mut s = Session {
             role,
             max_payload: config.limits.max_payload as usize,
+            max_metadata: config.limits.max_metadata as usize,
             stream_window: config.stream_window,
             connection_window: config.connection_window,
             max_concurrent: config.max_concurrent_streams,
@@ -360,6 +364,9 @@ impl Session {
         if self.is_going_away() {
             return Err(OpenError::GoingAway);
         }
+        if metadata.len() > self.max_metadata {
+            return Err(OpenError::MetadataTooLarge);
+        }
         let id = self.next_local_id;
         if id > self.max_stream_id || id == 0 {
             self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
@@ -441,6 +448,9 @@ impl Session {
         }
         if s.send_end != SendEnd::Open {
             return Err(StreamError::new(StreamKind::SendClosed));
+        }
+        if metadata.len() > self.max_metadata {
+            return Err(StreamError::new(StreamKind::MetadataTooLarge));
         }
         let room = cap.saturating_sub(s.queued);
         let last = data.len() <= room;
@@ -554,24 +564,28 @@ impl Session {
     /// Takes the next received piece of `id`, returning its flow-control
     /// credit to the peer.
     pub fn recv(&mut self, id: u32) -> Recv {
-        let closed = match &self.state {
-            State::Closed(c) => Some(c.clone()),
-            State::Open => None,
-        };
         let Some(s) = self.streams.get_mut(&id) else {
-            return Recv::Failed(StreamError::new(
-                closed.map_or(StreamKind::SendClosed, StreamKind::Closed),
-            ));
+            return Recv::Failed(StreamError::new(match &self.state {
+                State::Closed(c) => StreamKind::Closed(c.clone()),
+                State::Open => StreamKind::SendClosed,
+            }));
         };
         if let Some(chunk) = s.recv_queue.pop_front() {
             let n = fc_len(&chunk);
             s.buffered -= n;
-            if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
-                // A bare END_STREAM.
-                self.after_consume(id, n);
-                return Recv::End;
+            // Return the credit (one lookup: the stream is at hand).
+            if n > 0 && !s.recv_done() {
+                s.recv_unacked += n;
+                if s.recv_unacked >= self.stream_window / 2 {
+                    let inc = std::mem::take(&mut s.recv_unacked);
+                    s.recv_window += inc;
+                    self.control.push_back(Frame::window_update(id, inc));
+                }
             }
-            self.after_consume(id, n);
+            self.release_conn(n);
+            if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
+                return Recv::End; // a bare END_STREAM
+            }
             return Recv::Chunk(chunk);
         }
         if let Some(k) = &s.failed {
@@ -580,28 +594,10 @@ impl Session {
         if s.recv_end {
             return Recv::End;
         }
-        if let Some(c) = closed {
-            return Recv::Failed(StreamError::new(StreamKind::Closed(c)));
+        if let State::Closed(c) = &self.state {
+            return Recv::Failed(StreamError::new(StreamKind::Closed(c.clone())));
         }
         Recv::Pending
-    }
-
-    fn after_consume(&mut self, id: u32, n: u32) {
-        if n == 0 {
-            return;
-        }
-        let half = self.stream_window / 2;
-        if let Some(s) = self.streams.get_mut(&id)
-            && !s.recv_done()
-        {
-            s.recv_unacked += n;
-            if s.recv_unacked >= half {
-                let inc = std::mem::take(&mut s.recv_unacked);
-                s.recv_window += inc;
-                self.control.push_back(Frame::window_update(id, inc));
-            }
-        }
-        self.release_conn(n);
     }
 
     fn release_conn(&mut self, n: u32) {
@@ -634,9 +630,12 @@ impl Session {
         Some(id)
     }
 
-    /// Whether [`accept`](Self::accept) can return nothing more, ever.
+    /// Whether [`accept`](Self::accept) can return nothing more, ever: the
+    /// connection is closed or we sent `GOAWAY`.
     pub fn accept_finished(&self) -> bool {
-        self.accept_queue.is_empty() && (self.is_closed() || self.is_going_away())
+        // After the peer's GOAWAY it may still open streams; after ours,
+        // nothing new is processed.
+        self.accept_queue.is_empty() && (self.is_closed() || self.goaway_sent)
     }
 
     /// Stops (or resumes) accepting streams: while off, opens are refused
@@ -651,7 +650,7 @@ impl Session {
                         self.pending_accept_resets -= 1;
                     }
                 }
-                self.reset_stream(id, Reason::REFUSED_STREAM, false);
+                self.reset_stream(id, Reason::REFUSED_STREAM);
                 self.release_now(id);
             }
         }
@@ -659,7 +658,7 @@ impl Session {
 
     /// Resets a stream with `reason` (an application decision).
     pub fn reset(&mut self, id: u32, reason: Reason) {
-        self.reset_stream(id, reason, false);
+        self.reset_stream(id, reason);
     }
 
     /// The application dropped its handle: a stream not closed both ways
@@ -673,7 +672,7 @@ impl Session {
         if let Some(s) = self.streams.get(&id)
             && !(s.send_end != SendEnd::Open && s.recv_done())
         {
-            self.reset_stream(id, Reason::CANCEL, false);
+            self.reset_stream(id, Reason::CANCEL);
         }
         self.release_now(id);
         if self.streams.is_empty() && self.idle_since.is_none() {
@@ -1167,7 +1166,7 @@ impl Session {
     fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
         self.local_resets += 1;
         if self.streams.contains_key(&id) {
-            self.reset_stream(id, reason, true);
+            self.reset_stream(id, reason);
         } else {
             self.control.push_back(Frame::reset(id, reason));
         }
@@ -1181,7 +1180,7 @@ impl Session {
     }
 
     /// Resets `id` from this side: `RESET` frame, queued data dropped.
-    fn reset_stream(&mut self, id: u32, reason: Reason, peer_fault: bool) {
+    fn reset_stream(&mut self, id: u32, reason: Reason) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
@@ -1191,7 +1190,6 @@ impl Session {
         if !self.is_closed() {
             self.control.push_back(Frame::reset(id, reason));
         }
-        let _ = peer_fault;
         self.fail_stream(
             id,
             StreamKind::Reset {

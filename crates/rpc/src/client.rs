@@ -1,0 +1,517 @@
+//! The calling side: [`Client`] and the handles of streaming calls.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+use weft_frame::Metadata;
+use weft_mux::{Connection, Stream};
+
+use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
+use crate::hash::FastHash;
+use crate::wire::{self, Reader};
+use crate::{CallOptions, Status, method};
+
+/// Method metadata kept for calls without deadline or custom entries, so
+/// the common call builds no metadata. Bounded: past it, calls build their own.
+const PLAIN_CACHE_MAX: usize = 256;
+
+#[derive(Debug)]
+struct Shared {
+    max_message: usize,
+    default_timeout: Option<Duration>,
+    plain: Mutex<HashMap<Box<str>, Metadata, FastHash>>,
+    #[cfg(feature = "tower")]
+    credit: Arc<tokio::sync::Semaphore>,
+}
+
+/// Makes calls on one connection. Cheap to clone; clones share the
+/// connection. Every call shape is here: [`unary`](Self::unary),
+/// [`server_streaming`](Self::server_streaming),
+/// [`client_streaming`](Self::client_streaming), [`bidi`](Self::bidi), and
+/// `_json` variants.
+///
+/// ## Cancellation
+/// Dropping a call's future (or a streaming handle) resets its stream: the
+/// server drops the handler. A deadline ([`CallOptions`]) is sent to the
+/// server and enforced on both sides.
+#[derive(Debug, Clone)]
+pub struct Client {
+    conn: Connection,
+    shared: Arc<Shared>,
+    #[cfg(feature = "tower")]
+    tower: crate::tower::TowerSlot,
+}
+
+impl Client {
+    /// A client on `conn`, 4 MiB message limit, no default timeout.
+    pub fn new(conn: Connection) -> Client {
+        Client::with_limits(conn, DEFAULT_MAX_MESSAGE, None)
+    }
+
+    /// A client with a message limit (bytes, both directions; a larger
+    /// request fails locally with `RESOURCE_EXHAUSTED`, a larger response
+    /// fails the call) and a timeout for calls that set none.
+    pub fn with_limits(
+        conn: Connection,
+        max_message: usize,
+        default_timeout: Option<Duration>,
+    ) -> Client {
+        Client {
+            conn,
+            shared: Arc::new(Shared {
+                max_message,
+                default_timeout,
+                plain: Mutex::new(HashMap::default()),
+                #[cfg(feature = "tower")]
+                credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
+            }),
+            #[cfg(feature = "tower")]
+            tower: Default::default(),
+        }
+    }
+
+    /// Sets how many calls the `tower::Service` interface lets through
+    /// `poll_ready` at once (default 100). Applies to this client and the
+    /// clones made from it afterwards.
+    #[cfg(feature = "tower")]
+    #[must_use]
+    pub fn with_in_flight_limit(self, n: usize) -> Client {
+        Client {
+            shared: Arc::new(Shared {
+                max_message: self.shared.max_message,
+                default_timeout: self.shared.default_timeout,
+                plain: Mutex::new(HashMap::default()),
+                credit: crate::tower::semaphore(n),
+            }),
+            ..self
+        }
+    }
+
+    #[cfg(feature = "tower")]
+    pub(crate) fn credit(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.shared.credit
+    }
+
+    #[cfg(feature = "tower")]
+    pub(crate) fn tower_slot(&self) -> &crate::tower::TowerSlot {
+        &self.tower
+    }
+
+    /// The connection.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Whether the connection is closed: every call would fail `UNAVAILABLE`.
+    pub fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    fn max(&self) -> usize {
+        self.shared.max_message
+    }
+
+    /// The `OPEN` metadata of a call with no deadline or custom entries,
+    /// cached under the name as the caller spelled it (so a hit skips
+    /// canonicalisation too).
+    fn plain_metadata(&self, method: &str) -> Result<Metadata, Status> {
+        let mut cache = self.shared.plain.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = cache.get(method) {
+            return Ok(m.clone());
+        }
+        let m = Metadata::builder()
+            .method(&method::canonicalize(method)?)
+            .finish();
+        if cache.len() < PLAIN_CACHE_MAX {
+            cache.insert(method.into(), m.clone());
+        }
+        Ok(m)
+    }
+
+    /// The `OPEN` metadata and deadline of a call.
+    fn prepare(
+        &self,
+        method: &str,
+        opts: &CallOptions,
+    ) -> Result<(Metadata, Option<Instant>), Status> {
+        if opts.is_plain() && self.shared.default_timeout.is_none() {
+            return Ok((self.plain_metadata(method)?, None));
+        }
+        let method = method::canonicalize(method)?;
+        let now = Instant::now();
+        let deadline = opts.effective_deadline(now, self.shared.default_timeout)?;
+        Ok((opts.open_metadata(&method, deadline, now)?, deadline))
+    }
+
+    async fn open(&self, meta: Metadata, first: Framed, end: bool) -> Result<Stream, Status> {
+        let open = |payload, end| async move {
+            self.conn
+                .open(meta, payload, end)
+                .await
+                .map_err(|e| wire::from_mux(&e))
+        };
+        match first {
+            Framed::One(b) => open(b, end).await,
+            Framed::Two(prefix, body) => {
+                let mut s = open(prefix, false).await?;
+                s.send(body, end).await.map_err(|e| wire::from_stream(&e))?;
+                Ok(s)
+            }
+        }
+    }
+
+    /// A unary call on raw bytes.
+    pub async fn unary(&self, method: &str, request: Bytes) -> Result<Bytes, Status> {
+        self.unary_with(method, request, &CallOptions::new()).await
+    }
+
+    /// A unary call with options (deadline, metadata).
+    pub async fn unary_with(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+    ) -> Result<Bytes, Status> {
+        let framed = codec::frame(request, self.max())?;
+        self.unary_framed(method, framed, opts).await
+    }
+
+    async fn unary_framed(
+        &self,
+        method: &str,
+        framed: Framed,
+        opts: &CallOptions,
+    ) -> Result<Bytes, Status> {
+        let (meta, deadline) = self.prepare(method, opts)?;
+        within(deadline, async {
+            let mut stream = self.open(meta, framed, true).await?;
+            let mut reader = Reader::new(self.max());
+            read_response(&mut reader, &mut stream).await
+        })
+        .await
+    }
+
+    /// A unary call on JSON values.
+    #[cfg(feature = "json")]
+    pub async fn unary_json<Req, Resp>(&self, method: &str, request: &Req) -> Result<Resp, Status>
+    where
+        Req: serde::Serialize + ?Sized,
+        Resp: serde::de::DeserializeOwned,
+    {
+        self.unary_json_with(method, request, &CallOptions::new())
+            .await
+    }
+
+    /// A unary call on JSON values, with options.
+    #[cfg(feature = "json")]
+    pub async fn unary_json_with<Req, Resp>(
+        &self,
+        method: &str,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> Result<Resp, Status>
+    where
+        Req: serde::Serialize + ?Sized,
+        Resp: serde::de::DeserializeOwned,
+    {
+        let framed = Framed::One(crate::message::to_json(request, self.max())?);
+        let body = self.unary_framed(method, framed, opts).await?;
+        crate::message::from_json(&body)
+    }
+
+    /// A server-streaming call: sends `request`, returns the response stream.
+    pub async fn server_streaming(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+    ) -> Result<Streaming, Status> {
+        let framed = codec::frame(request, self.max())?;
+        self.start(method, framed, true, opts)
+            .await
+            .map(|c| Streaming { call: c })
+    }
+
+    /// A server-streaming call with a JSON request.
+    #[cfg(feature = "json")]
+    pub async fn server_streaming_json<Req: serde::Serialize + ?Sized>(
+        &self,
+        method: &str,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> Result<Streaming, Status> {
+        let framed = Framed::One(crate::message::to_json(request, self.max())?);
+        self.start(method, framed, true, opts)
+            .await
+            .map(|c| Streaming { call: c })
+    }
+
+    /// A client-streaming call: send messages, then
+    /// [`finish`](ClientStreamingCall::finish) for the response.
+    pub async fn client_streaming(
+        &self,
+        method: &str,
+        opts: &CallOptions,
+    ) -> Result<ClientStreamingCall, Status> {
+        self.start_empty(method, opts)
+            .await
+            .map(|c| ClientStreamingCall { call: c })
+    }
+
+    /// A bidirectional call.
+    pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
+        self.start_empty(method, opts)
+            .await
+            .map(|c| BidiCall { call: c })
+    }
+
+    async fn start_empty(&self, method: &str, opts: &CallOptions) -> Result<Call, Status> {
+        self.start(method, Framed::One(Bytes::new()), false, opts)
+            .await
+    }
+
+    async fn start(
+        &self,
+        method: &str,
+        first: Framed,
+        end: bool,
+        opts: &CallOptions,
+    ) -> Result<Call, Status> {
+        let (meta, deadline) = self.prepare(method, opts)?;
+        let stream = within(deadline, self.open(meta, first, end)).await?;
+        Ok(Call {
+            stream,
+            reader: Reader::new(self.max()),
+            max: self.max(),
+            deadline,
+            send_ended: end,
+            outcome: None,
+        })
+    }
+}
+
+/// Runs `work` until `deadline`.
+async fn within<T>(
+    deadline: Option<Instant>,
+    work: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    match deadline {
+        None => work.await,
+        Some(d) => tokio::time::timeout_at(d, work)
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded("deadline exceeded"))),
+    }
+}
+
+/// Reads a one-message response and its status.
+async fn read_response(reader: &mut Reader, stream: &mut Stream) -> Result<Bytes, Status> {
+    let first = reader.next(stream).await?;
+    let more = match first {
+        Some(_) => reader.next(stream).await?.is_some(),
+        None => false,
+    };
+    wire::status_of(reader.trailers())?;
+    match (first, more) {
+        (Some(m), false) => Ok(m),
+        (None, _) => Err(Status::internal("response ended without a message")),
+        (Some(_), true) => Err(Status::internal("more than one response message")),
+    }
+}
+
+/// The state shared by the streaming handles.
+#[derive(Debug)]
+struct Call {
+    stream: Stream,
+    reader: Reader,
+    max: usize,
+    deadline: Option<Instant>,
+    send_ended: bool,
+    /// Set once the call has a final outcome: later reads repeat it.
+    outcome: Option<Result<(), Status>>,
+}
+
+impl Call {
+    async fn message(&mut self) -> Result<Option<Bytes>, Status> {
+        if let Some(o) = &self.outcome {
+            return o.clone().map(|()| None);
+        }
+        let r = within(self.deadline, self.reader.next(&mut self.stream)).await;
+        let r = match r {
+            Ok(Some(m)) => return Ok(Some(m)),
+            Ok(None) => wire::status_of(self.reader.trailers()),
+            Err(e) => Err(e),
+        };
+        self.outcome = Some(r.clone());
+        r.map(|()| None)
+    }
+
+    async fn send_framed(&mut self, framed: Framed) -> Result<(), Status> {
+        if self.send_ended {
+            return Err(Status::new(
+                crate::Code::FAILED_PRECONDITION,
+                "send after close_send",
+            ));
+        }
+        if let Some(Err(e)) = &self.outcome {
+            return Err(e.clone());
+        }
+        match within(self.deadline, wire::send(&mut self.stream, framed, None)).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.failure(e).await),
+        }
+    }
+
+    /// After a failed send: the server may have ended the call with a
+    /// status (e.g. `UNIMPLEMENTED`) before resetting it; prefer that.
+    async fn failure(&mut self, send_error: Status) -> Status {
+        loop {
+            match self.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => return send_error,
+                Err(status) => {
+                    // A reset after the trailers reads as the trailers' status.
+                    return status;
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, message: Bytes) -> Result<(), Status> {
+        let framed = codec::frame(message, self.max)?;
+        self.send_framed(framed).await
+    }
+
+    #[cfg(feature = "json")]
+    async fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Status> {
+        let b = crate::message::to_json(value, self.max)?;
+        self.send_framed(Framed::One(b)).await
+    }
+
+    async fn close_send(&mut self) -> Result<(), Status> {
+        if self.send_ended {
+            return Ok(());
+        }
+        self.send_ended = true;
+        match within(self.deadline, async {
+            self.stream
+                .send(Bytes::new(), true)
+                .await
+                .map_err(|e| wire::from_stream(&e))
+        })
+        .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.failure(e).await),
+        }
+    }
+}
+
+/// The responses of a server-streaming call.
+///
+/// [`message`](Self::message) returns `Ok(None)` only after the server's
+/// explicit end with status `OK`; a reset, a dead connection or an error
+/// status is an `Err`, never a silent end.
+#[derive(Debug)]
+pub struct Streaming {
+    call: Call,
+}
+
+impl Streaming {
+    /// The next message; `Ok(None)` after a successful end.
+    pub async fn message(&mut self) -> Result<Option<Bytes>, Status> {
+        self.call.message().await
+    }
+
+    /// The next message as JSON.
+    #[cfg(feature = "json")]
+    pub async fn message_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Result<Option<T>, Status> {
+        decode_json(self.call.message().await?)
+    }
+}
+
+#[cfg(feature = "json")]
+fn decode_json<T: serde::de::DeserializeOwned>(m: Option<Bytes>) -> Result<Option<T>, Status> {
+    m.map(|b| crate::message::from_json(&b)).transpose()
+}
+
+/// A client-streaming call in progress.
+#[derive(Debug)]
+pub struct ClientStreamingCall {
+    call: Call,
+}
+
+impl ClientStreamingCall {
+    /// Sends one message (waits for flow-control credit).
+    pub async fn send(&mut self, message: Bytes) -> Result<(), Status> {
+        self.call.send(message).await
+    }
+
+    /// Sends one value as JSON.
+    #[cfg(feature = "json")]
+    pub async fn send_json<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+    ) -> Result<(), Status> {
+        self.call.send_json(value).await
+    }
+
+    /// Ends the request stream and waits for the response.
+    pub async fn finish(mut self) -> Result<Bytes, Status> {
+        self.call.close_send().await?;
+        let c = &mut self.call;
+        within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await
+    }
+
+    /// Ends the request stream and decodes the JSON response.
+    #[cfg(feature = "json")]
+    pub async fn finish_json<T: serde::de::DeserializeOwned>(self) -> Result<T, Status> {
+        crate::message::from_json(&self.finish().await?)
+    }
+}
+
+/// A bidirectional call in progress: send and receive from one task,
+/// interleaved as the method's protocol requires.
+#[derive(Debug)]
+pub struct BidiCall {
+    call: Call,
+}
+
+impl BidiCall {
+    /// Sends one message.
+    pub async fn send(&mut self, message: Bytes) -> Result<(), Status> {
+        self.call.send(message).await
+    }
+
+    /// Sends one value as JSON.
+    #[cfg(feature = "json")]
+    pub async fn send_json<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+    ) -> Result<(), Status> {
+        self.call.send_json(value).await
+    }
+
+    /// Ends this side: the server's `message()` returns `Ok(None)`.
+    pub async fn close_send(&mut self) -> Result<(), Status> {
+        self.call.close_send().await
+    }
+
+    /// The next message from the server; `Ok(None)` after its successful end.
+    pub async fn message(&mut self) -> Result<Option<Bytes>, Status> {
+        self.call.message().await
+    }
+
+    /// The next message as JSON.
+    #[cfg(feature = "json")]
+    pub async fn message_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Result<Option<T>, Status> {
+        decode_json(self.call.message().await?)
+    }
+}

@@ -1,0 +1,371 @@
+//! Messages over a stream: each message is a `u32` big-endian length and
+//! that many bytes. A message may arrive split over several chunks (frames)
+//! or several messages may share one; the decoder handles both and copies
+//! nothing when a message sits whole in one chunk.
+//!
+//! Sans-I/O: [`MessageDecoder`] is fed chunks and returns messages; the
+//! encoder functions return the bytes to send.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::Status;
+
+/// Bytes of the length prefix in front of every message.
+pub const PREFIX_LEN: usize = 4;
+
+/// Default largest message, after decompression: 4 MiB.
+pub const DEFAULT_MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// Messages up to this size are copied behind their prefix into one buffer
+/// (one frame); larger ones are sent as the prefix and then the caller's
+/// `Bytes` unchanged (no copy, one more frame).
+pub const COPY_THRESHOLD: usize = 16 * 1024;
+
+/// The prefix and body of an empty message, without allocating.
+pub fn empty_message() -> Bytes {
+    Bytes::from_static(&[0; PREFIX_LEN])
+}
+
+fn too_large(len: usize, max: usize) -> Status {
+    Status::resource_exhausted(format!(
+        "message of {len} bytes exceeds the {max}-byte limit"
+    ))
+}
+
+/// Checks a message to send against the limit.
+pub fn check_len(len: usize, max: usize) -> Result<u32, Status> {
+    match u32::try_from(len) {
+        Ok(n) if len <= max => Ok(n),
+        _ => Err(too_large(len, max)),
+    }
+}
+
+/// A message framed for sending: one buffer when small, prefix and body
+/// apart when large.
+#[derive(Debug)]
+pub enum Framed {
+    /// Prefix and body in one buffer.
+    One(Bytes),
+    /// The prefix, then the caller's body untouched.
+    Two(Bytes, Bytes),
+}
+
+/// Frames `body` (see [`COPY_THRESHOLD`]), checking it against `max`.
+pub fn frame(body: Bytes, max: usize) -> Result<Framed, Status> {
+    let len = check_len(body.len(), max)?;
+    if body.is_empty() {
+        return Ok(Framed::One(empty_message()));
+    }
+    if body.len() > COPY_THRESHOLD {
+        return Ok(Framed::Two(
+            Bytes::copy_from_slice(&len.to_be_bytes()),
+            body,
+        ));
+    }
+    let framed = frame_with::<std::convert::Infallible>(max, |buf| {
+        buf.put_slice(&body);
+        Ok(())
+    });
+    match framed {
+        Ok(r) => r.map(Framed::One),
+        Err(never) => match never {},
+    }
+}
+
+/// Size of the blocks the per-thread framing arena takes from the allocator.
+pub const ARENA_BLOCK: usize = 16 * 1024;
+
+thread_local! {
+    /// Framing arena: messages are written behind their prefix at its end
+    /// and split off as `Bytes` sharing its block, so framing a small
+    /// message allocates nothing in steady state (one block per ~16 KiB of
+    /// messages, and none while earlier messages are already released).
+    static ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// Frames a message produced by `write` (e.g. a serializer writing through
+/// `BufMut::writer`) in one buffer, prefix included, checking it against
+/// `max`. The outer error is `write`'s own.
+pub fn frame_with<E>(
+    max: usize,
+    write: impl FnOnce(&mut BytesMut) -> Result<(), E>,
+) -> Result<Result<Bytes, Status>, E> {
+    ARENA.with(|cell| {
+        // A re-entrant writer (framing a message while framing another) gets
+        // a fresh buffer instead of a panic.
+        let mut fresh = BytesMut::new();
+        let mut guard = cell.try_borrow_mut();
+        let buf = match guard.as_deref_mut() {
+            Ok(a) => a,
+            Err(_) => &mut fresh,
+        };
+        buf.clear();
+        if buf.capacity() < PREFIX_LEN + 64 {
+            buf.reserve(ARENA_BLOCK);
+        }
+        buf.put_slice(&[0; PREFIX_LEN]);
+        if let Err(e) = write(buf) {
+            buf.clear();
+            return Err(e);
+        }
+        let body_len = buf.len() - PREFIX_LEN;
+        Ok(match check_len(body_len, max) {
+            Ok(n) => {
+                buf[..PREFIX_LEN].copy_from_slice(&n.to_be_bytes());
+                Ok(buf.split().freeze())
+            }
+            Err(e) => {
+                buf.clear();
+                Err(e)
+            }
+        })
+    })
+}
+
+/// Reassembles messages from the chunks of one stream.
+///
+/// Memory is bounded by the limit: a declared length above it fails at
+/// once (`RESOURCE_EXHAUSTED`), and a message split over chunks grows its
+/// buffer only as its bytes arrive, never to the declared length up front.
+#[derive(Debug)]
+pub struct MessageDecoder {
+    max: usize,
+    prefix: [u8; PREFIX_LEN],
+    prefix_len: usize,
+    /// Length of the message being read, once its prefix is complete.
+    want: Option<usize>,
+    /// Body bytes of a message split over chunks.
+    partial: BytesMut,
+}
+
+impl MessageDecoder {
+    /// A decoder refusing messages above `max` bytes.
+    pub fn new(max: usize) -> MessageDecoder {
+        MessageDecoder {
+            max,
+            prefix: [0; PREFIX_LEN],
+            prefix_len: 0,
+            want: None,
+            partial: BytesMut::new(),
+        }
+    }
+
+    /// Takes the next whole message from the front of `chunk`, consuming
+    /// what it uses. `Ok(None)` when `chunk` ran out first (feed the next
+    /// chunk); the partial message is kept.
+    pub fn decode(&mut self, chunk: &mut Bytes) -> Result<Option<Bytes>, Status> {
+        let want = match self.want {
+            Some(w) => w,
+            None => {
+                if self.prefix_len == 0 && chunk.len() >= PREFIX_LEN {
+                    chunk.copy_to_slice(&mut self.prefix);
+                } else {
+                    let n = (PREFIX_LEN - self.prefix_len).min(chunk.len());
+                    chunk.copy_to_slice(&mut self.prefix[self.prefix_len..self.prefix_len + n]);
+                    self.prefix_len += n;
+                    if self.prefix_len < PREFIX_LEN {
+                        return Ok(None);
+                    }
+                }
+                self.prefix_len = 0;
+                let w = u32::from_be_bytes(self.prefix) as usize;
+                if w > self.max {
+                    return Err(too_large(w, self.max));
+                }
+                self.want = Some(w);
+                w
+            }
+        };
+        if self.partial.is_empty() && chunk.len() >= want {
+            // Zero copy: the whole message is in this chunk.
+            self.want = None;
+            let msg = if chunk.len() == want {
+                std::mem::take(chunk)
+            } else {
+                chunk.split_to(want)
+            };
+            return Ok(Some(msg));
+        }
+        let n = (want - self.partial.len()).min(chunk.len());
+        self.partial.extend_from_slice(&chunk[..n]);
+        chunk.advance(n);
+        if self.partial.len() < want {
+            return Ok(None);
+        }
+        self.want = None;
+        Ok(Some(self.partial.split().freeze()))
+    }
+
+    /// Whether a message has been started but not finished: at the end of
+    /// the stream that means the peer cut a message short.
+    pub fn is_mid_message(&self) -> bool {
+        self.want.is_some() || self.prefix_len > 0
+    }
+
+    /// The error for a stream that ended inside a message.
+    pub fn truncated() -> Status {
+        Status::internal("stream ended inside a message")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Code;
+
+    fn wire(msgs: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for m in msgs {
+            match frame(Bytes::copy_from_slice(m), usize::MAX).unwrap() {
+                Framed::One(b) => out.extend_from_slice(&b),
+                Framed::Two(p, b) => {
+                    out.extend_from_slice(&p);
+                    out.extend_from_slice(&b);
+                }
+            }
+        }
+        out
+    }
+
+    fn decode_chunks(chunks: Vec<Bytes>, max: usize) -> Result<(Vec<Bytes>, bool), Status> {
+        let mut d = MessageDecoder::new(max);
+        let mut out = Vec::new();
+        for mut c in chunks {
+            while let Some(m) = d.decode(&mut c)? {
+                out.push(m);
+            }
+            assert!(c.is_empty());
+        }
+        Ok((out, d.is_mid_message()))
+    }
+
+    #[test]
+    fn every_split_point_gives_the_same_messages() {
+        let big = vec![7u8; COPY_THRESHOLD + 5];
+        let msgs: [&[u8]; 4] = [b"hello", b"", b"{\"n\":1}", &big];
+        let bytes = wire(&msgs);
+        for a in 0..bytes.len() {
+            for b in [
+                a,
+                (a + 1).min(bytes.len()),
+                (a + 4000).min(bytes.len()),
+                bytes.len(),
+            ] {
+                let chunks = vec![
+                    Bytes::copy_from_slice(&bytes[..a]),
+                    Bytes::copy_from_slice(&bytes[a..b]),
+                    Bytes::copy_from_slice(&bytes[b..]),
+                ];
+                let (got, mid) = decode_chunks(chunks, usize::MAX).unwrap();
+                assert!(!mid);
+                let got: Vec<&[u8]> = got.iter().map(|m| &m[..]).collect();
+                assert_eq!(got, msgs, "split at {a}/{b}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_byte_at_a_time() {
+        let bytes = wire(&[b"abc", b"de"]);
+        let chunks = bytes
+            .iter()
+            .map(|b| Bytes::copy_from_slice(&[*b]))
+            .collect();
+        let (got, mid) = decode_chunks(chunks, 16).unwrap();
+        assert_eq!(got, [&b"abc"[..], &b"de"[..]]);
+        assert!(!mid);
+    }
+
+    #[test]
+    fn a_message_in_one_chunk_is_not_copied() {
+        let chunk = Bytes::from(wire(&[b"zero-copy"]));
+        let body_ptr = chunk[PREFIX_LEN..].as_ptr();
+        let mut c = chunk;
+        let m = MessageDecoder::new(64).decode(&mut c).unwrap().unwrap();
+        assert_eq!(m.as_ptr(), body_ptr);
+        assert_eq!(&m[..], b"zero-copy");
+    }
+
+    #[test]
+    fn oversize_declared_length_fails_before_buffering() {
+        let mut d = MessageDecoder::new(10);
+        let mut c = Bytes::from_static(&[0, 0, 0, 11, 1]);
+        let e = d.decode(&mut c).unwrap_err();
+        assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED);
+        assert!(e.message().contains("11 bytes"));
+        // u32::MAX declared, one byte sent: nothing reserved.
+        let mut d = MessageDecoder::new(DEFAULT_MAX_MESSAGE);
+        let mut c = Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 1]);
+        assert!(d.decode(&mut c).is_err());
+        assert_eq!(d.partial.capacity(), 0);
+    }
+
+    #[test]
+    fn a_cut_message_is_reported_mid_message() {
+        let bytes = wire(&[b"abcdef"]);
+        let (got, mid) = decode_chunks(vec![Bytes::copy_from_slice(&bytes[..7])], 64).unwrap();
+        assert!(got.is_empty() && mid);
+        let (_, mid) = decode_chunks(vec![Bytes::copy_from_slice(&bytes[..2])], 64).unwrap();
+        assert!(mid);
+        assert_eq!(MessageDecoder::truncated().code(), Code::INTERNAL);
+    }
+
+    #[test]
+    fn framing_sizes_and_limits() {
+        assert_eq!(&empty_message()[..], &[0, 0, 0, 0]);
+        assert!(matches!(frame(Bytes::new(), 0).unwrap(), Framed::One(b) if b.len() == 4));
+        match frame(Bytes::from_static(b"{\"n\":1}"), 64).unwrap() {
+            Framed::One(b) => assert_eq!(&b[..], b"\0\0\0\x07{\"n\":1}"),
+            Framed::Two(..) => panic!("small message split"),
+        }
+        let big = Bytes::from(vec![1u8; COPY_THRESHOLD + 1]);
+        let ptr = big.as_ptr();
+        match frame(big, usize::MAX).unwrap() {
+            Framed::Two(p, b) => {
+                assert_eq!(
+                    u32::from_be_bytes(p[..].try_into().unwrap()) as usize,
+                    COPY_THRESHOLD + 1
+                );
+                assert_eq!(b.as_ptr(), ptr);
+            }
+            Framed::One(_) => panic!("large message copied"),
+        }
+        let e = frame(Bytes::from_static(b"12345"), 4).unwrap_err();
+        assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED);
+    }
+
+    #[test]
+    fn frame_with_writes_prefix_and_checks_limit() {
+        let b = frame_with::<()>(64, |v| {
+            v.put_slice(b"{\"n\":1}");
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(&b[..], b"\0\0\0\x07{\"n\":1}");
+        let e = frame_with::<()>(3, |v| {
+            v.put_slice(b"abcd");
+            Ok(())
+        })
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED);
+        assert_eq!(frame_with(3, |_| Err("boom")).unwrap_err(), "boom");
+        // A nested call still works, and large messages too.
+        let outer = frame_with::<()>(usize::MAX, |v| {
+            let inner = frame_with::<()>(8, |w| {
+                w.put_u8(1);
+                Ok(())
+            })
+            .unwrap()
+            .unwrap();
+            v.put_slice(&inner);
+            v.put_bytes(0, 5 * ARENA_BLOCK);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(outer.len(), 4 + 5 + 5 * ARENA_BLOCK);
+        assert_eq!(&outer[4..9], &[0, 0, 0, 1, 1]);
+    }
+}

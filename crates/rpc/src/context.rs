@@ -1,0 +1,294 @@
+//! What a handler knows about its call: method, deadline, peer, metadata,
+//! and a cancellation signal.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use weft_frame::Metadata;
+
+use crate::CallOptions;
+use crate::hash::FastHash;
+
+/// What the server knows about the other end of a connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerInfo {
+    /// The peer's address as text (`ip:port`, a socket path, `memory`), when known.
+    pub addr: Option<String>,
+    /// Whether frames are encrypted on this connection.
+    pub encrypted: bool,
+    /// Whether frames may be compressed on this connection.
+    pub compressed: bool,
+}
+
+impl PeerInfo {
+    /// Peer info with an address and the negotiated switches.
+    pub fn new(addr: Option<String>, encrypted: bool, compressed: bool) -> PeerInfo {
+        PeerInfo {
+            addr,
+            encrypted,
+            compressed,
+        }
+    }
+}
+
+/// The context of one incoming call, handed to its handler.
+///
+/// The deadline is the caller's: the server cancels the handler (drops its
+/// future) when it passes, and answers `DEADLINE_EXCEEDED`. Pass
+/// [`Context::call_options`] to calls the handler makes so they inherit it.
+#[derive(Debug)]
+pub struct Context {
+    method: Arc<str>,
+    deadline: Option<Instant>,
+    peer: Arc<PeerInfo>,
+    metadata: Metadata,
+    cancel: CancelSlot,
+}
+
+impl Context {
+    /// A context for calling a handler directly, e.g. in a unit test: no
+    /// connection, and a cancellation signal that never fires.
+    pub fn new(
+        method: &str,
+        deadline: Option<Instant>,
+        metadata: Metadata,
+        peer: PeerInfo,
+    ) -> Context {
+        Context {
+            method: Arc::from(method),
+            deadline,
+            peer: Arc::new(peer),
+            metadata,
+            cancel: CancelSlot::Detached,
+        }
+    }
+
+    pub(crate) fn for_call(
+        method: Arc<str>,
+        deadline: Option<Instant>,
+        peer: Arc<PeerInfo>,
+        metadata: Metadata,
+        calls: Arc<Calls>,
+        id: u32,
+    ) -> Context {
+        Context {
+            method,
+            deadline,
+            peer,
+            metadata,
+            cancel: CancelSlot::Call(calls, id),
+        }
+    }
+
+    /// The canonical method name.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// When the caller stops waiting, if it said.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left before the deadline (zero once it passed), if there is one.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// The peer.
+    pub fn peer(&self) -> &PeerInfo {
+        &self.peer
+    }
+
+    /// The call's metadata (the `OPEN` frame's block: method, timeout and
+    /// custom entries; read custom ones with [`Metadata::get`]).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Options for a call made on behalf of this one: they carry this
+    /// call's deadline, so a nested call gives up when the caller does.
+    pub fn call_options(&self) -> CallOptions {
+        let o = CallOptions::new();
+        match self.deadline {
+            Some(d) => o.deadline(d),
+            None => o,
+        }
+    }
+
+    /// A signal that fires if this call is cancelled (the caller went away,
+    /// the deadline passed, the connection died), for work the handler hands
+    /// to other tasks. The handler itself needs none: its future is dropped.
+    ///
+    /// Costs nothing until used. Asked for after the call has ended, it
+    /// reports cancelled: the call's work is moot either way.
+    pub fn cancellation(&self) -> CancelSignal {
+        match &self.cancel {
+            CancelSlot::Detached => CancelSignal::new(),
+            CancelSlot::Call(calls, id) => calls.signal(*id),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum CancelSlot {
+    Detached,
+    Call(Arc<Calls>, u32),
+}
+
+#[derive(Debug, Default)]
+struct SignalInner {
+    cancelled: AtomicBool,
+    notify: Notify,
+}
+
+/// Fires when a call is cancelled; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CancelSignal {
+    inner: Arc<SignalInner>,
+}
+
+impl CancelSignal {
+    fn new() -> CancelSignal {
+        CancelSignal {
+            inner: Arc::new(SignalInner::default()),
+        }
+    }
+
+    fn fire(&self) {
+        self.inner.cancelled.store(true, Ordering::Release);
+        self.inner.notify.notify_waiters();
+    }
+
+    /// Whether the call was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Resolves when the call is cancelled (at once if it already was).
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.inner.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The live calls of one connection, and the cancellation signals handlers
+/// asked for. A signal is allocated only when a handler asks.
+#[derive(Debug, Default)]
+pub(crate) struct Calls {
+    live: Mutex<HashMap<u32, Option<CancelSignal>, FastHash>>,
+}
+
+impl Calls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Option<CancelSignal>, FastHash>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn begin(&self, id: u32) {
+        self.lock().insert(id, None);
+    }
+
+    pub(crate) fn end(&self, id: u32, cancelled: bool) {
+        let slot = self.lock().remove(&id);
+        if let Some(Some(sig)) = slot
+            && cancelled
+        {
+            sig.fire();
+        }
+    }
+
+    fn signal(&self, id: u32) -> CancelSignal {
+        let mut live = self.lock();
+        match live.get_mut(&id) {
+            Some(slot) => slot.get_or_insert_with(CancelSignal::new).clone(),
+            None => {
+                let s = CancelSignal::new();
+                s.fire();
+                s
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn signal_fires_only_on_cancel_and_after_the_end() {
+        let calls = Arc::new(Calls::default());
+        calls.begin(1);
+        calls.begin(3);
+        let peer = Arc::new(PeerInfo::new(Some("memory".into()), true, false));
+        let ctx = Context::for_call(
+            Arc::from("echo"),
+            None,
+            peer,
+            Metadata::new(),
+            calls.clone(),
+            1,
+        );
+        let sig = ctx.cancellation();
+        let sig2 = ctx.cancellation();
+        assert!(!sig.is_cancelled());
+        let waiter = tokio::spawn(async move { sig2.cancelled().await });
+        tokio::task::yield_now().await;
+        calls.end(1, true);
+        waiter.await.unwrap();
+        assert!(sig.is_cancelled());
+        sig.cancelled().await; // already fired: returns at once
+        // A call that ends normally does not fire its signal...
+        let ctx3 = Context::for_call(
+            Arc::from("echo"),
+            None,
+            Arc::new(PeerInfo::default()),
+            Metadata::new(),
+            calls.clone(),
+            3,
+        );
+        let s3 = ctx3.cancellation();
+        calls.end(3, false);
+        assert!(!s3.is_cancelled());
+        // ...but a signal asked for after the end reports the call over.
+        assert!(ctx3.cancellation().is_cancelled());
+        assert_eq!(calls.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn accessors_and_nested_options() {
+        let meta = Metadata::builder().custom(b"k", b"v").finish();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let ctx = Context::new(
+            "svc/m",
+            Some(deadline),
+            meta,
+            PeerInfo::new(None, false, true),
+        );
+        assert_eq!(ctx.method(), "svc/m");
+        assert_eq!(ctx.deadline(), Some(deadline));
+        assert_eq!(ctx.remaining(), Some(Duration::from_secs(2)));
+        assert_eq!(ctx.metadata().get(b"k"), Some(&b"v"[..]));
+        assert!(ctx.peer().compressed && !ctx.peer().encrypted);
+        assert_eq!(ctx.call_options().deadline_at(), Some(deadline));
+        assert!(!ctx.cancellation().is_cancelled());
+        let free = Context::new("m", None, Metadata::new(), PeerInfo::default());
+        assert_eq!(free.remaining(), None);
+        assert_eq!(free.call_options().deadline_at(), None);
+    }
+}

@@ -1,0 +1,103 @@
+//! How handler inputs and outputs become messages: raw `Bytes` as they are,
+//! typed values through JSON (feature `json`).
+
+use bytes::Bytes;
+
+use crate::Status;
+use crate::codec::{self, Framed};
+
+/// A request type a handler can take.
+pub(crate) trait Decode: Sized + Send + 'static {
+    fn decode(body: Bytes) -> Result<Self, Status>;
+}
+
+/// A response type a handler can return.
+pub(crate) trait Encode: Send + 'static {
+    fn encode(self, max: usize) -> Result<Framed, Status>;
+}
+
+impl Decode for Bytes {
+    fn decode(body: Bytes) -> Result<Bytes, Status> {
+        Ok(body)
+    }
+}
+
+impl Encode for Bytes {
+    fn encode(self, max: usize) -> Result<Framed, Status> {
+        codec::frame(self, max)
+    }
+}
+
+/// A typed value carried as JSON.
+#[cfg(feature = "json")]
+#[derive(Debug)]
+pub(crate) struct Json<T>(pub(crate) T);
+
+#[cfg(feature = "json")]
+impl<T: serde::de::DeserializeOwned + Send + 'static> Decode for Json<T> {
+    fn decode(body: Bytes) -> Result<Self, Status> {
+        from_json(&body).map(Json)
+    }
+}
+
+#[cfg(feature = "json")]
+impl<T: serde::Serialize + Send + 'static> Encode for Json<T> {
+    fn encode(self, max: usize) -> Result<Framed, Status> {
+        to_json(&self.0, max).map(Framed::One)
+    }
+}
+
+/// Decodes a JSON message; malformed input is `INVALID_ARGUMENT`. An empty
+/// message reads as `null` (a nil request: `()` and `Option<T>` accept it).
+#[cfg(feature = "json")]
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Status> {
+    let body = if body.is_empty() { b"null" } else { body };
+    serde_json::from_slice(body)
+        .map_err(|e| Status::invalid_argument(format!("malformed JSON message: {e}")))
+}
+
+/// Encodes a value as one framed JSON message (one allocation).
+#[cfg(feature = "json")]
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
+    value: &T,
+    max: usize,
+) -> Result<Bytes, Status> {
+    use bytes::BufMut as _;
+    codec::frame_with(max, |buf| serde_json::to_writer(buf.writer(), value))
+        .map_err(|e| Status::internal(format!("cannot encode JSON: {e}")))?
+}
+
+#[cfg(all(test, feature = "json"))]
+mod tests {
+    use super::*;
+    use crate::Code;
+
+    #[test]
+    fn json_round_trip_and_errors() {
+        let b = to_json(&serde_json::json!({"n": 1}), 64).unwrap();
+        assert_eq!(&b[..], b"\0\0\0\x07{\"n\":1}");
+        let v: serde_json::Value = from_json(&b[4..]).unwrap();
+        assert_eq!(v["n"], 1);
+        let e = from_json::<serde_json::Value>(b"{nope").unwrap_err();
+        assert_eq!(e.code(), Code::INVALID_ARGUMENT);
+        assert_eq!(
+            to_json(&"x".repeat(100), 10).unwrap_err().code(),
+            Code::RESOURCE_EXHAUSTED
+        );
+        struct Bad;
+        impl serde::Serialize for Bad {
+            fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+                Err(serde::ser::Error::custom("refuses"))
+            }
+        }
+        assert_eq!(to_json(&Bad, 64).unwrap_err().code(), Code::INTERNAL);
+        let nil: Option<u32> = from_json(b"").unwrap();
+        assert_eq!(nil, None);
+        from_json::<()>(b"").unwrap();
+        assert!(from_json::<u32>(b"").is_err());
+        let Json(n) = <Json<u32>>::decode(Bytes::from_static(b"5")).unwrap();
+        assert_eq!(n, 5);
+        assert!(matches!(Json(5u32).encode(64).unwrap(), Framed::One(_)));
+        assert_eq!(Bytes::decode(Bytes::from_static(b"x")).unwrap(), "x");
+    }
+}

@@ -1,0 +1,160 @@
+//! Per-call options: deadline and custom metadata.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use weft_frame::Metadata;
+
+use crate::{Status, deadline};
+
+/// A custom metadata entry: key and value.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// Options for one outgoing call.
+///
+/// A call's deadline is the earlier of [`deadline`](Self::deadline) and
+/// now + [`timeout`](Self::timeout); it travels to the server as the time
+/// remaining, and both sides enforce it. Without either, the client's
+/// default timeout (if any) applies.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    deadline: Option<Instant>,
+    timeout: Option<Duration>,
+    metadata: Vec<Entry>,
+}
+
+impl CallOptions {
+    /// No deadline, no metadata.
+    pub fn new() -> CallOptions {
+        CallOptions::default()
+    }
+
+    /// Give up after `timeout`, counted from when the call starts. Longer
+    /// than [`deadline::MAX_TIMEOUT`] fails the call with `INVALID_ARGUMENT`.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> CallOptions {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Give up at `at` (e.g. a handler's own deadline; see
+    /// `Context::call_options`).
+    #[must_use]
+    pub fn deadline(mut self, at: Instant) -> CallOptions {
+        self.deadline = Some(at);
+        self
+    }
+
+    /// Adds a custom metadata entry (key 1–255 bytes; an empty key is
+    /// skipped), visible to the handler through `Context::metadata`.
+    #[must_use]
+    pub fn metadata(mut self, key: &[u8], value: &[u8]) -> CallOptions {
+        self.metadata.push((key.into(), value.into()));
+        self
+    }
+
+    /// The explicit deadline, if set.
+    pub fn deadline_at(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The timeout, if set.
+    pub fn timeout_value(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Whether the call needs metadata beyond its method name.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.deadline.is_none() && self.timeout.is_none() && self.metadata.is_empty()
+    }
+
+    /// The effective deadline of a call starting at `now`.
+    pub(crate) fn effective_deadline(
+        &self,
+        now: Instant,
+        default_timeout: Option<Duration>,
+    ) -> Result<Option<Instant>, Status> {
+        let timeout = match self.timeout.or(if self.deadline.is_none() {
+            default_timeout
+        } else {
+            None
+        }) {
+            Some(t) => Some(now + deadline::check_outgoing(t)?),
+            None => None,
+        };
+        Ok(match (self.deadline, timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// The `OPEN` metadata for `method` (canonical) with this deadline.
+    pub(crate) fn open_metadata(
+        &self,
+        method: &str,
+        deadline: Option<Instant>,
+        now: Instant,
+    ) -> Result<Metadata, Status> {
+        let mut b = Metadata::builder().method(method);
+        if let Some(d) = deadline {
+            b = b.timeout(deadline::remaining(d, now)?);
+        }
+        for (k, v) in &self.metadata {
+            b = b.custom(k, v);
+        }
+        Ok(b.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Code;
+
+    #[test]
+    fn effective_deadline_is_the_earlier_one() {
+        let now = Instant::now();
+        let o = CallOptions::new();
+        assert!(o.is_plain());
+        assert_eq!(o.effective_deadline(now, None).unwrap(), None);
+        let s = Duration::from_secs(1);
+        assert_eq!(o.effective_deadline(now, Some(s)).unwrap(), Some(now + s));
+        let o = CallOptions::new().timeout(2 * s);
+        assert!(!o.is_plain());
+        assert_eq!(o.timeout_value(), Some(2 * s));
+        assert_eq!(
+            o.effective_deadline(now, Some(s)).unwrap(),
+            Some(now + 2 * s)
+        );
+        let o = CallOptions::new().timeout(2 * s).deadline(now + s);
+        assert_eq!(o.effective_deadline(now, None).unwrap(), Some(now + s));
+        let o = CallOptions::new().deadline(now + 3 * s);
+        // An explicit deadline replaces the client's default timeout.
+        assert_eq!(
+            o.effective_deadline(now, Some(s)).unwrap(),
+            Some(now + 3 * s)
+        );
+        let o = CallOptions::new().timeout(deadline::MAX_TIMEOUT + s);
+        assert_eq!(
+            o.effective_deadline(now, None).unwrap_err().code(),
+            Code::INVALID_ARGUMENT
+        );
+    }
+
+    #[test]
+    fn open_metadata_carries_method_timeout_and_custom_entries() {
+        let now = Instant::now();
+        let o = CallOptions::new()
+            .metadata(b"trace", b"abc")
+            .metadata(b"", b"skipped");
+        let m = o
+            .open_metadata("svc/m", Some(now + Duration::from_millis(1500)), now)
+            .unwrap();
+        assert_eq!(m.method(), Some("svc/m"));
+        assert_eq!(m.timeout(), Some(Duration::from_millis(1500)));
+        assert_eq!(m.get(b"trace"), Some(&b"abc"[..]));
+        assert_eq!(m.iter().count(), 3);
+        let late = o.open_metadata("m", Some(now), now).unwrap_err();
+        assert_eq!(late.code(), Code::DEADLINE_EXCEEDED);
+    }
+}

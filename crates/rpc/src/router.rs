@@ -1,0 +1,435 @@
+//! The [`Router`]: canonical method names to async handlers.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::hash::FastHash;
+use crate::message::{Decode, Encode};
+use crate::pool::Pool;
+use crate::server::{self, ServerCall};
+use crate::{BidiStream, Context, RequestStream, ResponseSink, Status, method};
+
+pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// A registered handler, its types erased. `start` runs the call's first
+/// poll inline (in a pooled slot, no allocation in steady state) and
+/// returns it boxed only if it is still pending, for the caller to spawn.
+pub(crate) trait Handler: Send + Sync + 'static {
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>;
+}
+
+/// Polls `fut` once in a slot of `pool`; boxes it only if still pending.
+fn run_inline<T>(pool: &Arc<Pool>, fut: T, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>
+where
+    T: Future<Output = ()> + Send + 'static,
+{
+    let mut pooled = pool.start(fut);
+    match Pin::new(&mut pooled).poll(cx) {
+        std::task::Poll::Ready(()) => None,
+        std::task::Poll::Pending => Some(Box::pin(pooled)),
+    }
+}
+
+/// The shape of a method, for listings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One request, one response.
+    Unary,
+    /// One request, a stream of responses.
+    ServerStreaming,
+    /// A stream of requests, one response.
+    ClientStreaming,
+    /// Streams both ways.
+    Bidi,
+}
+
+#[derive(Clone)]
+pub(crate) struct Route {
+    pub(crate) name: Arc<str>,
+    pub(crate) shape: Shape,
+    pub(crate) handler: Arc<dyn Handler>,
+}
+
+/// Maps method names to handlers.
+///
+/// Names are canonicalised at registration and on every call (see
+/// [`method`](crate::method)), so `/Echo`, `echo` and `ECHO/` reach the same
+/// handler. Handlers are async closures taking a [`Context`]; raw handlers
+/// deal in `Bytes`, the `_json` variants in serde types.
+///
+/// ```
+/// use bytes::Bytes;
+/// use weft_rpc::{Router, Status};
+///
+/// let router = Router::new()
+///     .unary("echo", |_ctx, req: Bytes| async move { Ok::<_, Status>(req) });
+/// assert!(router.has_method("/Echo"));
+/// ```
+#[derive(Default, Clone)]
+pub struct Router {
+    routes: HashMap<Arc<str>, Route, FastHash>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut m = f.debug_map();
+        for (name, r) in &self.routes {
+            m.entry(name, &r.shape);
+        }
+        m.finish()
+    }
+}
+
+impl Router {
+    /// An empty router: every call is `UNIMPLEMENTED`.
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    fn add(mut self, name: &str, shape: Shape, handler: Arc<dyn Handler>) -> Router {
+        let canonical: Arc<str> = match method::canonicalize(name) {
+            Ok(c) => Arc::from(&*c),
+            Err(e) => panic!("cannot register method {name:?}: {e}"),
+        };
+        let route = Route {
+            name: canonical.clone(),
+            shape,
+            handler,
+        };
+        if self.routes.insert(canonical.clone(), route).is_some() {
+            panic!("method {canonical:?} registered twice");
+        }
+        self
+    }
+
+    /// Registers a unary handler on raw bytes.
+    ///
+    /// # Panics
+    /// If `name` is not a valid method name or is already registered (both
+    /// are programming errors, caught at start-up).
+    pub fn unary<F, Fut>(self, name: &str, handler: F) -> Router
+    where
+        F: Fn(Context, Bytes) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Bytes, Status>> + Send + 'static,
+    {
+        self.add(
+            name,
+            Shape::Unary,
+            Arc::new(Unary::<F, Bytes, Bytes>::new(handler)),
+        )
+    }
+
+    /// Registers a unary handler on JSON values.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    #[cfg(feature = "json")]
+    pub fn unary_json<F, Fut, Req, Resp>(self, name: &str, handler: F) -> Router
+    where
+        F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Req: serde::de::DeserializeOwned + Send + 'static,
+        Resp: serde::Serialize + Send + 'static,
+    {
+        use crate::message::Json;
+        let h = move |ctx, Json(req): Json<Req>| {
+            let fut = handler(ctx, req);
+            async move { fut.await.map(Json) }
+        };
+        self.add(name, Shape::Unary, Arc::new(Unary::new(h)))
+    }
+
+    /// Registers a server-streaming handler: one request, then messages sent
+    /// through the [`ResponseSink`]; the call ends with the handler's result.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn server_streaming<F, Fut>(self, name: &str, handler: F) -> Router
+    where
+        F: Fn(Context, Bytes, ResponseSink) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        self.add(
+            name,
+            Shape::ServerStreaming,
+            Arc::new(ServerStreaming::<F, Bytes>::new(handler)),
+        )
+    }
+
+    /// Registers a server-streaming handler whose request is JSON (send
+    /// JSON responses with [`ResponseSink::send_json`]).
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    #[cfg(feature = "json")]
+    pub fn server_streaming_json<F, Fut, Req>(self, name: &str, handler: F) -> Router
+    where
+        F: Fn(Context, Req, ResponseSink) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+        Req: serde::de::DeserializeOwned + Send + 'static,
+    {
+        use crate::message::Json;
+        let h = move |ctx, Json(req): Json<Req>, sink| handler(ctx, req, sink);
+        self.add(
+            name,
+            Shape::ServerStreaming,
+            Arc::new(ServerStreaming::new(h)),
+        )
+    }
+
+    /// Registers a client-streaming handler: reads messages from the
+    /// [`RequestStream`], returns one response.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn client_streaming<F, Fut>(self, name: &str, handler: F) -> Router
+    where
+        F: Fn(Context, RequestStream) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Bytes, Status>> + Send + 'static,
+    {
+        self.add(
+            name,
+            Shape::ClientStreaming,
+            Arc::new(ClientStreaming::<F, Bytes>::new(handler)),
+        )
+    }
+
+    /// Registers a client-streaming handler returning a JSON response (read
+    /// JSON requests with [`RequestStream::message_json`]).
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    #[cfg(feature = "json")]
+    pub fn client_streaming_json<F, Fut, Resp>(self, name: &str, handler: F) -> Router
+    where
+        F: Fn(Context, RequestStream) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Resp: serde::Serialize + Send + 'static,
+    {
+        use crate::message::Json;
+        let h = move |ctx, rx| {
+            let fut = handler(ctx, rx);
+            async move { fut.await.map(Json) }
+        };
+        self.add(
+            name,
+            Shape::ClientStreaming,
+            Arc::new(ClientStreaming::new(h)),
+        )
+    }
+
+    /// Registers a bidirectional handler.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn bidi<F, Fut>(self, name: &str, handler: F) -> Router
+    where
+        F: Fn(Context, BidiStream) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        self.add(name, Shape::Bidi, Arc::new(Bidi::new(handler)))
+    }
+
+    /// Whether a method (any spelling) is registered.
+    pub fn has_method(&self, name: &str) -> bool {
+        self.route(name).is_ok()
+    }
+
+    /// The canonical names and shapes of every method, sorted.
+    pub fn methods(&self) -> Vec<(&str, Shape)> {
+        let mut v: Vec<_> = self.routes.values().map(|r| (&*r.name, r.shape)).collect();
+        v.sort_by_key(|(n, _)| *n);
+        v
+    }
+
+    /// Finds the route of a called name: `INVALID_ARGUMENT` for a malformed
+    /// name, `UNIMPLEMENTED` for an unknown one.
+    pub(crate) fn route(&self, name: &str) -> Result<&Route, Status> {
+        let canonical = method::canonicalize(name)?;
+        self.routes
+            .get(&*canonical)
+            .ok_or_else(|| Status::unimplemented(format!("no method {:?}", canonical.as_ref())))
+    }
+}
+
+struct Unary<F, Req, Resp> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+    _t: PhantomData<fn(Req) -> Resp>,
+}
+
+impl<F, Req, Resp> Unary<F, Req, Resp> {
+    fn new(f: F) -> Self {
+        Unary {
+            f: Arc::new(f),
+            pool: Arc::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<F, Fut, Req, Resp> Handler for Unary<F, Req, Resp>
+where
+    F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+    Req: Decode,
+    Resp: Encode,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        run_inline(
+            &self.pool,
+            server::unary(call, move |ctx, req| f(ctx, req)),
+            cx,
+        )
+    }
+}
+
+struct ServerStreaming<F, Req> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+    _t: PhantomData<fn(Req)>,
+}
+
+impl<F, Req> ServerStreaming<F, Req> {
+    fn new(f: F) -> Self {
+        ServerStreaming {
+            f: Arc::new(f),
+            pool: Arc::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<F, Fut, Req> Handler for ServerStreaming<F, Req>
+where
+    F: Fn(Context, Req, ResponseSink) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    Req: Decode,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        let fut = server::server_streaming(call, move |ctx, req, sink| f(ctx, req, sink));
+        run_inline(&self.pool, fut, cx)
+    }
+}
+
+struct ClientStreaming<F, Resp> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+    _t: PhantomData<fn() -> Resp>,
+}
+
+impl<F, Resp> ClientStreaming<F, Resp> {
+    fn new(f: F) -> Self {
+        ClientStreaming {
+            f: Arc::new(f),
+            pool: Arc::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<F, Fut, Resp> Handler for ClientStreaming<F, Resp>
+where
+    F: Fn(Context, RequestStream) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+    Resp: Encode,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        run_inline(
+            &self.pool,
+            server::client_streaming(call, move |ctx, rx| f(ctx, rx)),
+            cx,
+        )
+    }
+}
+
+struct Bidi<F> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+}
+
+impl<F> Bidi<F> {
+    fn new(f: F) -> Self {
+        Bidi {
+            f: Arc::new(f),
+            pool: Arc::default(),
+        }
+    }
+}
+
+impl<F, Fut> Handler for Bidi<F>
+where
+    F: Fn(Context, BidiStream) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Status>> + Send + 'static,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        run_inline(&self.pool, server::bidi(call, move |ctx, s| f(ctx, s)), cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Code;
+
+    fn router() -> Router {
+        Router::new()
+            .unary("Echo", |_c, b| async move { Ok(b) })
+            .server_streaming("svc/count", |_c, _b, _s| async move { Ok(()) })
+            .client_streaming("svc/sum", |_c, _r| async move { Ok(Bytes::new()) })
+            .bidi("svc/chat", |_c, _s| async move { Ok(()) })
+    }
+
+    #[test]
+    fn routes_by_canonical_name() {
+        let r = router();
+        for n in ["echo", "/ECHO", "echo/", "//Echo"] {
+            assert!(r.has_method(n), "{n}");
+            assert_eq!(&*r.route(n).unwrap().name, "echo");
+        }
+        assert_eq!(
+            r.methods(),
+            [
+                ("echo", Shape::Unary),
+                ("svc/chat", Shape::Bidi),
+                ("svc/count", Shape::ServerStreaming),
+                ("svc/sum", Shape::ClientStreaming),
+            ]
+        );
+        assert!(format!("{r:?}").contains("svc/chat"));
+    }
+
+    #[test]
+    fn unknown_and_malformed_names() {
+        let r = router();
+        let e = r.route("nope").err().unwrap();
+        assert_eq!(e.code(), Code::UNIMPLEMENTED);
+        assert!(e.message().contains("nope"));
+        assert_eq!(
+            r.route("../echo").err().unwrap().code(),
+            Code::INVALID_ARGUMENT
+        );
+        assert_eq!(r.route("").err().unwrap().code(), Code::INVALID_ARGUMENT);
+    }
+
+    #[test]
+    #[should_panic(expected = "registered twice")]
+    fn duplicate_registration_panics() {
+        let _ = router().unary("/echo", |_c, b| async move { Ok(b) });
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot register")]
+    fn malformed_registration_panics() {
+        let _ = Router::new().unary("a b", |_c, b| async move { Ok(b) });
+    }
+}

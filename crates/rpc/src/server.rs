@@ -1,0 +1,389 @@
+//! Serving calls on one connection.
+//!
+//! For each stream the peer opens, the server canonicalises the method,
+//! checks the deadline, builds the [`Context`] and starts the handler's
+//! call future *inline* on the accepting task: a handler that finishes
+//! without waiting (the common unary case) completes, response written,
+//! without a task spawn or a cross-thread wake-up. Only a call still pending
+//! after that first poll is spawned.
+//!
+//! The price of the inline poll: a handler that computes for a long time
+//! before its first `.await` holds up the next call on the same connection
+//! for that long. Move heavy work to `tokio::task::spawn_blocking` (or
+//! yield first); other connections are unaffected either way.
+//!
+//! Every call ends with exactly one status: the handler's result,
+//! `DEADLINE_EXCEEDED` when its deadline passes (the handler is dropped),
+//! `INTERNAL` when it panics, `RESOURCE_EXHAUSTED` for an oversize message,
+//! `UNIMPLEMENTED` / `INVALID_ARGUMENT` for a method that does not route.
+//! Each affects that call only.
+
+use std::future::{Future, poll_fn};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use weft_mux::{Incoming, Stream};
+
+use crate::codec::{DEFAULT_MAX_MESSAGE, Framed};
+use crate::context::Calls;
+use crate::message::{Decode, Encode};
+use crate::router::BoxFuture;
+use crate::streams::Slot;
+use crate::wire::{self, Reader};
+use crate::{
+    BidiStream, Code, Context, PeerInfo, RequestStream, ResponseSink, Router, Status, deadline,
+};
+
+/// Serves a [`Router`] on connections.
+#[derive(Debug, Clone)]
+pub struct Server {
+    router: Arc<Router>,
+    max_message: usize,
+}
+
+impl Server {
+    /// A server for `router`, with the default 4 MiB message limit.
+    pub fn new(router: Router) -> Server {
+        Server {
+            router: Arc::new(router),
+            max_message: DEFAULT_MAX_MESSAGE,
+        }
+    }
+
+    /// Largest message accepted or sent, in bytes (default 4 MiB). A call
+    /// whose request is larger fails with `RESOURCE_EXHAUSTED`; memory per
+    /// call is bounded by it.
+    #[must_use]
+    pub fn max_message(mut self, bytes: usize) -> Server {
+        self.max_message = bytes;
+        self
+    }
+
+    /// The router.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// Serves every stream of one connection until the peer stops opening
+    /// them (connection closed or going away). Calls still running when it
+    /// returns finish on their own tasks.
+    ///
+    /// Each call's first poll runs on this task, so a handler that
+    /// completes at once costs no spawn; one that computes for long before
+    /// its first `.await` holds up the next call on this connection for
+    /// that long (use `tokio::task::spawn_blocking` for heavy work).
+    pub async fn serve_connection(&self, mut incoming: Incoming, peer: PeerInfo) {
+        let peer = Arc::new(peer);
+        let calls = Arc::new(Calls::default());
+        while let Some(stream) = incoming.accept().await {
+            // The call's first poll runs here; only a pending call is spawned.
+            let mut stream = Some(stream);
+            let pending = poll_fn(|cx| {
+                Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
+                    stream.take().and_then(|s| self.start(s, &peer, &calls, cx))
+                })))
+            })
+            .await;
+            match pending {
+                Ok(Some(call)) => {
+                    tokio::spawn(call);
+                }
+                Ok(None) => {}
+                Err(_) => tracing::error!("call task panicked outside its handler"),
+            }
+        }
+    }
+
+    fn start(
+        &self,
+        stream: Stream,
+        peer: &Arc<PeerInfo>,
+        calls: &Arc<Calls>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Option<BoxFuture> {
+        let id = stream.id();
+        let meta = stream.metadata();
+        let route = match self.router.route(meta.method().unwrap_or("")) {
+            Ok(r) => r,
+            Err(status) => return Some(Box::pin(reject(stream, status))),
+        };
+        // The clock is read only for calls that carry a timeout.
+        let now = meta.timeout_micros().map(|_| Instant::now());
+        let deadline = match now.map(|now| deadline::incoming(meta, now)).transpose() {
+            Ok(d) => d.flatten(),
+            Err(status) => return Some(Box::pin(reject(stream, status))),
+        };
+        if let (Some(d), Some(now)) = (deadline, now)
+            && d <= now
+        {
+            let late = Status::deadline_exceeded("the call arrived after its deadline");
+            return Some(Box::pin(reject(stream, late)));
+        }
+        calls.begin(id);
+        let ctx = Context::for_call(
+            route.name.clone(),
+            deadline,
+            peer.clone(),
+            meta.clone(),
+            calls.clone(),
+            id,
+        );
+        route.handler.start(
+            ServerCall {
+                stream,
+                ctx,
+                deadline,
+                max: self.max_message,
+                guard: CallGuard {
+                    calls: calls.clone(),
+                    id,
+                    clean: false,
+                },
+            },
+            cx,
+        )
+    }
+}
+
+/// Everything a handler's call task needs.
+pub(crate) struct ServerCall {
+    stream: Stream,
+    ctx: Context,
+    deadline: Option<Instant>,
+    max: usize,
+    guard: CallGuard,
+}
+
+/// Ends the call's entry in the connection's table, firing its
+/// cancellation signal unless the call completed cleanly.
+struct CallGuard {
+    calls: Arc<Calls>,
+    id: u32,
+    clean: bool,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.calls.end(self.id, !self.clean);
+    }
+}
+
+async fn reject(mut stream: Stream, status: Status) {
+    tracing::debug!(id = stream.id(), %status, "call rejected");
+    let _ = wire::finish(&mut stream, &status).await;
+}
+
+/// Runs `fut` turning a panic into `INTERNAL`.
+async fn catch<T>(fut: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    let mut fut = pin!(fut);
+    poll_fn(
+        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(_) => Poll::Ready(Err(panicked())),
+        },
+    )
+    .await
+}
+
+fn panicked() -> Status {
+    tracing::error!("handler panicked");
+    Status::internal("handler panicked")
+}
+
+/// Calls the handler function itself, turning a panic into `INTERNAL`.
+fn call_handler<R>(f: impl FnOnce() -> R) -> Result<R, Status> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked())
+}
+
+/// Runs `work` until `deadline` (dropping it then).
+async fn within<T>(
+    deadline: Option<Instant>,
+    work: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    match deadline {
+        None => work.await,
+        Some(d) => match tokio::time::timeout_at(d, work).await {
+            Ok(r) => r,
+            Err(_) => Err(Status::deadline_exceeded(
+                "deadline exceeded in the handler",
+            )),
+        },
+    }
+}
+
+/// How often a pending unary handler checks whether its caller went away.
+///
+/// The mux reports a reset to `recv`, but once the request's end has been
+/// read there is no waker to notify, so the check is a cheap poll (a lock
+/// and a table lookup). It runs only while a handler is pending.
+pub(crate) const RESET_CHECK_PERIOD: Duration = Duration::from_millis(20);
+
+/// Resolves with `CANCELLED` (or `UNAVAILABLE`) once the caller resets the
+/// stream or the connection dies; used after the request has been read.
+async fn watch_reset(stream: &mut Stream) -> Status {
+    loop {
+        match stream.recv().await {
+            Err(e) => return wire::from_stream(&e),
+            Ok(Some(_)) => {
+                return Status::invalid_argument("data after the end of the request");
+            }
+            Ok(None) => tokio::time::sleep(RESET_CHECK_PERIOD).await,
+        }
+    }
+}
+
+/// Like [`watch_reset`], for a streaming call whose stream sits in `slot`:
+/// checks it whenever no handle has it out (a handle that is sending or
+/// receiving sees a reset itself).
+async fn watch_slot(slot: &Slot) -> Status {
+    loop {
+        tokio::time::sleep(RESET_CHECK_PERIOD).await;
+        let Some(mut stream) = slot.take() else {
+            continue;
+        };
+        let polled = poll_fn(|cx| Poll::Ready(stream.poll_recv(cx))).await;
+        slot.put(stream);
+        if let Poll::Ready(Err(e)) = polled {
+            return wire::from_stream(&e);
+        }
+    }
+}
+
+/// Whether an outcome means the call was cut short (fires the signal).
+fn cut_short(status: &Status) -> bool {
+    matches!(status.code(), Code::DEADLINE_EXCEEDED | Code::CANCELLED)
+}
+
+/// Sends the call's one response message and its OK trailers, or its
+/// error status; records whether the call ended cleanly.
+async fn respond(
+    stream: &mut Stream,
+    result: Result<Option<Framed>, Status>,
+    guard: &mut CallGuard,
+) {
+    let (sent, cut) = match result {
+        Ok(Some(framed)) => (
+            wire::send(stream, framed, Some(wire::trailers(&Status::ok()))).await,
+            false,
+        ),
+        Ok(None) => (wire::finish(stream, &Status::ok()).await, false),
+        Err(status) => {
+            tracing::debug!(id = stream.id(), %status, "call failed");
+            (wire::finish(stream, &status).await, cut_short(&status))
+        }
+    };
+    guard.clean = sent.is_ok() && !cut;
+}
+
+pub(crate) async fn unary<F, Fut, Req, Resp>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, Req) -> Fut,
+    Fut: Future<Output = Result<Resp, Status>>,
+    Req: Decode,
+    Resp: Encode,
+{
+    let ServerCall {
+        mut stream,
+        ctx,
+        deadline,
+        max,
+        mut guard,
+    } = call;
+    let work = async {
+        let mut reader = Reader::new(max);
+        let req = Req::decode(reader.single(&mut stream).await?)?;
+        let handler = catch(call_handler(|| f(ctx, req))?);
+        tokio::select! {
+            biased;
+            resp = handler => resp?.encode(max).map(Some),
+            gone = watch_reset(&mut stream) => Err(gone),
+        }
+    };
+    let result = within(deadline, work).await;
+    respond(&mut stream, result, &mut guard).await;
+}
+
+/// Ends a streaming call with the handler's result, if the stream is still
+/// in its slot (a send cancelled half-way took it out, resetting the call).
+async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard: &mut CallGuard) {
+    match slot.take() {
+        Some(mut stream) => respond(&mut stream, result, guard).await,
+        None => guard.clean = false,
+    }
+}
+
+pub(crate) async fn server_streaming<F, Fut, Req>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, Req, ResponseSink) -> Fut,
+    Fut: Future<Output = Result<(), Status>>,
+    Req: Decode,
+{
+    let ServerCall {
+        stream,
+        ctx,
+        deadline,
+        max,
+        mut guard,
+    } = call;
+    let slot = Slot::new(stream);
+    let work = async {
+        let req = Req::decode(RequestStream::new(slot.clone(), max).single().await?)?;
+        let sink = ResponseSink::new(slot.clone(), max);
+        let handler = catch(call_handler(|| f(ctx, req, sink))?);
+        tokio::select! {
+            biased;
+            r = handler => r.map(|()| None),
+            gone = watch_slot(&slot) => Err(gone),
+        }
+    };
+    let result = within(deadline, work).await;
+    end_streaming(slot, result, &mut guard).await;
+}
+
+pub(crate) async fn client_streaming<F, Fut, Resp>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, RequestStream) -> Fut,
+    Fut: Future<Output = Result<Resp, Status>>,
+    Resp: Encode,
+{
+    let ServerCall {
+        stream,
+        ctx,
+        deadline,
+        max,
+        mut guard,
+    } = call;
+    let slot = Slot::new(stream);
+    let work = async {
+        let rx = RequestStream::new(slot.clone(), max);
+        let resp = catch(call_handler(|| f(ctx, rx))?).await?;
+        resp.encode(max).map(Some)
+    };
+    let result = within(deadline, work).await;
+    end_streaming(slot, result, &mut guard).await;
+}
+
+pub(crate) async fn bidi<F, Fut>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, BidiStream) -> Fut,
+    Fut: Future<Output = Result<(), Status>>,
+{
+    let ServerCall {
+        stream,
+        ctx,
+        deadline,
+        max,
+        mut guard,
+    } = call;
+    let slot = Slot::new(stream);
+    let work = async {
+        let s = BidiStream::new(slot.clone(), max);
+        catch(call_handler(|| f(ctx, s))?).await.map(|()| None)
+    };
+    let result = within(deadline, work).await;
+    end_streaming(slot, result, &mut guard).await;
+}

@@ -1,0 +1,247 @@
+//! The outcome of a call: a [`Code`] from a gRPC-like set and a message.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// A status code: an open newtype, so a code from a newer peer survives and
+/// is shown as a number. The values are gRPC's, so they read familiarly in
+/// logs and map one-to-one onto a gRPC gateway.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Code(pub u32);
+
+impl Code {
+    /// Success.
+    pub const OK: Code = Code(0);
+    /// The caller cancelled the call (dropped its future, or the handler saw
+    /// the caller go away).
+    pub const CANCELLED: Code = Code(1);
+    /// An error with no better code.
+    pub const UNKNOWN: Code = Code(2);
+    /// The request was malformed: bad method name, bad deadline, bad JSON.
+    pub const INVALID_ARGUMENT: Code = Code(3);
+    /// The deadline passed before the call finished.
+    pub const DEADLINE_EXCEEDED: Code = Code(4);
+    /// The thing asked for does not exist.
+    pub const NOT_FOUND: Code = Code(5);
+    /// The thing to be created already exists.
+    pub const ALREADY_EXISTS: Code = Code(6);
+    /// The caller may not do this.
+    pub const PERMISSION_DENIED: Code = Code(7);
+    /// A limit was hit: message too large, too many streams, a budget.
+    pub const RESOURCE_EXHAUSTED: Code = Code(8);
+    /// The system is not in a state to do this.
+    pub const FAILED_PRECONDITION: Code = Code(9);
+    /// The operation was aborted (a conflict).
+    pub const ABORTED: Code = Code(10);
+    /// A value is outside its valid range.
+    pub const OUT_OF_RANGE: Code = Code(11);
+    /// No handler for this method.
+    pub const UNIMPLEMENTED: Code = Code(12);
+    /// A bug: a handler panicked, or an invariant broke.
+    pub const INTERNAL: Code = Code(13);
+    /// The service cannot be reached now (connection gone, shutting down).
+    /// Retry-safe only when [`Status::is_retry_safe`] says so.
+    pub const UNAVAILABLE: Code = Code(14);
+    /// Data was lost or corrupted.
+    pub const DATA_LOSS: Code = Code(15);
+    /// The caller is not authenticated.
+    pub const UNAUTHENTICATED: Code = Code(16);
+
+    /// The upper-case name, or `"UNKNOWN_CODE"` for a number this crate does
+    /// not know.
+    pub fn name(self) -> &'static str {
+        const NAMES: [&str; 17] = [
+            "OK",
+            "CANCELLED",
+            "UNKNOWN",
+            "INVALID_ARGUMENT",
+            "DEADLINE_EXCEEDED",
+            "NOT_FOUND",
+            "ALREADY_EXISTS",
+            "PERMISSION_DENIED",
+            "RESOURCE_EXHAUSTED",
+            "FAILED_PRECONDITION",
+            "ABORTED",
+            "OUT_OF_RANGE",
+            "UNIMPLEMENTED",
+            "INTERNAL",
+            "UNAVAILABLE",
+            "DATA_LOSS",
+            "UNAUTHENTICATED",
+        ];
+        NAMES
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or("UNKNOWN_CODE")
+    }
+}
+
+impl fmt::Debug for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", self.name(), self.0)
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The outcome of a failed call (or, with [`Code::OK`], of a successful
+/// one): a code and a human-readable message.
+///
+/// `Status` is the error type of every call. A status built locally (a
+/// deadline that passed here, a connection that died) is marked as such and
+/// may be *retry-safe*: the peer provably did not process the call (the
+/// stream was refused, or it was above the peer's `GOAWAY` id).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Status {
+    code: Code,
+    message: Cow<'static, str>,
+    retry_safe: bool,
+}
+
+impl Status {
+    /// A status with this code and message.
+    pub fn new(code: Code, message: impl Into<Cow<'static, str>>) -> Status {
+        Status {
+            code,
+            message: message.into(),
+            retry_safe: false,
+        }
+    }
+
+    /// Success, with an empty message.
+    pub const fn ok() -> Status {
+        Status {
+            code: Code::OK,
+            message: Cow::Borrowed(""),
+            retry_safe: false,
+        }
+    }
+
+    /// The code.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The message (may be empty).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the code is [`Code::OK`].
+    pub fn is_ok(&self) -> bool {
+        self.code == Code::OK
+    }
+
+    /// Whether the peer provably did not process the call, so sending it
+    /// again cannot run it twice (the stream was refused, or opened above
+    /// the id of the peer's `GOAWAY`).
+    pub fn is_retry_safe(&self) -> bool {
+        self.retry_safe
+    }
+
+    /// Marks this status retry-safe (see [`Status::is_retry_safe`]).
+    #[must_use]
+    pub(crate) fn retry_safe(mut self) -> Status {
+        self.retry_safe = true;
+        self
+    }
+
+    /// [`Code::CANCELLED`].
+    pub fn cancelled(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::CANCELLED, message)
+    }
+    /// [`Code::INVALID_ARGUMENT`].
+    pub fn invalid_argument(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::INVALID_ARGUMENT, message)
+    }
+    /// [`Code::DEADLINE_EXCEEDED`].
+    pub fn deadline_exceeded(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::DEADLINE_EXCEEDED, message)
+    }
+    /// [`Code::NOT_FOUND`].
+    pub fn not_found(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::NOT_FOUND, message)
+    }
+    /// [`Code::RESOURCE_EXHAUSTED`].
+    pub fn resource_exhausted(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::RESOURCE_EXHAUSTED, message)
+    }
+    /// [`Code::UNIMPLEMENTED`].
+    pub fn unimplemented(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::UNIMPLEMENTED, message)
+    }
+    /// [`Code::INTERNAL`].
+    pub fn internal(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::INTERNAL, message)
+    }
+    /// [`Code::UNAVAILABLE`].
+    pub fn unavailable(message: impl Into<Cow<'static, str>>) -> Status {
+        Status::new(Code::UNAVAILABLE, message)
+    }
+}
+
+impl fmt::Debug for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Status");
+        d.field("code", &self.code).field("message", &self.message);
+        if self.retry_safe {
+            d.field("retry_safe", &true);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            write!(f, "{}", self.code.name())
+        } else {
+            write!(f, "{}: {}", self.code.name(), self.message)
+        }
+    }
+}
+
+impl std::error::Error for Status {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cover_the_known_set_and_keep_unknown_numbers() {
+        assert_eq!(Code::OK.name(), "OK");
+        assert_eq!(Code::UNAUTHENTICATED.name(), "UNAUTHENTICATED");
+        assert_eq!(Code::RESOURCE_EXHAUSTED.name(), "RESOURCE_EXHAUSTED");
+        assert_eq!(Code(99).name(), "UNKNOWN_CODE");
+        assert_eq!(format!("{:?}", Code(99)), "UNKNOWN_CODE(99)");
+        assert_eq!(Code::INTERNAL.to_string(), "INTERNAL(13)");
+    }
+
+    #[test]
+    fn display_and_predicates() {
+        let s = Status::unimplemented("no method \"x\"");
+        assert_eq!(s.code(), Code::UNIMPLEMENTED);
+        assert_eq!(s.to_string(), "UNIMPLEMENTED: no method \"x\"");
+        assert!(!s.is_ok() && !s.is_retry_safe());
+        assert_eq!(Status::ok().to_string(), "OK");
+        assert!(Status::ok().is_ok());
+        let r = Status::unavailable("refused").retry_safe();
+        assert!(r.is_retry_safe());
+        assert!(format!("{r:?}").contains("retry_safe"));
+        assert!(!format!("{s:?}").contains("retry_safe"));
+        let all = [
+            Status::cancelled(""),
+            Status::invalid_argument(""),
+            Status::deadline_exceeded(""),
+            Status::not_found(""),
+            Status::resource_exhausted(""),
+            Status::internal(""),
+        ];
+        let codes: Vec<u32> = all.iter().map(|s| s.code().0).collect();
+        assert_eq!(codes, [1, 3, 4, 5, 8, 13]);
+    }
+}

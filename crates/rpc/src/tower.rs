@@ -1,0 +1,125 @@
+//! The client as a `tower_service::Service` (feature `tower`).
+//!
+//! `poll_ready` is tied to call credit: each ready service holds one permit
+//! of the client's in-flight limit (default [`DEFAULT_IN_FLIGHT`], below the
+//! server's default cap of 128 concurrent streams, so a tower stack backs
+//! off before the peer would refuse streams). A closed connection makes
+//! `poll_ready` fail with `UNAVAILABLE`, so balancers drop it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::{CallOptions, Client, Status};
+
+/// Calls a client lets through `poll_ready` at once, by default.
+pub const DEFAULT_IN_FLIGHT: usize = 100;
+
+type Acquire = Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>;
+
+/// Per-handle tower state: the permit this handle holds, or the wait for one.
+/// Each clone of a client starts with none.
+#[derive(Default)]
+pub(crate) struct TowerSlot {
+    state: Mutex<(Option<OwnedSemaphorePermit>, Option<Acquire>)>,
+}
+
+impl std::fmt::Debug for TowerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TowerSlot").finish_non_exhaustive()
+    }
+}
+
+impl Clone for TowerSlot {
+    fn clone(&self) -> Self {
+        TowerSlot::default()
+    }
+}
+
+/// A unary call for the tower interface.
+#[derive(Debug, Clone)]
+pub struct UnaryRequest {
+    /// The method name.
+    pub method: String,
+    /// The request message.
+    pub body: Bytes,
+    /// Deadline and metadata.
+    pub options: CallOptions,
+}
+
+impl UnaryRequest {
+    /// A request with default options.
+    pub fn new(method: impl Into<String>, body: Bytes) -> UnaryRequest {
+        UnaryRequest {
+            method: method.into(),
+            body,
+            options: CallOptions::new(),
+        }
+    }
+}
+
+pub(crate) fn semaphore(n: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(n.clamp(1, Semaphore::MAX_PERMITS)))
+}
+
+impl tower_service::Service<UnaryRequest> for Client {
+    type Response = Bytes;
+    type Error = Status;
+    type Future = Pin<Box<dyn Future<Output = Result<Bytes, Status>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        if self.is_closed() {
+            return Poll::Ready(Err(Status::unavailable("connection closed")));
+        }
+        let sem = self.credit().clone();
+        let mut st = self
+            .tower_slot()
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (permit, acquiring) = &mut *st;
+        if permit.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        if acquiring.is_none() {
+            if let Ok(p) = sem.clone().try_acquire_owned() {
+                *permit = Some(p);
+                return Poll::Ready(Ok(()));
+            }
+            *acquiring = Some(Box::pin(async move { sem.acquire_owned().await.ok() }));
+        }
+        let fut = acquiring.as_mut().expect("set above");
+        match fut.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(p) => {
+                *acquiring = None;
+                match p {
+                    Some(p) => {
+                        *permit = Some(p);
+                        Poll::Ready(Ok(()))
+                    }
+                    None => Poll::Ready(Err(Status::unavailable("client closed"))),
+                }
+            }
+        }
+    }
+
+    fn call(&mut self, req: UnaryRequest) -> Self::Future {
+        let permit = self
+            .tower_slot()
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .take();
+        let client = self.clone();
+        Box::pin(async move {
+            let _permit = permit;
+            client.unary_with(&req.method, req.body, &req.options).await
+        })
+    }
+}

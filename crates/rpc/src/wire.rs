@@ -1,0 +1,212 @@
+//! Calls on a mux stream: reading messages and the final status, writing
+//! messages and trailers, and mapping stream failures to a [`Status`].
+//!
+//! A call's stream carries, in each direction, length-prefixed messages
+//! ([`crate::codec`]); the server's last frame carries `END_STREAM` and the
+//! status in its metadata. A stream that ends without that status, or fails
+//! (reset, connection gone), never reads as success.
+
+use bytes::Bytes;
+use weft_frame::{Metadata, Reason};
+use weft_mux::{MuxError, Stream, StreamError};
+
+use crate::codec::{Framed, MessageDecoder};
+use crate::{Code, Status};
+
+/// Encoded trailers of a successful call: `status = 0`, no message.
+const OK_TRAILERS: &[u8] = &[weft_frame::metadata::tag::STATUS, 0, 4, 0, 0, 0, 0];
+
+/// The trailers for `status`. `OK` allocates nothing.
+pub(crate) fn trailers(status: &Status) -> Metadata {
+    if status.is_ok() {
+        static OK: std::sync::OnceLock<Metadata> = std::sync::OnceLock::new();
+        return OK
+            .get_or_init(|| {
+                Metadata::from_bytes(Bytes::from_static(OK_TRAILERS))
+                    .expect("static OK trailers are well formed")
+            })
+            .clone();
+    }
+    let mut msg = status.message();
+    // Keep the block under the 16 KiB metadata limit; cut on a char boundary.
+    let cap = 8 * 1024;
+    if msg.len() > cap {
+        let mut end = cap;
+        while !msg.is_char_boundary(end) {
+            end -= 1;
+        }
+        msg = &msg[..end];
+    }
+    Metadata::builder()
+        .status(status.code().0)
+        .message(msg)
+        .finish()
+}
+
+/// The call's outcome from its trailers.
+pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
+    let Some(code) = trailers.and_then(Metadata::status) else {
+        return Err(Status::internal("stream ended without a status"));
+    };
+    if code == Code::OK.0 {
+        return Ok(());
+    }
+    let message = trailers
+        .and_then(Metadata::message)
+        .unwrap_or("")
+        .to_owned();
+    Err(Status::new(Code(code), message))
+}
+
+/// A stream failure as a status.
+pub(crate) fn from_stream(e: &StreamError) -> Status {
+    if e.is_refused() {
+        return Status::unavailable(format!("{e}")).retry_safe();
+    }
+    if e.is_closed() {
+        return Status::unavailable(format!("{e}"));
+    }
+    match e.reason() {
+        Some(Reason::CANCEL) => Status::cancelled(format!("{e}")),
+        Some(Reason::FRAME_SIZE_ERROR) => Status::resource_exhausted(format!("{e}")),
+        Some(Reason::COMPRESSION_ERROR) => Status::resource_exhausted(format!("{e}")),
+        Some(Reason::TIMEOUT) => Status::unavailable(format!("{e}")),
+        _ => Status::internal(format!("{e}")),
+    }
+}
+
+/// An `open` failure as a status.
+pub(crate) fn from_mux(e: &MuxError) -> Status {
+    let s = Status::unavailable(format!("{e}"));
+    if e.is_refused() { s.retry_safe() } else { s }
+}
+
+/// Reads the messages of one direction of a call, then its end.
+#[derive(Debug)]
+pub(crate) struct Reader {
+    decoder: MessageDecoder,
+    chunk: Bytes,
+    ended: bool,
+    trailers: Option<Metadata>,
+}
+
+impl Reader {
+    pub(crate) fn new(max_message: usize) -> Reader {
+        Reader {
+            decoder: MessageDecoder::new(max_message),
+            chunk: Bytes::new(),
+            ended: false,
+            trailers: None,
+        }
+    }
+
+    /// The next message; `Ok(None)` after the sender's explicit end (with no
+    /// message cut short). Cancel safe: nothing is lost if dropped.
+    pub(crate) async fn next(&mut self, stream: &mut Stream) -> Result<Option<Bytes>, Status> {
+        loop {
+            if let Some(m) = self.decoder.decode(&mut self.chunk)? {
+                return Ok(Some(m));
+            }
+            if self.ended {
+                if self.decoder.is_mid_message() {
+                    return Err(MessageDecoder::truncated());
+                }
+                return Ok(None);
+            }
+            match stream.recv().await {
+                Ok(Some(c)) => {
+                    if c.end {
+                        self.ended = true;
+                        if !c.metadata.is_empty() {
+                            self.trailers = Some(c.metadata);
+                        }
+                    } else if c.metadata.status().is_some() {
+                        // A status on a frame that does not end the stream.
+                        self.trailers = Some(c.metadata);
+                    }
+                    self.chunk = c.data;
+                }
+                Ok(None) => self.ended = true,
+                Err(e) => return Err(from_stream(&e)),
+            }
+        }
+    }
+
+    /// The only message of a direction that carries exactly one (a unary
+    /// request or response): `INVALID_ARGUMENT` for none or more.
+    pub(crate) async fn single(&mut self, stream: &mut Stream) -> Result<Bytes, Status> {
+        let Some(msg) = self.next(stream).await? else {
+            return Err(Status::invalid_argument("expected one message, got none"));
+        };
+        if self.next(stream).await?.is_some() {
+            return Err(Status::invalid_argument("expected one message, got more"));
+        }
+        Ok(msg)
+    }
+
+    /// The sender's trailers, once ended.
+    pub(crate) fn trailers(&self) -> Option<&Metadata> {
+        self.trailers.as_ref()
+    }
+}
+
+/// Sends one framed message, optionally ending the stream with `trailers`.
+pub(crate) async fn send(
+    stream: &mut Stream,
+    framed: Framed,
+    end: Option<Metadata>,
+) -> Result<(), Status> {
+    let r = match (framed, end) {
+        (Framed::One(b), None) => stream.send(b, false).await,
+        (Framed::One(b), Some(t)) => stream.send_with_metadata(t, b, true).await,
+        (Framed::Two(p, b), end) => {
+            stream.send(p, false).await.map_err(|e| from_stream(&e))?;
+            match end {
+                None => stream.send(b, false).await,
+                Some(t) => stream.send_with_metadata(t, b, true).await,
+            }
+        }
+    };
+    r.map_err(|e| from_stream(&e))
+}
+
+/// Ends the stream with `status` and no message.
+pub(crate) async fn finish(stream: &mut Stream, status: &Status) -> Result<(), Status> {
+    stream
+        .send_with_metadata(trailers(status), Bytes::new(), true)
+        .await
+        .map_err(|e| from_stream(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailers_round_trip_through_status_of() {
+        assert_eq!(status_of(Some(&trailers(&Status::ok()))), Ok(()));
+        let s = Status::not_found("no such key");
+        let back = status_of(Some(&trailers(&s))).unwrap_err();
+        assert_eq!(back, s);
+        let missing = status_of(None).unwrap_err();
+        assert_eq!(missing.code(), Code::INTERNAL);
+        assert!(missing.message().contains("without a status"));
+        let no_status = Metadata::builder().message("x").finish();
+        assert_eq!(
+            status_of(Some(&no_status)).unwrap_err().code(),
+            Code::INTERNAL
+        );
+        // An unknown code survives as a number.
+        let odd = Metadata::builder().status(77).finish();
+        assert_eq!(status_of(Some(&odd)).unwrap_err().code(), Code(77));
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_char_boundary() {
+        let s = Status::internal("é".repeat(10_000));
+        let t = trailers(&s);
+        let m = t.message().unwrap();
+        assert!(m.len() <= 8 * 1024 && m.len() > 8000);
+        assert!(weft_frame::metadata::validate(t.as_bytes()).is_ok());
+    }
+}

@@ -1,0 +1,202 @@
+//! Every call shape, end to end over an in-memory mux connection.
+#![cfg(feature = "json")]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::pair;
+use serde::{Deserialize, Serialize};
+use weft_rpc::{CallOptions, Code, Router, Status};
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Add {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Sum {
+    n: i64,
+}
+
+fn router() -> Router {
+    Router::new()
+        .unary("echo", |_ctx, req| async move { Ok(req) })
+        .unary_json(
+            "add",
+            |_ctx, r: Add| async move { Ok(Sum { n: r.a + r.b }) },
+        )
+        .unary("meta", |ctx, _req| async move {
+            let v = ctx.metadata().get(b"who").unwrap_or(b"?").to_vec();
+            let peer = ctx.peer().addr.clone().unwrap_or_default();
+            Ok(Bytes::from(format!(
+                "{}|{}|{}",
+                ctx.method(),
+                String::from_utf8_lossy(&v),
+                peer
+            )))
+        })
+        .server_streaming_json("count", |_ctx, n: u32, mut sink| async move {
+            for i in 0..n {
+                sink.send_json(&i).await?;
+            }
+            Ok(())
+        })
+        .server_streaming("fail_after", |_ctx, _req, mut sink| async move {
+            sink.send(Bytes::from_static(b"one")).await?;
+            Err(Status::not_found("gone after one"))
+        })
+        .client_streaming_json("sum", |_ctx, mut rx| async move {
+            let mut n = 0i64;
+            while let Some(v) = rx.message_json::<i64>().await? {
+                n += v;
+            }
+            Ok(Sum { n })
+        })
+        .client_streaming("concat", |_ctx, mut rx| async move {
+            let mut out = Vec::new();
+            while let Some(m) = rx.message().await? {
+                out.extend_from_slice(&m);
+            }
+            Ok(Bytes::from(out))
+        })
+        .bidi("upper", |_ctx, mut s| async move {
+            while let Some(m) = s.message().await? {
+                s.send(Bytes::from(m.to_ascii_uppercase())).await?;
+            }
+            s.send_json(&"bye").await
+        })
+}
+
+#[tokio::test]
+async fn unary_raw_and_json() {
+    let p = pair(router()).await;
+    let c = &p.client;
+    assert_eq!(
+        c.unary("echo", Bytes::from_static(b"hi")).await.unwrap(),
+        "hi"
+    );
+    assert_eq!(c.unary("echo", Bytes::new()).await.unwrap(), "");
+    // Several frames each way, beyond the 256 KiB stream window: the
+    // response's end is still queued when the server lets go of its stream.
+    let big = Bytes::from(vec![7u8; 600 * 1024]);
+    assert_eq!(c.unary("/ECHO", big.clone()).await.unwrap(), big);
+    let s: Sum = c.unary_json("add", &Add { a: 2, b: 40 }).await.unwrap();
+    assert_eq!(s, Sum { n: 42 });
+    let e = c
+        .unary_json::<_, Sum>("add", &"not an object")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::INVALID_ARGUMENT);
+    let e = c.unary_json::<_, Add>("echo", &1).await.unwrap_err();
+    assert_eq!(e.code(), Code::INVALID_ARGUMENT, "{e}");
+}
+
+#[tokio::test]
+async fn handler_sees_method_metadata_and_peer() {
+    let p = pair(router()).await;
+    let opts = CallOptions::new().metadata(b"who", b"tester");
+    let r = p
+        .client
+        .unary_with("/Meta", Bytes::new(), &opts)
+        .await
+        .unwrap();
+    assert_eq!(r, "meta|tester|memory");
+}
+
+#[tokio::test]
+async fn server_streaming_ends_only_with_ok() {
+    let p = pair(router()).await;
+    let mut s = p
+        .client
+        .server_streaming_json("count", &3u32, &CallOptions::new())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(v) = s.message_json::<u32>().await.unwrap() {
+        got.push(v);
+    }
+    assert_eq!(got, [0, 1, 2]);
+    assert_eq!(s.message().await.unwrap(), None); // stays ended
+
+    let mut s = p
+        .client
+        .server_streaming("fail_after", Bytes::new(), &CallOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(s.message().await.unwrap().unwrap(), "one");
+    let e = s.message().await.unwrap_err();
+    assert_eq!((e.code(), e.message()), (Code::NOT_FOUND, "gone after one"));
+    assert_eq!(s.message().await.unwrap_err().code(), Code::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn client_streaming() {
+    let p = pair(router()).await;
+    let mut call = p
+        .client
+        .client_streaming("sum", &CallOptions::new())
+        .await
+        .unwrap();
+    for v in [1i64, 2, 3, 4] {
+        call.send_json(&v).await.unwrap();
+    }
+    let s: Sum = call.finish_json().await.unwrap();
+    assert_eq!(s.n, 10);
+
+    let mut call = p
+        .client
+        .client_streaming("concat", &CallOptions::new())
+        .await
+        .unwrap();
+    let chunk = Bytes::from(vec![b'x'; 100 * 1024]);
+    for _ in 0..5 {
+        call.send(chunk.clone()).await.unwrap();
+    }
+    assert_eq!(call.finish().await.unwrap().len(), 500 * 1024);
+}
+
+#[tokio::test]
+async fn bidi_interleaves() {
+    let p = pair(router()).await;
+    let mut call = p.client.bidi("upper", &CallOptions::new()).await.unwrap();
+    for w in ["a", "bc", "def"] {
+        call.send(Bytes::from(w)).await.unwrap();
+        let m = call.message().await.unwrap().unwrap();
+        assert_eq!(m, w.to_ascii_uppercase());
+    }
+    call.close_send().await.unwrap();
+    call.close_send().await.unwrap(); // idempotent
+    let e = call.send(Bytes::from_static(b"late")).await.unwrap_err();
+    assert_eq!(e.code(), Code::FAILED_PRECONDITION);
+    assert_eq!(call.message_json::<String>().await.unwrap().unwrap(), "bye");
+    assert_eq!(call.message().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn streaming_call_to_unknown_method_reports_unimplemented() {
+    let p = pair(router()).await;
+    let mut call = p.client.bidi("nope", &CallOptions::new()).await.unwrap();
+    let e = call.message().await.unwrap_err();
+    assert_eq!(e.code(), Code::UNIMPLEMENTED);
+    let mut call = p
+        .client
+        .client_streaming("nope", &CallOptions::new())
+        .await
+        .unwrap();
+    // Sending may succeed or fail; finishing reports the server's status.
+    let _ = call.send(Bytes::from_static(b"x")).await;
+    assert_eq!(call.finish().await.unwrap_err().code(), Code::UNIMPLEMENTED);
+}
+
+#[tokio::test]
+async fn a_unary_call_to_a_streaming_method_is_an_error_not_a_hang() {
+    let p = pair(router()).await;
+    let opts = CallOptions::new().timeout(Duration::from_secs(5));
+    // `count` answers with 2 messages: a unary caller must not take the first.
+    let req = Bytes::from_static(b"2");
+    let e = p.client.unary_with("count", req, &opts).await.unwrap_err();
+    assert_eq!(e.code(), Code::INTERNAL, "{e}");
+}

@@ -1,0 +1,292 @@
+//! One builder for every knob a user is likely to turn: limits,
+//! compression, encryption policy, pre-shared key and timeouts.
+
+use std::time::Duration;
+
+use weft_frame::Limits;
+use weft_transform::{EncryptionPolicy, HandshakeConfig};
+
+/// Configuration of a weft endpoint (client or server). `Config::new()`
+/// gives the documented defaults; each setter states its default and unit.
+///
+/// ```
+/// use std::time::Duration;
+/// use weft::{Config, EncryptionPolicy};
+///
+/// let config = Config::new()
+///     .encryption(EncryptionPolicy::Required)
+///     .psk([7; 32])
+///     .compression(true)
+///     .max_message(1 << 20)
+///     .call_timeout(Some(Duration::from_secs(5)));
+/// # let _ = config;
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    handshake: HandshakeConfig,
+    max_message: u32,
+    handshake_timeout: Duration,
+    idle_timeout: Option<Duration>,
+    keepalive_interval: Option<Duration>,
+    keepalive_timeout: Duration,
+    max_concurrent_streams: usize,
+    stream_window: u32,
+    connection_window: u32,
+    call_timeout: Option<Duration>,
+    shutdown_drain: Duration,
+    max_pending_handshakes: usize,
+    nodelay: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            handshake: HandshakeConfig::default(),
+            max_message: weft_transform::DEFAULT_MAX_MESSAGE,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(30)),
+            keepalive_interval: None,
+            keepalive_timeout: Duration::from_secs(20),
+            max_concurrent_streams: 128,
+            stream_window: 256 * 1024,
+            connection_window: 1024 * 1024,
+            call_timeout: None,
+            shutdown_drain: Duration::from_secs(10),
+            max_pending_handshakes: 64,
+            nodelay: true,
+        }
+    }
+}
+
+impl Config {
+    /// The defaults: encryption preferred, compression on, no key, 64 KiB
+    /// frames, 4 MiB messages, 10 s handshake, 30 s idle, no keepalive.
+    pub fn new() -> Config {
+        Config::default()
+    }
+
+    /// Encryption policy. Default `Preferred` (on when the peer agrees).
+    /// `Required` fails the handshake against a peer with encryption off;
+    /// nothing ever falls back to weaker settings by itself.
+    #[must_use]
+    pub fn encryption(mut self, policy: EncryptionPolicy) -> Config {
+        self.handshake.offer.encryption = policy;
+        self
+    }
+
+    /// A 32-byte pre-shared key: both peers must hold it (the handshake
+    /// authenticates them as key holders). Default none: opportunistic
+    /// encryption that stops passive eavesdroppers only.
+    #[must_use]
+    pub fn psk(mut self, key: [u8; 32]) -> Config {
+        self.handshake.psk = Some(key);
+        self
+    }
+
+    /// Per-frame deflate, on when both peers enable it. Default on.
+    #[must_use]
+    pub fn compression(mut self, on: bool) -> Config {
+        self.handshake.offer.compression = on;
+        self
+    }
+
+    /// Payloads shorter than this are never compressed. Default 256 bytes.
+    #[must_use]
+    pub fn compression_min_size(mut self, bytes: usize) -> Config {
+        self.handshake.compression_min_size = bytes;
+        self
+    }
+
+    /// Largest frame payload accepted, bytes (16 KiB–1 MiB). Default 64 KiB;
+    /// memory cost: the read buffer may grow to it per connection.
+    #[must_use]
+    pub fn max_frame_payload(mut self, bytes: u32) -> Config {
+        self.handshake.limits.max_payload = bytes;
+        self.handshake.offer.max_payload = bytes;
+        self
+    }
+
+    /// Largest message (after decompression), bytes, both directions.
+    /// Default 4 MiB; a call over it fails with `RESOURCE_EXHAUSTED`.
+    #[must_use]
+    pub fn max_message(mut self, bytes: u32) -> Config {
+        self.max_message = bytes;
+        self.handshake.offer.max_message = bytes;
+        self
+    }
+
+    /// Streams the peer may have open at once. Default 128; more are
+    /// refused retry-safe.
+    #[must_use]
+    pub fn max_concurrent_streams(mut self, n: usize) -> Config {
+        self.max_concurrent_streams = n;
+        self
+    }
+
+    /// Receive window per stream, bytes. Default 256 KiB (memory per stream
+    /// the peer can make us buffer).
+    #[must_use]
+    pub fn stream_window(mut self, bytes: u32) -> Config {
+        self.stream_window = bytes;
+        self
+    }
+
+    /// Receive window per connection, bytes. Default 1 MiB.
+    #[must_use]
+    pub fn connection_window(mut self, bytes: u32) -> Config {
+        self.connection_window = bytes;
+        self
+    }
+
+    /// Deadline for the handshake. Default 10 s.
+    #[must_use]
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Config {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Close a connection with no stream for this long. Default 30 s;
+    /// `None` never closes an idle connection.
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Config {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Ping the peer this often, and close the connection if an answer
+    /// takes longer than `timeout`. Default off.
+    #[must_use]
+    pub fn keepalive(mut self, interval: Option<Duration>, timeout: Duration) -> Config {
+        self.keepalive_interval = interval;
+        self.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Deadline for client calls that set none. Default none.
+    #[must_use]
+    pub fn call_timeout(mut self, timeout: Option<Duration>) -> Config {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// How long a graceful server shutdown lets calls in flight finish.
+    /// Default 10 s.
+    #[must_use]
+    pub fn shutdown_drain(mut self, drain: Duration) -> Config {
+        self.shutdown_drain = drain;
+        self
+    }
+
+    /// Accepted connections allowed in their handshake at once; more are
+    /// closed at once (half-open flood protection). Default 64.
+    #[must_use]
+    pub fn max_pending_handshakes(mut self, n: usize) -> Config {
+        self.max_pending_handshakes = n.max(1);
+        self
+    }
+
+    /// Set `TCP_NODELAY` on TCP sockets. Default on (the writer already
+    /// coalesces frames; Nagle would delay small calls by a round trip).
+    #[must_use]
+    pub fn tcp_nodelay(mut self, on: bool) -> Config {
+        self.nodelay = on;
+        self
+    }
+
+    /// The message limit in bytes.
+    pub fn message_limit(&self) -> usize {
+        self.max_message as usize
+    }
+
+    /// The client's default call timeout.
+    pub fn default_call_timeout(&self) -> Option<Duration> {
+        self.call_timeout
+    }
+
+    /// The shutdown drain.
+    pub fn drain(&self) -> Duration {
+        self.shutdown_drain
+    }
+
+    pub(crate) fn pending_handshakes(&self) -> usize {
+        self.max_pending_handshakes
+    }
+
+    pub(crate) fn nodelay(&self) -> bool {
+        self.nodelay
+    }
+
+    /// The handshake settings this config produces.
+    pub fn handshake_config(&self) -> &HandshakeConfig {
+        &self.handshake
+    }
+
+    /// The multiplexer settings this config produces.
+    pub fn mux_config(&self) -> weft_mux::Config {
+        let mut c = weft_mux::Config::default();
+        let limits = Limits {
+            max_payload: self.handshake.limits.max_payload,
+            max_metadata: self.handshake.limits.max_metadata,
+        };
+        c.limits(limits)
+            .handshake(self.handshake.clone())
+            .handshake_timeout(self.handshake_timeout)
+            .max_concurrent_streams(self.max_concurrent_streams)
+            .stream_window(self.stream_window)
+            .connection_window(self.connection_window)
+            .keepalive_interval(self.keepalive_interval)
+            .keepalive_timeout(self.keepalive_timeout)
+            .idle_timeout(self.idle_timeout);
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setters_reach_the_layers() {
+        let c = Config::new()
+            .encryption(EncryptionPolicy::Required)
+            .psk([1; 32])
+            .compression(false)
+            .compression_min_size(1000)
+            .max_frame_payload(32 * 1024)
+            .max_message(1 << 20)
+            .call_timeout(Some(Duration::from_secs(3)))
+            .shutdown_drain(Duration::from_secs(1))
+            .max_pending_handshakes(0)
+            .tcp_nodelay(false)
+            .idle_timeout(None)
+            .keepalive(Some(Duration::from_secs(5)), Duration::from_secs(2))
+            .handshake_timeout(Duration::from_secs(3))
+            .max_concurrent_streams(10)
+            .stream_window(128 * 1024)
+            .connection_window(2 << 20);
+        let h = c.handshake_config();
+        assert_eq!(h.offer.encryption, EncryptionPolicy::Required);
+        assert_eq!(h.psk, Some([1; 32]));
+        assert!(!h.offer.compression);
+        assert_eq!(h.compression_min_size, 1000);
+        assert_eq!(
+            (h.limits.max_payload, h.offer.max_payload),
+            (32 * 1024, 32 * 1024)
+        );
+        assert_eq!(h.offer.max_message, 1 << 20);
+        assert_eq!(c.message_limit(), 1 << 20);
+        assert_eq!(c.default_call_timeout(), Some(Duration::from_secs(3)));
+        assert_eq!(c.drain(), Duration::from_secs(1));
+        assert_eq!(c.pending_handshakes(), 1);
+        assert!(!c.nodelay());
+        let _ = c.mux_config();
+        // The key never shows in Debug output.
+        assert!(!format!("{c:?}").contains("[1, 1"));
+        let d = Config::new();
+        assert_eq!(
+            d.handshake_config().offer.encryption,
+            EncryptionPolicy::Preferred
+        );
+        assert!(d.handshake_config().offer.compression && d.nodelay());
+    }
+}

@@ -1,0 +1,67 @@
+//! Errors of connecting and serving (calls fail with a `Status` instead).
+
+use std::fmt;
+use std::io;
+
+use weft_mux::MuxError;
+
+/// Why a connection could not be set up or served.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The transport failed (connect, bind, accept).
+    Io(io::Error),
+    /// The handshake or the connection failed (see
+    /// [`MuxError::is_handshake`], [`MuxError::is_timeout`]).
+    Connection(MuxError),
+    /// The address is not `host:port` or `unix:/path`.
+    Address(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "transport error: {e}"),
+            Error::Connection(e) => write!(f, "{e}"),
+            Error::Address(a) => write!(f, "bad address {a:?}: use host:port or unix:/path"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            Error::Connection(e) => Some(e),
+            Error::Address(_) => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<MuxError> for Error {
+    fn from(e: MuxError) -> Self {
+        Error::Connection(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn display_and_sources() {
+        let io = Error::from(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
+        assert_eq!(io.to_string(), "transport error: refused");
+        assert!(io.source().is_some());
+        let a = Error::Address("x".into());
+        assert!(a.to_string().contains("host:port or unix:/path"));
+        assert!(a.source().is_none());
+    }
+}
