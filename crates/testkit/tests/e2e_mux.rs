@@ -113,7 +113,11 @@ async fn item_23_ids_near_exhaustion_refuse_then_a_new_connection_works() {
     let ran = server.outcome(1, 7).await;
     assert!(ran.end.is_ok(), "{ran:?}");
     assert_eq!(
-        server.outcomes().iter().filter(|o| o.stream_id == 7).count(),
+        server
+            .outcomes()
+            .iter()
+            .filter(|o| o.stream_id == 7)
+            .count(),
         1
     );
     let err = conn
