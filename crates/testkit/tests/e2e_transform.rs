@@ -493,3 +493,62 @@ async fn item_20_record_limit_closes_the_connection_never_wraps() {
     let fresh = client(&server, mode.client.clone()).await.unwrap();
     round_trip(&fresh, 1000).await.unwrap();
 }
+
+// ----- 14: invalid key shares ------------------------------------------------------------
+
+/// The initiator's first flight (preface and first handshake message) and
+/// where its 32-byte ephemeral key sits: found as the bytes two fresh
+/// initiators disagree on (everything else is fixed by the config).
+fn first_flight(hs: &HandshakeConfig) -> (Vec<u8>, std::ops::Range<usize>) {
+    let flight = || {
+        let mut h = weft_mux::pipeline::Handshake::new(
+            weft_mux::pipeline::HandshakeRole::Initiator,
+            hs.clone(),
+        )
+        .unwrap();
+        let mut out = BytesMut::new();
+        h.poll_transmit(&mut out);
+        out.to_vec()
+    };
+    let (a, b) = (flight(), flight());
+    assert_eq!(a.len(), b.len());
+    let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap();
+    let last = a.iter().zip(&b).rposition(|(x, y)| x != y).unwrap();
+    assert!(last - first < 32, "only the ephemeral key differs");
+    (a, first..first + 32)
+}
+
+#[tokio::test]
+async fn item_14_invalid_x25519_shares_fail_the_handshake() {
+    let mode = Mode::noise_nn();
+    let server = server(&mode).await;
+    let by = Bystander::start(&server).await;
+    let (flight, key) = first_flight(&mode.client);
+    let mut one = [0u8; 32];
+    one[0] = 1;
+    let mut order8 = [0u8; 32];
+    order8.copy_from_slice(
+        &[
+            0xe0, 0xeb, 0x7a, 0x7c, 0x3b, 0x41, 0xb8, 0xae, 0x16, 0x56, 0xe3, 0xfa, 0xf1, 0x9f,
+            0xc4, 0x6a, 0xda, 0x09, 0x8d, 0xeb, 0x9c, 0x32, 0xb1, 0xfd, 0x86, 0x62, 0x05, 0x16,
+            0x5f, 0x49, 0xb8, 0x00,
+        ][..],
+    );
+    let mut p_minus_1 = [0xffu8; 32];
+    p_minus_1[0] = 0xec;
+    p_minus_1[31] = 0x7f;
+    for (i, point) in [[0u8; 32], one, order8, p_minus_1].into_iter().enumerate() {
+        let mut bad = flight.clone();
+        bad[key.clone()].copy_from_slice(&point);
+        let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
+        tcp.write_all(&bad).await.unwrap();
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got)).await;
+        server.wait_handshake_failures(i + 1).await;
+        let e = server.last_handshake_error().unwrap();
+        assert!(e.contains("authentication failed"), "{e}");
+    }
+    assert_eq!(server.connections().len(), 1, "only the bystander has keys");
+    by.assert_progress(5).await;
+    by.finish().await;
+}
