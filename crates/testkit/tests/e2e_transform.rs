@@ -552,3 +552,30 @@ async fn item_14_invalid_x25519_shares_fail_the_handshake() {
     by.assert_progress(5).await;
     by.finish().await;
 }
+
+// ----- 11: decompression only after authentication ---------------------------------------
+
+#[tokio::test]
+async fn item_11_compressed_flag_forged_on_a_record_fails_authentication_first() {
+    let server = server(&Mode::psk()).await;
+    let by = Bystander::start(&server).await;
+    let mut p = in_flight(&server).await;
+    // A genuine record whose header now claims COMPRESSED: the header is
+    // authenticated, so the record must fail as a whole (connection closed)
+    // before anything tries to inflate its bytes (which would only fail
+    // that stream with COMPRESSION_ERROR).
+    let mut wire = BytesMut::new();
+    // Under the 256-byte minimum, so the sender did not compress it.
+    p.encode(&data(1, Bytes::from(vec![9u8; 100]), false), &mut wire);
+    assert_eq!(wire[2] & Flags::COMPRESSED.0, 0);
+    wire[2] |= Flags::COMPRESSED.0; // byte 2 of the header holds the flags
+    p.send_raw(&wire).await.unwrap();
+    let (frames, _) = p.rest().await;
+    assert!(
+        !frames.iter().any(|f| f.ty == FrameType::RESET),
+        "inflated before authenticating: {frames:?}"
+    );
+    assert_killed(&server, 2, "forged COMPRESSED flag").await;
+    by.assert_progress(5).await;
+    by.finish().await;
+}
