@@ -314,3 +314,50 @@ async fn item_39_shutdown_finishes_calls_in_flight_and_refuses_new_ones() {
     );
     stop.await.unwrap();
 }
+
+/// Polls `fut` `n` times (other tasks run between polls), then drops it.
+async fn poll_n_then_drop<F: std::future::Future>(fut: F, n: usize) {
+    let mut fut = std::pin::pin!(fut);
+    for _ in 0..n {
+        let ready =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx).is_ready()))
+                .await;
+        if ready {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn item_37_dropping_calls_at_every_await_point_leaks_nothing() {
+    let config = Config::new();
+    let server = Facade::start(config.clone()).await;
+    let by = Bystander::start(&server.addr, &config).await;
+    let client = weft::connect(&server.addr, &config).await.unwrap();
+    let body = Bytes::from(vec![5u8; 20_000]);
+    for n in 0..40 {
+        poll_n_then_drop(client.unary("svc/echo", body.clone()), n).await;
+        poll_n_then_drop(client.unary("svc/work", Bytes::new()), n).await;
+    }
+    // The connection still works, and once the cancellations have been
+    // exchanged nothing is left: no stream, no credit outstanding.
+    assert_eq!(client.unary("svc/echo", body.clone()).await.unwrap(), body);
+    let conn = client.connection();
+    let mut st = conn.stats();
+    for _ in 0..2500 {
+        st = conn.stats();
+        if st.streams == 0 && st.control_queued == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(st.streams, 0, "{st:?}");
+    assert_eq!(
+        st.conn_recv_window + st.conn_recv_unacked,
+        1024 * 1024,
+        "{st:?}"
+    );
+    by.progress(5).await;
+    server.stop().await;
+}
