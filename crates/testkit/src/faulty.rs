@@ -23,6 +23,11 @@ pub struct Faults {
     pub truncate_reads_after: Option<usize>,
     /// After this many bytes read, each further read waits this long first.
     pub delay_reads_after: Option<(usize, Duration)>,
+    /// After this many bytes written, writes return `Ok(0)` (a writer that
+    /// accepts nothing: the caller must fail, never spin).
+    pub zero_writes_after: Option<usize>,
+    /// Each write passes at most this many bytes (short writes).
+    pub max_write: Option<usize>,
 }
 
 /// An `AsyncRead + AsyncWrite` that injects [`Faults`] into `T`.
@@ -112,14 +117,21 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for FaultyIo<T> {
             this.written += buf.len();
             return Poll::Ready(Ok(buf.len()));
         }
+        if let Some(after) = this.faults.zero_writes_after
+            && this.written >= after
+        {
+            return Poll::Ready(Ok(0));
+        }
         // Stop exactly at the next fault boundary so it lands on its byte.
         let boundary = [
             this.faults.reset_writes_after,
             this.faults.drop_writes_after,
+            this.faults.zero_writes_after,
         ]
         .into_iter()
         .flatten()
         .map(|at| at - this.written)
+        .chain(this.faults.max_write.map(|m| m.max(1)))
         .min()
         .unwrap_or(usize::MAX);
         let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..buf.len().min(boundary)]))?;
@@ -174,6 +186,26 @@ mod tests {
         let mut got = Vec::new();
         b.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, b"xyz");
+    }
+
+    #[tokio::test]
+    async fn short_writes_then_zero_writes() {
+        let (a, mut b) = duplex(64);
+        let faults = Faults {
+            max_write: Some(2),
+            zero_writes_after: Some(5),
+            ..Faults::default()
+        };
+        let mut f = FaultyIo::new(a, faults);
+        assert_eq!(f.write(b"abcdefg").await.unwrap(), 2);
+        f.write_all(b"cde").await.unwrap();
+        assert_eq!(f.write(b"fg").await.unwrap(), 0);
+        let err = f.write_all(b"fg").await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WriteZero);
+        drop(f);
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"abcde");
     }
 
     #[tokio::test(start_paused = true)]

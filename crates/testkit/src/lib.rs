@@ -1,10 +1,22 @@
-//! # weft-testkit: faults on demand
+//! # weft-testkit: hostile peers and faults on demand
 //!
-//! [`FaultyIo`] wraps any `AsyncRead + AsyncWrite` and misbehaves at chosen
-//! byte offsets: it drops written bytes, corrupts, truncates or delays what
-//! is read, or resets the connection. Tests put it under a real weft
-//! connection to check that no completed call is lost or duplicated and that
-//! every incomplete one fails with a definite error.
+//! - [`FaultyIo`] wraps any `AsyncRead + AsyncWrite` and misbehaves at
+//!   chosen byte offsets: it drops written bytes, corrupts, truncates or
+//!   delays what is read, resets the connection, writes short or returns
+//!   `Ok(0)`. Tests put it under a real weft connection to check that no
+//!   completed call is lost or duplicated and that every incomplete one
+//!   fails with a definite error.
+//! - [`RawPeer`] completes weft's handshake over a real TCP socket through
+//!   the same record pipeline an endpoint uses, then sends whatever frames
+//!   or bytes a test scripts: the hostile peer of the end-to-end suite.
+//! - [`EchoServer`] is a real weft-mux server on TCP loopback, instrumented
+//!   with the figures a hostile test bounds (stream table, control queue,
+//!   buffered bytes, handlers running) and how each stream ended;
+//!   [`Bystander`] is a well-behaved client that keeps doing checked round
+//!   trips on the same server during an attack.
+//! - [`soak`] runs many clients of concurrent streaming calls for a while
+//!   and reports whether any call was lost, duplicated or corrupted and
+//!   whether the server's stream tables ended empty.
 //!
 //! ## What this crate does not do
 //! It is not a network emulator (no bandwidth model, no reordering across
@@ -13,5 +25,18 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod faulty;
+mod modes;
+mod peer;
+mod server;
+mod soak;
 
 pub use faulty::{Faults, FaultyIo};
+pub use modes::{Mode, TEST_PSK};
+pub use peer::{
+    PEER_PATIENCE, PEER_STREAM_WINDOW, PeerRead, RawPeer, data, dial_small, open, raw_listener,
+    settings,
+};
+pub use server::{
+    Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
+};
+pub use soak::{SOAK_STREAMS_PER_CLIENT, SoakReport, soak};
