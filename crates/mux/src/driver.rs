@@ -261,6 +261,15 @@ impl Inner {
     /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier
     /// or the connection closed (the driver shuts the transport down).
     pub(crate) fn pump_app(&mut self) {
+        if self.writer.buf.is_empty()
+            && !self.writer.needs_flush
+            && !self.read_blocked
+            && self.session.is_quiet()
+        {
+            // Nothing to write, dispatch or re-arm (the common case after a
+            // read that only brought data).
+            return;
+        }
         self.pump();
         let earlier = self.session.take_timer_changed()
             && self
@@ -290,7 +299,9 @@ impl Inner {
         }
         let mut cx = Context::from_waker(&self.driver_waker);
         loop {
-            while w.buf.len() < w.coalesce {
+            // `has_transmit` is a few field tests; a `poll_transmit` that
+            // finds nothing still moves an `Option<Frame>` around.
+            while w.buf.len() < w.coalesce && self.session.has_transmit() {
                 let Some(frame) = self.session.poll_transmit() else {
                     break;
                 };
@@ -498,6 +509,11 @@ impl Inner {
         let mut clock = || *cached.get_or_insert_with(now);
         loop {
             let r = &mut self.reader;
+            if !eof && r.buf.is_empty() {
+                // Every frame so far was whole: nothing to decode (a header
+                // held by the codec needs more bytes too).
+                break;
+            }
             let res = if eof {
                 r.inbound.decode_eof(&mut r.buf)
             } else {

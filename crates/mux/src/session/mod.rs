@@ -271,6 +271,17 @@ impl Session {
             || (!self.is_closed() && (self.immediate.is_some() || !self.ready.is_empty()))
     }
 
+    /// Whether the session has nothing for the driver: no frame to send,
+    /// no event, no deadline moved, not closed.
+    pub fn is_quiet(&self) -> bool {
+        self.control.is_empty()
+            && self.immediate.is_none()
+            && self.ready.is_empty()
+            && self.events.is_empty()
+            && !self.timer_changed
+            && !self.is_closed()
+    }
+
     /// The next event.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
