@@ -100,7 +100,10 @@ impl FrameCodec {
         let header = self.check_outbound(frame)?;
         dst.reserve(frame.encoded_len());
         dst.put_slice(&header.to_bytes());
-        dst.put_slice(frame.metadata.as_bytes());
+        if !frame.metadata.is_empty() {
+            // Most frames carry none: skip the empty copy.
+            dst.put_slice(frame.metadata.as_bytes());
+        }
         dst.put_slice(&frame.payload);
         Ok(())
     }
