@@ -257,9 +257,11 @@ impl Stream {
     fn read_inline(&self, inner: &mut Inner) {
         // Our own read must not wake us through the stream's event waker.
         inner.reading_for = Some(self.id);
+        inner.session.set_reader(self.id);
         if inner.read_frames() {
             inner.pump_app();
         }
+        inner.session.set_reader(0);
         inner.reading_for = None;
     }
 
