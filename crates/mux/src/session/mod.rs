@@ -256,6 +256,7 @@ impl Session {
 
     /// The next frame to send: control frames first, then data from streams
     /// with credit, round-robin. After close only the final control frames.
+    #[inline]
     pub fn poll_transmit(&mut self) -> Option<Frame> {
         if let Some(f) = self.control.pop_front() {
             return Some(f);
@@ -270,6 +271,7 @@ impl Session {
     }
 
     /// Whether a frame is waiting in [`poll_transmit`](Self::poll_transmit).
+    #[inline]
     pub fn has_transmit(&self) -> bool {
         !self.control.is_empty()
             || (!self.is_closed() && (self.immediate.is_some() || !self.ready.is_empty()))
@@ -277,6 +279,7 @@ impl Session {
 
     /// Whether the session has nothing for the driver: no frame to send,
     /// no event, no deadline moved, not closed.
+    #[inline]
     pub fn is_quiet(&self) -> bool {
         self.control.is_empty()
             && self.immediate.is_none()
@@ -336,6 +339,7 @@ impl Session {
     }
 
     /// Whether the connection is closed.
+    #[inline]
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed(_))
     }
@@ -451,6 +455,7 @@ impl Session {
     /// from the front of `data`; with the last of it go `metadata` (taken)
     /// and `end`. Returns whether everything was queued; if not, an
     /// [`Event::Writable`] follows when there is room again.
+    #[inline]
     pub fn send_some(
         &mut self,
         id: u32,
@@ -585,6 +590,7 @@ impl Session {
 
     /// Takes the next received piece of `id`, returning its flow-control
     /// credit to the peer.
+    #[inline]
     pub fn recv(&mut self, id: u32) -> Recv {
         let Some(s) = self.streams.get_mut(&id) else {
             return Recv::Failed(StreamError::new(match &self.state {
