@@ -460,7 +460,12 @@ impl Inner {
             let res = if std::mem::take(&mut r.leftover) {
                 Poll::Ready(Ok(usize::MAX))
             } else {
-                if r.buf.capacity() - r.buf.len() < READ_MIN {
+                let room = r.buf.capacity() - r.buf.len();
+                // Frames decoded earlier in this loop may still hold the
+                // buffer, so `reserve` would allocate a new one: first try
+                // to reuse it, then read into the tail left, and allocate
+                // only when nothing is left.
+                if room < READ_MIN && !r.buf.try_reclaim(READ_CHUNK) && room == 0 {
                     r.buf.reserve(READ_CHUNK);
                 }
                 self.read_wake.fired.store(false, Ordering::Release);
