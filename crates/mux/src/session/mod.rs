@@ -794,6 +794,7 @@ impl Session {
     /// [`handle_frame`](Self::handle_frame) with a clock read only when a
     /// rule needs the time (keepalive on, a budget spent, the idle clock
     /// starting), which on the hot path is never.
+    #[inline]
     pub fn handle_frame_with(&mut self, frame: Frame, clock: &mut dyn FnMut() -> Instant) {
         if self.is_closed() {
             return;
@@ -817,6 +818,7 @@ impl Session {
         }
     }
 
+    #[inline]
     fn dispatch(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let scope = match frame.ty.scope() {
             Some(s) => s,
@@ -931,6 +933,7 @@ impl Session {
         self.spend(Spend::Late, now, "late frame flood")
     }
 
+    #[inline]
     fn on_data(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let open = frame.ty == FrameType::OPEN;
