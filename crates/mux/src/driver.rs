@@ -324,7 +324,13 @@ impl Inner {
             match Pin::new(&mut **io).poll_write(&mut cx, &w.buf) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
-                    w.buf.advance(n);
+                    if n == w.buf.len() {
+                        // All written (the usual case): rewind rather than
+                        // advance, so the next encode needs no shift back.
+                        w.buf.clear();
+                    } else {
+                        w.buf.advance(n);
+                    }
                     w.needs_flush = true;
                 }
                 Poll::Ready(Err(e)) => return Err(e),
