@@ -248,14 +248,33 @@ impl Inner {
     /// Writes what the session has to send and dispatches its events. The
     /// driver calls this; application calls use [`pump_app`](Self::pump_app).
     pub(crate) fn pump(&mut self) {
-        if let Err(e) = self.write_out() {
-            tracing::debug!(error = %e, "write failed");
-            self.session
-                .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
-            self.writer.buf.clear();
-            self.writer.shut = true;
-        }
+        self.write();
         self.dispatch_events();
+    }
+
+    /// Writes what the session has to send; a failed write closes it.
+    /// Returns whether the write went well.
+    fn write(&mut self) -> bool {
+        let Err(e) = self.write_out() else {
+            return true;
+        };
+        tracing::debug!(error = %e, "write failed");
+        self.session
+            .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
+        self.writer.buf.clear();
+        self.writer.shut = true;
+        false
+    }
+
+    /// [`pump_app`](Self::pump_app) after `Session::send_some`: the write
+    /// first, and the rest (events, timers, reading resumed) only if the
+    /// write left the session anything to report (a stream that finished
+    /// sending, a failure) or reading waits for the control queue to drain.
+    pub(crate) fn pump_send(&mut self) {
+        if self.write() && !self.read_blocked && self.session.is_quiet() {
+            return;
+        }
+        self.pump_app();
     }
 
     /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier

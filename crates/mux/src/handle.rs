@@ -219,7 +219,7 @@ impl Stream {
         let mut inner = self.shared.lock();
         match inner.session.send_some(self.id, metadata, data, end) {
             Ok(true) => {
-                inner.pump_app();
+                inner.pump_send();
                 Poll::Ready(Ok(()))
             }
             Ok(false) => {
