@@ -469,17 +469,29 @@ impl Inner {
     /// per-call budget is used (then `ReadWake` is woken to continue).
     /// Returns whether any bytes arrived.
     pub(crate) fn read_frames(&mut self) -> bool {
+        // Borrowed out for the loop instead of cloned: no reference count
+        // traffic per read.
+        let waker = std::mem::replace(&mut self.read_waker, Waker::noop().clone());
+        let (got, budget_used) = self.read_loop(&mut Context::from_waker(&waker));
+        if budget_used {
+            waker.wake_by_ref();
+        }
+        self.read_waker = waker;
+        got
+    }
+
+    /// [`read_frames`](Self::read_frames)' loop: whether bytes arrived, and
+    /// whether it stopped only because the budget was used.
+    fn read_loop(&mut self, cx: &mut Context<'_>) -> (bool, bool) {
         let mut got = false;
-        let waker = self.read_waker.clone();
-        let mut cx = Context::from_waker(&waker);
         for _ in 0..READS_PER_POLL {
             if self.reader.eof {
-                return got;
+                return (got, false);
             }
             if !self.session.wants_read() {
                 // Resumed by `pump_app` or the driver once the queue drains.
                 self.read_blocked = true;
-                return got;
+                return (got, false);
             }
             let r = &mut self.reader;
             let res = if std::mem::take(&mut r.leftover) {
@@ -494,15 +506,15 @@ impl Inner {
                     r.buf.reserve(READ_CHUNK);
                 }
                 self.read_wake.fired.store(false, Ordering::Release);
-                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), &mut cx, &mut r.buf)
+                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf)
             };
             self.read_armed = res.is_pending();
             match res {
-                Poll::Pending => return got,
+                Poll::Pending => return (got, false),
                 Poll::Ready(Ok(0)) => {
                     self.reader.eof = true;
                     self.decode(true);
-                    return true;
+                    return (true, false);
                 }
                 Poll::Ready(Ok(_)) => {
                     got = true;
@@ -515,12 +527,11 @@ impl Inner {
                         Reason::INTERNAL_ERROR,
                         "transport read failed",
                     ));
-                    return true;
+                    return (true, false);
                 }
             }
         }
-        waker.wake_by_ref();
-        got
+        (got, true)
     }
 
     /// Whether the socket woke since the last read was armed.

@@ -628,6 +628,7 @@ impl Session {
         Recv::Pending
     }
 
+    #[inline]
     fn release_conn(&mut self, n: u32) {
         if n == 0 || self.is_closed() {
             return;
