@@ -15,6 +15,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod frame;
+pub mod mux;
 mod registry;
 pub mod transform;
 

@@ -54,6 +54,7 @@ impl FrameCodec {
     /// Decodes one frame's header and raw body (metadata then payload, as
     /// on the wire), without looking inside the body. This is the hook for
     /// the record layer, which must open the body before it is parsed.
+    #[inline]
     pub fn decode_raw(
         &mut self,
         src: &mut BytesMut,
@@ -88,6 +89,7 @@ impl FrameCodec {
     }
 
     /// Checks a frame against the limits before sending it.
+    #[inline]
     fn check_outbound(&self, frame: &Frame) -> Result<Header, FrameError> {
         let header = frame.header();
         header.check(&self.limits, 0)?;
@@ -96,11 +98,15 @@ impl FrameCodec {
 
     /// Encodes a frame by copying it into `dst`. Allocates nothing when `dst`
     /// has room.
+    #[inline]
     pub fn encode_frame(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
         let header = self.check_outbound(frame)?;
         dst.reserve(frame.encoded_len());
         dst.put_slice(&header.to_bytes());
-        dst.put_slice(frame.metadata.as_bytes());
+        if !frame.metadata.is_empty() {
+            // Most frames carry none: skip the empty copy.
+            dst.put_slice(frame.metadata.as_bytes());
+        }
         dst.put_slice(&frame.payload);
         Ok(())
     }
@@ -129,6 +135,7 @@ impl Decoder for FrameCodec {
     type Item = Frame;
     type Error = FrameError;
 
+    #[inline]
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         match self.decode_raw(src)? {
             Some((header, body)) => Frame::from_body(&header, body.freeze()).map(Some),

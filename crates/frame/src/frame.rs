@@ -34,6 +34,7 @@ impl Frame {
 
     /// Builds a frame from a checked header and its body (metadata then
     /// payload), validating the metadata. Allocates nothing.
+    #[inline]
     pub fn from_body(header: &Header, mut body: Bytes) -> Result<Frame, FrameError> {
         let metadata = body.split_to(header.metadata_len as usize);
         Ok(Frame {
@@ -50,6 +51,7 @@ impl Frame {
     /// # Panics
     /// If metadata or payload is longer than `u32::MAX` bytes (a local bug:
     /// the limits are far lower).
+    #[inline]
     pub fn header(&self) -> Header {
         Header {
             ty: self.ty,
@@ -61,11 +63,13 @@ impl Frame {
     }
 
     /// Encoded length, header included.
+    #[inline]
     pub fn encoded_len(&self) -> usize {
         HEADER_LEN + self.metadata.len() + self.payload.len()
     }
 
     /// Whether `END_STREAM` is set.
+    #[inline]
     pub fn is_end_stream(&self) -> bool {
         self.flags.contains(Flags::END_STREAM)
     }

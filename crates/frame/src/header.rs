@@ -42,6 +42,7 @@ impl FrameType {
     }
 
     /// Which stream ids this type may carry, or `None` for unknown types.
+    #[inline]
     pub fn scope(self) -> Option<Scope> {
         match self {
             Self::DATA | Self::OPEN | Self::RESET => Some(Scope::Stream),
@@ -160,6 +161,7 @@ pub struct Header {
 
 impl Header {
     /// Writes the header into exactly [`HEADER_LEN`] bytes.
+    #[inline]
     pub fn write(&self, out: &mut [u8; HEADER_LEN]) {
         out[0] = VERSION;
         out[1] = self.ty.0;
@@ -171,6 +173,7 @@ impl Header {
     }
 
     /// The header as its 16 wire bytes.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut out = [0; HEADER_LEN];
         self.write(&mut out);
@@ -180,6 +183,7 @@ impl Header {
     /// Parses a header without checking it against any limit.
     ///
     /// Fails only on an unknown version.
+    #[inline]
     pub fn parse(raw: &[u8; HEADER_LEN]) -> Result<Header, FrameError> {
         if raw[0] != VERSION {
             return Err(FrameError::UnsupportedVersion(raw[0]));
@@ -197,6 +201,7 @@ impl Header {
     /// Checks the header alone against `limits` and the stream-id scope of its
     /// type. `overhead` is how many bytes record protection adds to the payload
     /// on the wire (0 for plain frames, 16 for an AES-GCM tag).
+    #[inline]
     pub fn check(&self, limits: &Limits, overhead: u32) -> Result<(), FrameError> {
         if self.metadata_len > limits.max_metadata {
             return Err(FrameError::MetadataTooLarge {
@@ -228,6 +233,7 @@ impl Header {
     /// Metadata plus payload length, as `usize`. Cannot overflow: both are
     /// `u32` and `usize` is at least 64 bits on supported targets, and callers
     /// check limits first.
+    #[inline]
     pub fn body_len(&self) -> usize {
         self.metadata_len as usize + self.payload_len as usize
     }

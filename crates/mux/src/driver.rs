@@ -248,19 +248,47 @@ impl Inner {
     /// Writes what the session has to send and dispatches its events. The
     /// driver calls this; application calls use [`pump_app`](Self::pump_app).
     pub(crate) fn pump(&mut self) {
-        if let Err(e) = self.write_out() {
-            tracing::debug!(error = %e, "write failed");
-            self.session
-                .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
-            self.writer.buf.clear();
-            self.writer.shut = true;
-        }
+        self.write();
         self.dispatch_events();
+    }
+
+    /// Writes what the session has to send; a failed write closes it.
+    /// Returns whether the write went well.
+    fn write(&mut self) -> bool {
+        let Err(e) = self.write_out() else {
+            return true;
+        };
+        tracing::debug!(error = %e, "write failed");
+        self.session
+            .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
+        self.writer.buf.clear();
+        self.writer.shut = true;
+        false
+    }
+
+    /// [`pump_app`](Self::pump_app) after `Session::send_some`: the write
+    /// first, and the rest (events, timers, reading resumed) only if the
+    /// write left the session anything to report (a stream that finished
+    /// sending, a failure) or reading waits for the control queue to drain.
+    pub(crate) fn pump_send(&mut self) {
+        if self.write() && !self.read_blocked && self.session.is_quiet() {
+            return;
+        }
+        self.pump_app();
     }
 
     /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier
     /// or the connection closed (the driver shuts the transport down).
     pub(crate) fn pump_app(&mut self) {
+        if self.writer.buf.is_empty()
+            && !self.writer.needs_flush
+            && !self.read_blocked
+            && self.session.is_quiet()
+        {
+            // Nothing to write, dispatch or re-arm (the common case after a
+            // read that only brought data).
+            return;
+        }
         self.pump();
         let earlier = self.session.take_timer_changed()
             && self
@@ -290,7 +318,9 @@ impl Inner {
         }
         let mut cx = Context::from_waker(&self.driver_waker);
         loop {
-            while w.buf.len() < w.coalesce {
+            // `has_transmit` is a few field tests; a `poll_transmit` that
+            // finds nothing still moves an `Option<Frame>` around.
+            while w.buf.len() < w.coalesce && self.session.has_transmit() {
                 let Some(frame) = self.session.poll_transmit() else {
                     break;
                 };
@@ -313,7 +343,13 @@ impl Inner {
             match Pin::new(&mut **io).poll_write(&mut cx, &w.buf) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
-                    w.buf.advance(n);
+                    if n == w.buf.len() {
+                        // All written (the usual case): rewind rather than
+                        // advance, so the next encode needs no shift back.
+                        w.buf.clear();
+                    } else {
+                        w.buf.advance(n);
+                    }
                     w.needs_flush = true;
                 }
                 Poll::Ready(Err(e)) => return Err(e),
@@ -433,35 +469,52 @@ impl Inner {
     /// per-call budget is used (then `ReadWake` is woken to continue).
     /// Returns whether any bytes arrived.
     pub(crate) fn read_frames(&mut self) -> bool {
+        // Borrowed out for the loop instead of cloned: no reference count
+        // traffic per read.
+        let waker = std::mem::replace(&mut self.read_waker, Waker::noop().clone());
+        let (got, budget_used) = self.read_loop(&mut Context::from_waker(&waker));
+        if budget_used {
+            waker.wake_by_ref();
+        }
+        self.read_waker = waker;
+        got
+    }
+
+    /// [`read_frames`](Self::read_frames)' loop: whether bytes arrived, and
+    /// whether it stopped only because the budget was used.
+    fn read_loop(&mut self, cx: &mut Context<'_>) -> (bool, bool) {
         let mut got = false;
-        let waker = self.read_waker.clone();
-        let mut cx = Context::from_waker(&waker);
         for _ in 0..READS_PER_POLL {
             if self.reader.eof {
-                return got;
+                return (got, false);
             }
             if !self.session.wants_read() {
                 // Resumed by `pump_app` or the driver once the queue drains.
                 self.read_blocked = true;
-                return got;
+                return (got, false);
             }
             let r = &mut self.reader;
             let res = if std::mem::take(&mut r.leftover) {
                 Poll::Ready(Ok(usize::MAX))
             } else {
-                if r.buf.capacity() - r.buf.len() < READ_MIN {
+                let room = r.buf.capacity() - r.buf.len();
+                // Frames decoded earlier in this loop may still hold the
+                // buffer, so `reserve` would allocate a new one: first try
+                // to reuse it, then read into the tail left, and allocate
+                // only when nothing is left.
+                if room < READ_MIN && !r.buf.try_reclaim(READ_CHUNK) && room == 0 {
                     r.buf.reserve(READ_CHUNK);
                 }
                 self.read_wake.fired.store(false, Ordering::Release);
-                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), &mut cx, &mut r.buf)
+                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf)
             };
             self.read_armed = res.is_pending();
             match res {
-                Poll::Pending => return got,
+                Poll::Pending => return (got, false),
                 Poll::Ready(Ok(0)) => {
                     self.reader.eof = true;
                     self.decode(true);
-                    return true;
+                    return (true, false);
                 }
                 Poll::Ready(Ok(_)) => {
                     got = true;
@@ -474,12 +527,11 @@ impl Inner {
                         Reason::INTERNAL_ERROR,
                         "transport read failed",
                     ));
-                    return true;
+                    return (true, false);
                 }
             }
         }
-        waker.wake_by_ref();
-        got
+        (got, true)
     }
 
     /// Whether the socket woke since the last read was armed.
@@ -498,6 +550,11 @@ impl Inner {
         let mut clock = || *cached.get_or_insert_with(now);
         loop {
             let r = &mut self.reader;
+            if !eof && r.buf.is_empty() {
+                // Every frame so far was whole: nothing to decode (a header
+                // held by the codec needs more bytes too).
+                break;
+            }
             let res = if eof {
                 r.inbound.decode_eof(&mut r.buf)
             } else {

@@ -170,6 +170,9 @@ pub struct Session {
     ping_seq: u64,
     /// A deadline may have moved since [`Session::take_timer_changed`].
     timer_changed: bool,
+    /// The stream whose reader is handling input right now (0: none): its
+    /// data needs no [`Event::Readable`], the reader looks next.
+    reader: u32,
 }
 
 /// A connection error detected while handling a frame: close with this.
@@ -229,6 +232,7 @@ impl Session {
             ping_sent: None,
             ping_seq: 0,
             timer_changed: true,
+            reader: CONNECTION_ID,
         };
         s.control.push_back(settings_frame(
             config.connection_window - BASELINE_WINDOW,
@@ -252,6 +256,7 @@ impl Session {
 
     /// The next frame to send: control frames first, then data from streams
     /// with credit, round-robin. After close only the final control frames.
+    #[inline]
     pub fn poll_transmit(&mut self) -> Option<Frame> {
         if let Some(f) = self.control.pop_front() {
             return Some(f);
@@ -266,9 +271,29 @@ impl Session {
     }
 
     /// Whether a frame is waiting in [`poll_transmit`](Self::poll_transmit).
+    #[inline]
     pub fn has_transmit(&self) -> bool {
         !self.control.is_empty()
             || (!self.is_closed() && (self.immediate.is_some() || !self.ready.is_empty()))
+    }
+
+    /// Whether the session has nothing for the driver: no frame to send,
+    /// no event, no deadline moved, not closed.
+    #[inline]
+    pub fn is_quiet(&self) -> bool {
+        self.control.is_empty()
+            && self.immediate.is_none()
+            && self.ready.is_empty()
+            && self.events.is_empty()
+            && !self.timer_changed
+            && !self.is_closed()
+    }
+
+    /// Says that the reader of stream `id` is handling input now and calls
+    /// [`recv`](Self::recv) for it next, so data for it queues no
+    /// [`Event::Readable`] (0: no such reader). Failures still do.
+    pub fn set_reader(&mut self, id: u32) {
+        self.reader = id;
     }
 
     /// The next event.
@@ -314,6 +339,7 @@ impl Session {
     }
 
     /// Whether the connection is closed.
+    #[inline]
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed(_))
     }
@@ -429,6 +455,7 @@ impl Session {
     /// from the front of `data`; with the last of it go `metadata` (taken)
     /// and `end`. Returns whether everything was queued; if not, an
     /// [`Event::Writable`] follows when there is room again.
+    #[inline]
     pub fn send_some(
         &mut self,
         id: u32,
@@ -563,6 +590,7 @@ impl Session {
 
     /// Takes the next received piece of `id`, returning its flow-control
     /// credit to the peer.
+    #[inline]
     pub fn recv(&mut self, id: u32) -> Recv {
         let Some(s) = self.streams.get_mut(&id) else {
             return Recv::Failed(StreamError::new(match &self.state {
@@ -600,6 +628,7 @@ impl Session {
         Recv::Pending
     }
 
+    #[inline]
     fn release_conn(&mut self, n: u32) {
         if n == 0 || self.is_closed() {
             return;
@@ -766,6 +795,7 @@ impl Session {
     /// [`handle_frame`](Self::handle_frame) with a clock read only when a
     /// rule needs the time (keepalive on, a budget spent, the idle clock
     /// starting), which on the hot path is never.
+    #[inline]
     pub fn handle_frame_with(&mut self, frame: Frame, clock: &mut dyn FnMut() -> Instant) {
         if self.is_closed() {
             return;
@@ -789,6 +819,7 @@ impl Session {
         }
     }
 
+    #[inline]
     fn dispatch(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let scope = match frame.ty.scope() {
             Some(s) => s,
@@ -903,6 +934,7 @@ impl Session {
         self.spend(Spend::Late, now, "late frame flood")
     }
 
+    #[inline]
     fn on_data(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let open = frame.ty == FrameType::OPEN;
@@ -955,7 +987,7 @@ impl Session {
                 metadata: frame.metadata,
                 end,
             });
-            if was_empty {
+            if was_empty && id != self.reader {
                 self.events.push_back(Event::Readable(id));
             }
             return Ok(());
