@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use weft_mux::{Config, Connection, Incoming, Metadata, Role, Stream, connect};
+use weft_mux::pipeline::HandshakeConfig;
+use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, Stream, connect};
 
 async fn pair_with(
     client: Config,
@@ -65,9 +66,64 @@ async fn the_call_on_the_last_stream_id_gets_its_answer() {
     tokio::time::timeout(Duration::from_secs(5), client.closed())
         .await
         .expect("the client closes once the drain is done");
-    assert_eq!(
-        server.close_cause().unwrap().reason,
-        weft_mux::Reason::NO_ERROR
-    );
+    assert_eq!(server.close_cause().unwrap().reason, Reason::NO_ERROR);
     handler.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sender_at_its_record_limit_says_goaway_and_ends_the_transport() {
+    // The server's key allows 12 records each way; the client has no
+    // keepalive, so only the server's GOAWAY and FIN can end its call.
+    let hs = HandshakeConfig {
+        record_limit: 12,
+        ..HandshakeConfig::default()
+    };
+    let mut sc = Config::default();
+    sc.handshake(hs);
+    let ((client, _ci), (server, mut incoming)) = pair_with(Config::default(), sc).await;
+    assert!(client.negotiated().encrypted);
+    let _handler = tokio::spawn(async move {
+        while let Some(st) = incoming.accept().await {
+            tokio::spawn(async move {
+                let _ = echo_checked(st).await;
+            });
+        }
+    });
+    let mut ok = 0;
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(5), call(&client, b"ping")).await {
+            Err(_) => panic!("call {ok} hung at the record limit"),
+            Ok(Ok(got)) => {
+                assert_eq!(got, b"ping");
+                ok += 1;
+            }
+            Ok(Err(e)) => break e,
+        }
+        assert!(ok < 20, "the record limit never closed the connection");
+    };
+    assert!(err.contains("closed"), "{err}");
+    assert!((5..12).contains(&ok), "{ok} calls under a 12-record limit");
+    let cause = server.close_cause().expect("the server closed");
+    assert_eq!(cause.reason, Reason::INTERNAL_ERROR);
+    assert!(cause.detail.contains("record limit"), "{cause}");
+    // The client was told (GOAWAY, then FIN) and closed, without keepalive.
+    tokio::time::timeout(Duration::from_secs(5), client.closed())
+        .await
+        .expect("the client closes");
+    tokio::time::timeout(Duration::from_secs(5), server.closed())
+        .await
+        .expect("the server's driver finishes");
+}
+
+/// Like `echo`, but returns the error instead of panicking (the record
+/// limit fails the handler's call).
+async fn echo_checked(mut st: Stream) -> Result<(), weft_mux::StreamError> {
+    while let Some(c) = st.recv().await? {
+        let end = c.end;
+        st.send(c.data, end).await?;
+        if end {
+            return Ok(());
+        }
+    }
+    st.send(Bytes::new(), true).await
 }
