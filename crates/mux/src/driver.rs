@@ -378,6 +378,11 @@ impl Inner {
 
     fn finish(&mut self) {
         self.done = true;
+        // Release the transport now rather than with the last handle: the
+        // peer sees the end (FIN, or a reset if it still sends) and the
+        // descriptor is freed while the application keeps its handles.
+        self.io = Io(Box::new(tokio::io::empty()));
+        self.io_shut = true;
         for w in self.closed_wakers.drain(..) {
             w.wake();
         }
