@@ -215,6 +215,8 @@ pub(crate) struct Inner {
     armed: Option<Instant>,
     /// The driver has finished: the transport is shut or failed.
     pub(crate) done: bool,
+    /// The transport's write side was shut down (or it was dropped).
+    io_shut: bool,
 }
 
 pub(crate) struct Io(Box<dyn Transport>);
@@ -325,6 +327,13 @@ impl Inner {
                     break;
                 };
                 if let Err(e) = w.outbound.encode(&frame, &mut w.buf) {
+                    if e.is_record_limit() && !self.session.is_closed() {
+                        // The key's last record is kept for this GOAWAY;
+                        // the close then shuts the transport (FIN).
+                        self.session
+                            .close(Reason::INTERNAL_ERROR, "record limit reached");
+                        continue;
+                    }
                     return Err(io::Error::other(e));
                 }
             }
@@ -405,6 +414,11 @@ impl Inner {
 
     fn finish(&mut self) {
         self.done = true;
+        // Release the transport now rather than with the last handle: the
+        // peer sees the end (FIN, or a reset if it still sends) and the
+        // descriptor is freed while the application keeps its handles.
+        self.io = Io(Box::new(tokio::io::empty()));
+        self.io_shut = true;
         for w in self.closed_wakers.drain(..) {
             w.wake();
         }
@@ -451,6 +465,7 @@ pub(crate) fn shared(
             driver_waker: Waker::noop().clone(),
             armed: None,
             done: false,
+            io_shut: false,
         }),
         negotiated,
         span,
@@ -686,19 +701,21 @@ impl Future for Driver {
     }
 }
 
-/// Flushes the final frames, shuts the transport, wakes everyone.
+/// Flushes the final frames, shuts the transport's write side (even after
+/// a failed write: the peer must see the end), wakes everyone.
 fn poll_close(inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
     let w = &mut inner.writer;
-    if !w.shut {
-        if !w.buf.is_empty() || inner.session.has_transmit() {
-            // `pump` registered our waker if the socket was not ready.
+    if !w.shut && (!w.buf.is_empty() || inner.session.has_transmit()) {
+        // `pump` registered our waker if the socket was not ready.
+        return Poll::Pending;
+    }
+    if !inner.io_shut {
+        if Pin::new(&mut *inner.io.0).poll_shutdown(cx).is_pending() {
             return Poll::Pending;
         }
-        match Pin::new(&mut *inner.io.0).poll_shutdown(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(_) => w.shut = true,
-        }
+        inner.io_shut = true;
     }
+    w.shut = true;
     inner.finish();
     Poll::Ready(())
 }

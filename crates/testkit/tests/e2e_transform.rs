@@ -457,12 +457,11 @@ async fn item_20_record_limit_closes_the_connection_never_wraps() {
         ..ServerOptions::default()
     })
     .await;
-    // Keepalive on the client: see the note below.
+    // No keepalive on the client (the default): only the server's GOAWAY
+    // and FIN can end a call it does not answer.
     let tcp = TcpStream::connect(server.addr()).await.unwrap();
     let mut cc = Config::default();
-    cc.handshake(mode.client.clone())
-        .keepalive_interval(Some(Duration::from_millis(200)))
-        .keepalive_timeout(Duration::from_millis(300));
+    cc.handshake(mode.client.clone());
     let (conn, _inc) = weft_mux::connect(tcp, Role::Client, cc).await.unwrap();
     let mut ok = 0u64;
     let err = loop {
@@ -482,13 +481,19 @@ async fn item_20_record_limit_closes_the_connection_never_wraps() {
         }
         assert!(ok < 100, "the record limit never closed the connection");
     };
-    // KNOWN ISSUE (reported to weft-mux): when the server closes at its
-    // record limit it does not shut its socket, so without keepalive the
-    // client's call waits forever. With keepalive it fails definitely.
-    assert!(err.contains("closed") || err.contains("tim"), "{err}");
-    assert!((5..=40).contains(&ok), "{ok} calls under a 40-record limit");
+    // The server kept its key's last record for a GOAWAY, sent it and shut
+    // its socket: the call failed definitely and at once (each round trip
+    // above is bounded), and the client connection closes without keepalive.
+    assert!(err.contains("closed"), "{err}");
+    assert!((5..40).contains(&ok), "{ok} calls under a 40-record limit");
+    tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("the client sees the server's end");
+    let s = server.connection(1).await;
+    let cause = s.close_cause().expect("the server closed");
+    assert!(cause.detail.contains("record limit"), "{cause}");
     let reason = server.close_reason(1).await;
-    assert_ne!(reason, Reason::NO_ERROR);
+    assert_eq!(reason, Reason::INTERNAL_ERROR);
     // A new connection starts with fresh keys and works.
     let fresh = client(&server, mode.client.clone()).await.unwrap();
     round_trip(&fresh, 1000).await.unwrap();

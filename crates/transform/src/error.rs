@@ -60,7 +60,8 @@ impl TransformError {
 
     /// Whether the connection must be closed: framing errors, authentication
     /// failures, the record limit, an unexpected compressed flag. After a
-    /// fatal error the half that returned it returns errors for good.
+    /// fatal error the half that returned it returns errors for good (but
+    /// for the one `GOAWAY` the send limit keeps a record for).
     pub fn is_fatal(&self) -> bool {
         !matches!(self.kind, TransformErrorKind::Decompress { .. })
     }

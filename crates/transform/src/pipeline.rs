@@ -130,7 +130,10 @@ impl Outbound {
     /// A `COMPRESSED` flag set by the caller is ignored: this half owns it.
     ///
     /// Allocates nothing when `dst` has room. Errors are fatal: the frame is
-    /// over the peer's limits, or the key's record limit is reached.
+    /// over the peer's limits, or the key's record limit is reached. The
+    /// key's last record is kept for a `GOAWAY`: any other frame meets the
+    /// limit one record early, so a sender at its limit can still tell the
+    /// peer why it closes (the `GOAWAY` is accepted after that error).
     #[inline]
     pub fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), TransformError> {
         if self.plain {
@@ -150,6 +153,9 @@ impl Outbound {
     ) -> Result<(), TransformError> {
         if self.poisoned {
             return Err(fatal(TransformErrorKind::Poisoned));
+        }
+        if frame.ty != FrameType::GOAWAY && self.seal.as_ref().is_some_and(|s| s.remaining() <= 1) {
+            return Err(fatal(TransformErrorKind::SendLimit));
         }
         let mut header = frame.header();
         header.flags = header.flags.without(Flags::COMPRESSED);

@@ -569,9 +569,10 @@ fn item_20_record_limit_closes_and_never_wraps() {
     let mut low = config(EncryptionPolicy::Required, false, None);
     low.record_limit = 3;
     let high = config(EncryptionPolicy::Required, false, None);
-    // Our sender stops at its limit, and stays stopped.
+    // Our sender stops at its limit, and stays stopped. Its last record is
+    // kept for a GOAWAY: other frames stop one record early.
     let (mut a, mut b) = pair(low.clone(), high.clone());
-    for _ in 0..3 {
+    for _ in 0..2 {
         let mut w = record(&mut a, 1);
         b.inbound.decode(&mut w).unwrap().unwrap();
     }
@@ -582,7 +583,18 @@ fn item_20_record_limit_closes_and_never_wraps() {
         .unwrap_err();
     assert!(err.is_record_limit() && err.is_fatal(), "{err}");
     assert!(w.is_empty(), "nothing written");
+    let goaway = Frame::goaway(1, Reason::INTERNAL_ERROR, b"record limit");
+    a.outbound.encode(&goaway, &mut w).unwrap();
+    let got = b.inbound.decode(&mut w).unwrap().unwrap();
+    assert_eq!(got.ty, FrameType::GOAWAY);
+    assert!(
+        a.outbound
+            .encode(&goaway, &mut w)
+            .unwrap_err()
+            .is_record_limit()
+    );
     assert!(a.outbound.encode(&data(1, json_payload()), &mut w).is_err());
+    assert!(w.is_empty(), "nothing written");
     assert_eq!(a.outbound.records(), 3);
     // Our receiver refuses a peer that goes past it.
     let (mut c, mut d) = pair(high, low);

@@ -1357,6 +1357,13 @@ impl Session {
                 }
                 _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
             };
+            // The last stream may have ended with a frame `send_some` made
+            // directly (its stream already counts it as sent): it is part
+            // of the drain, so it goes out with the final control frames
+            // instead of being dropped by the close.
+            if let Some(f) = self.immediate.take() {
+                self.control.push_back(f);
+            }
             self.fail(cause, false);
         }
     }
@@ -1383,7 +1390,10 @@ impl Session {
         let ids: Vec<u32> = self.streams.keys().copied().collect();
         for id in ids {
             let s = self.streams.get_mut(&id).expect("listed");
-            if s.failed.is_none() {
+            // A stream already ended both ways (the application has not
+            // dropped it yet) completed before the close: its reader still
+            // sees the peer's clean end, not the connection's error.
+            if s.failed.is_none() && !(s.send_end == SendEnd::Sent && s.recv_end) {
                 s.failed = Some(StreamKind::Closed(cause.clone()));
             }
             s.send_queue.clear();

@@ -56,6 +56,11 @@ impl CipherState {
         self.n
     }
 
+    /// How many more operations the limit allows.
+    pub fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.n)
+    }
+
     fn next_nonce(&self) -> Result<Nonce, NoiseError> {
         if self.n >= self.limit {
             return Err(NoiseError::NonceExhausted);

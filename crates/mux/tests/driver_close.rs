@@ -1,0 +1,207 @@
+//! How connections close: a graceful `GOAWAY` drains its streams before the
+//! transport is shut, and a closed connection shuts its transport's write
+//! side even while handles to it live.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use weft_mux::pipeline::HandshakeConfig;
+use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, Stream, connect};
+
+async fn pair_with(
+    client: Config,
+    server: Config,
+) -> ((Connection, Incoming), (Connection, Incoming)) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (c, s) = tokio::join!(
+        connect(a, Role::Client, client),
+        connect(b, Role::Server, server)
+    );
+    (c.unwrap(), s.unwrap())
+}
+
+/// Echoes one stream: everything it receives, then the end.
+async fn echo(mut st: Stream) {
+    while let Some(c) = st.recv().await.unwrap() {
+        let end = c.end;
+        st.send(c.data, end).await.unwrap();
+        if end {
+            return;
+        }
+    }
+    st.send(Bytes::new(), true).await.unwrap();
+}
+
+async fn call(conn: &Connection, body: &'static [u8]) -> Result<Vec<u8>, String> {
+    let mut s = conn
+        .open(Metadata::new(), Bytes::from_static(body), true)
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    let mut got = Vec::new();
+    while let Some(c) = s.recv().await.map_err(|e| format!("recv: {e}"))? {
+        got.extend_from_slice(&c.data);
+    }
+    Ok(got)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_call_on_the_last_stream_id_gets_its_answer() {
+    let mut cc = Config::default();
+    cc.max_stream_id(3); // ids 1 and 3; opening 3 also sends GOAWAY
+    let ((client, _ci), (server, mut incoming)) = pair_with(cc, Config::default()).await;
+    let handler = tokio::spawn(async move {
+        while let Some(st) = incoming.accept().await {
+            echo(st).await;
+        }
+    });
+    assert_eq!(call(&client, b"first").await.unwrap(), b"first");
+    let last = tokio::time::timeout(Duration::from_secs(5), call(&client, b"last"))
+        .await
+        .expect("the last call ends");
+    assert_eq!(last.unwrap(), b"last");
+    // Both sides then close gracefully.
+    tokio::time::timeout(Duration::from_secs(5), server.closed())
+        .await
+        .expect("the server closes once the drain is done");
+    tokio::time::timeout(Duration::from_secs(5), client.closed())
+        .await
+        .expect("the client closes once the drain is done");
+    assert_eq!(server.close_cause().unwrap().reason, Reason::NO_ERROR);
+    handler.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sender_at_its_record_limit_says_goaway_and_ends_the_transport() {
+    // The server's key allows 12 records each way; the client has no
+    // keepalive, so only the server's GOAWAY and FIN can end its call.
+    let hs = HandshakeConfig {
+        record_limit: 12,
+        ..HandshakeConfig::default()
+    };
+    let mut sc = Config::default();
+    sc.handshake(hs);
+    let ((client, _ci), (server, mut incoming)) = pair_with(Config::default(), sc).await;
+    assert!(client.negotiated().encrypted);
+    let _handler = tokio::spawn(async move {
+        while let Some(st) = incoming.accept().await {
+            tokio::spawn(async move {
+                let _ = echo_checked(st).await;
+            });
+        }
+    });
+    let mut ok = 0;
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(5), call(&client, b"ping")).await {
+            Err(_) => panic!("call {ok} hung at the record limit"),
+            Ok(Ok(got)) => {
+                assert_eq!(got, b"ping");
+                ok += 1;
+            }
+            Ok(Err(e)) => break e,
+        }
+        assert!(ok < 20, "the record limit never closed the connection");
+    };
+    assert!(err.contains("closed"), "{err}");
+    assert!((5..12).contains(&ok), "{ok} calls under a 12-record limit");
+    let cause = server.close_cause().expect("the server closed");
+    assert_eq!(cause.reason, Reason::INTERNAL_ERROR);
+    assert!(cause.detail.contains("record limit"), "{cause}");
+    // The client was told (GOAWAY, then FIN) and closed, without keepalive.
+    tokio::time::timeout(Duration::from_secs(5), client.closed())
+        .await
+        .expect("the client closes");
+    tokio::time::timeout(Duration::from_secs(5), server.closed())
+        .await
+        .expect("the server's driver finishes");
+}
+
+/// Like `echo`, but returns the error instead of panicking (the record
+/// limit fails the handler's call).
+async fn echo_checked(mut st: Stream) -> Result<(), weft_mux::StreamError> {
+    while let Some(c) = st.recv().await? {
+        let end = c.end;
+        st.send(c.data, end).await?;
+        if end {
+            return Ok(());
+        }
+    }
+    st.send(Bytes::new(), true).await
+}
+
+/// A transport that records when it is dropped.
+struct Tracked {
+    io: DuplexStream,
+    dropped: Arc<AtomicBool>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_connection_releases_its_transport_while_handles_live() {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let tracked = Tracked {
+        io: b,
+        dropped: dropped.clone(),
+    };
+    let (c, s) = tokio::join!(
+        connect(a, Role::Client, Config::default()),
+        connect(tracked, Role::Server, Config::default())
+    );
+    let ((client, _ci), (server, incoming)) = (c.unwrap(), s.unwrap());
+    assert!(!dropped.load(Ordering::SeqCst));
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        server.shutdown(Duration::from_secs(1)),
+    )
+    .await
+    .expect("an idle connection shuts down at once");
+    // Every handle (`server`, `incoming`) is alive, yet the transport is
+    // gone: the peer got its end and the descriptor would be free.
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the transport is still held"
+    );
+    tokio::time::timeout(Duration::from_secs(5), client.closed())
+        .await
+        .expect("the peer sees the end");
+    assert!(server.is_closed());
+    drop((server, incoming));
+}

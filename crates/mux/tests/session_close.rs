@@ -1,0 +1,73 @@
+//! Sans-I/O close paths: what a graceful drain still sends, and what a
+//! stream that completed before the close reports afterwards.
+
+mod support;
+
+use bytes::Bytes;
+use support::{Pair, Scripted, drain};
+use weft_frame::{Frame, FrameType, Metadata};
+use weft_mux::session::Role;
+use weft_mux::{CloseCause, Config, Reason};
+
+#[test]
+fn a_drain_close_still_sends_the_last_streams_final_frame() {
+    let mut p = Scripted::new(Role::Server, Config::default());
+    p.open(1, b"ask", true);
+    p.feed(Frame::goaway(1, Reason::STREAM_IDS_EXHAUSTED, b""));
+    assert_eq!(p.s.accept(), Some(1));
+    let (got, ended, err) = drain(&mut p.s, 1);
+    assert_eq!((got.as_slice(), ended, err), (&b"ask"[..], true, None));
+    // The answer takes the direct path (nothing else waits to be sent)...
+    let mut md = Metadata::new();
+    let mut data = Bytes::from_static(b"answer");
+    assert!(p.s.send_some(1, &mut md, &mut data, true).unwrap());
+    // ...and dropping the stream ends the drain before it is transmitted.
+    p.s.release(1, p.now);
+    assert!(p.s.is_closed(), "the drain is over: no stream is left");
+    let out = p.out();
+    let answer = out
+        .iter()
+        .find(|f| f.ty == FrameType::DATA && f.stream_id == 1)
+        .unwrap_or_else(|| panic!("the answer was dropped: {out:?}"));
+    assert_eq!(&answer.payload[..], b"answer");
+    assert!(answer.is_end_stream());
+}
+
+#[test]
+fn a_stream_done_both_ways_reads_its_clean_end_after_the_close() {
+    let mut p = Pair::new();
+    let id = p
+        .client
+        .open(Metadata::new(), Bytes::from_static(b"q"), true, p.now)
+        .unwrap();
+    p.drive();
+    assert_eq!(p.server.accept(), Some(id));
+    let _ = drain(&mut p.server, id);
+    p.server
+        .send(id, Metadata::new(), Bytes::from_static(b"r"), true)
+        .unwrap();
+    p.drive();
+    // The peer's FIN (or anything else that ends the connection) arrives
+    // before the application has read the answer.
+    p.client.handle_transport_closed(eof());
+    let (got, ended, err) = drain(&mut p.client, id);
+    assert_eq!((got.as_slice(), ended, err), (&b"r"[..], true, None));
+    // A stream still open when the connection died fails.
+    let mut q = Pair::new();
+    let id = q
+        .client
+        .open(Metadata::new(), Bytes::from_static(b"q"), true, q.now)
+        .unwrap();
+    q.drive();
+    q.client.handle_transport_closed(eof());
+    let (_, ended, err) = drain(&mut q.client, id);
+    assert!(!ended && err.is_some_and(|e| e.to_string().contains("closed")));
+}
+
+fn eof() -> CloseCause {
+    CloseCause {
+        reason: Reason::NO_ERROR,
+        by_peer: true,
+        detail: "transport closed by peer",
+    }
+}
