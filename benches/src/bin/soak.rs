@@ -391,10 +391,7 @@ async fn task(client: Client, id: u64, end: Instant, counts: Arc<Counts>) -> Res
         let fut = one_call(&client, shape, m, short_deadline);
         let ended =
             match cancel_after {
-                Some(after) => match tokio::time::timeout(after, fut).await {
-                    Ok(r) => Some(r),
-                    Err(_) => None,
-                },
+                Some(after) => tokio::time::timeout(after, fut).await.ok(),
                 None => Some(tokio::time::timeout(HANG, fut).await.map_err(|_| {
                     format!("task {id} call {call} (shape {shape}) hung for {HANG:?}")
                 })?),
