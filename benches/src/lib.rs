@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod e2e;
 pub mod frame;
 pub mod mux;
 mod registry;

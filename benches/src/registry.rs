@@ -6,7 +6,7 @@
 //! `cargo xtask bench --bless`. Targets whose crate is not written yet are not
 //! registered (never faked).
 
-use crate::{frame, transform};
+use crate::{e2e, frame, transform};
 
 /// One benchmark operation. Its input is prepared by [`Op::prepare`], which is
 /// never measured, and consumed by [`Op::run`], which is.
@@ -70,12 +70,19 @@ pub fn targets() -> Vec<Target> {
             label: "transform deflate + GCM",
             make: || Box::new(transform::Pipeline::new(true, true)),
         },
-        // End-to-end targets (TCP loopback, plain and encrypted, nil request,
-        // `{"n":1}` response) register here when the `weft` facade lands.
-        // Their counts span client and server threads: `run` must return only
-        // once the call has completed, and work the server finishes after
-        // replying can land in a neighbouring op, so such targets may need an
-        // `allocs_tolerance` in the baseline (see docs/BENCHMARKS.md).
+        // End to end: the counts span client and server threads, and work
+        // the server finishes after replying can land in the next op, so the
+        // baseline gives these an `allocs_tolerance` (docs/BENCHMARKS.md).
+        Target {
+            name: "e2e/unary_plain",
+            label: "e2e unary, TCP loopback, plain",
+            make: || Box::new(e2e::Unary::new(false)),
+        },
+        Target {
+            name: "e2e/unary_encrypted",
+            label: "e2e unary, TCP loopback, encrypted",
+            make: || Box::new(e2e::Unary::new(true)),
+        },
     ]
 }
 

@@ -26,6 +26,7 @@ pub mod std_net;
 pub mod tarpc_peer;
 pub mod tokio_codec;
 pub mod tonic_peer;
+pub mod weft_peer;
 
 use std::time::Duration;
 
@@ -53,10 +54,20 @@ pub struct Peer {
 /// Every registered peer, in the order they run within a round.
 pub fn peers() -> Vec<Peer> {
     vec![
-        // REGISTRATION POINT for weft itself: when the `weft` facade can
-        // connect and serve, add a `weft_peer` module with the same two
-        // functions (over `runtime()`, TCP loopback, nil request, RESPONSE),
-        // plain and encrypted, and list them here first. Not faked until then.
+        // weft first: its plain and encrypted entries (same shape as the
+        // others: TCP loopback, nil request, RESPONSE, `runtime()`).
+        Peer {
+            name: "weft",
+            description: "weft facade, raw unary call, encryption and compression off",
+            run_sequential: weft_peer::run_sequential_plain,
+            run_concurrent: weft_peer::run_concurrent_plain,
+        },
+        Peer {
+            name: "weft-encrypted",
+            description: "weft facade, raw unary call, Noise handshake + AES-256-GCM (compression negotiated)",
+            run_sequential: weft_peer::run_sequential_encrypted,
+            run_concurrent: weft_peer::run_concurrent_encrypted,
+        },
         Peer {
             name: "std-net",
             description: "blocking std::net ping-pong, 4-byte length prefix, server thread",

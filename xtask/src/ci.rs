@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: exactly what .ci/run runs, in order.
 
-use crate::{bench, cmd, coverage};
+use crate::{bench, cmd, coverage, fuzz, soak};
 
 /// Runs the CI steps; stops at the first failure.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
@@ -24,5 +24,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     cmd::run("cargo", &["test", "--workspace"])?;
     bench::run(&["--check".to_string()])?;
     coverage::run(&[])?;
+    // Issue 7: every fuzz target for 30 s, then a one-minute soak.
+    fuzz::run(&["--secs".to_string(), "30".to_string()])?;
+    soak::run(&["--secs".to_string(), "60".to_string()])?;
     Ok(())
 }

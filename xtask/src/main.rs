@@ -8,6 +8,8 @@ mod bench;
 mod ci;
 mod cmd;
 mod coverage;
+mod fuzz;
+mod soak;
 mod stats;
 
 use std::process::ExitCode;
@@ -16,7 +18,7 @@ const USAGE: &str = "usage: cargo xtask <command> [options]
 
 commands:
   ci        what .ci/run runs, in order: fmt check, clippy -D warnings, tests,
-            bench --check, coverage
+            bench --check, coverage, fuzz --secs 30, soak --secs 60
   bench     divan timings + allocation gate (benches/alloc-baseline.json),
             one table, target/bench/*.json, docs/BENCHMARKS.md
               --check     allocation gate + one smoke run of every bench (CI)
@@ -25,7 +27,14 @@ commands:
               --peers     end-to-end against std::net, tokio codec, tarpc, tonic
               --rounds N  interleaved peer rounds (default 5)
   coverage  cargo-llvm-cov over the library crates, gated per crate by
-            xtask/coverage-floors.json";
+            xtask/coverage-floors.json
+  fuzz      every cargo-fuzz target in fuzz/ (its [[bin]] names), nightly;
+            installs cargo-fuzz 0.13.2 if missing
+              --secs N    libFuzzer time per target (required)
+  soak      many clients, all call shapes, cancellations and deadlines against
+            an in-process server (benches/src/bin/soak.rs, release); fails on a
+            lost or duplicated message, memory growth or a leaked stream
+              --secs N    run time (required)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +42,8 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("coverage") => coverage::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             println!("{USAGE}");
             Ok(())
@@ -45,5 +56,31 @@ fn main() -> ExitCode {
             eprintln!("xtask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `--secs N` (N > 0), the only option of `fuzz` and `soak`.
+pub(crate) fn secs_option(args: &[String], command: &str) -> Result<u64, String> {
+    match args {
+        [flag, n] if flag == "--secs" => n
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{command}: --secs needs a positive number, got {n:?}")),
+        _ => Err(format!("usage: cargo xtask {command} --secs N")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secs_must_be_positive() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(secs_option(&args(&["--secs", "30"]), "fuzz"), Ok(30));
+        assert!(secs_option(&args(&["--secs", "0"]), "fuzz").is_err());
+        assert!(secs_option(&args(&["--secs"]), "fuzz").is_err());
+        assert!(secs_option(&args(&[]), "fuzz").is_err());
     }
 }

@@ -17,6 +17,16 @@ use super::svg::{self, Bar};
 const SEQUENTIAL_REFERENCE: &str = "std-net";
 /// The concurrent throughput is compared with this peer.
 const CONCURRENT_REFERENCE: &str = "tarpc";
+/// weft's two entries in the peers binary.
+const WEFT_PLAIN: &str = "weft";
+const WEFT_ENCRYPTED: &str = "weft-encrypted";
+/// Issue 5's targets: weft sequential within this factor of std-net's round
+/// trip (plain and encrypted).
+const MAX_VS_FLOOR: f64 = 1.5;
+/// weft's throughput with calls in flight at least this multiple of tarpc's.
+const MIN_VS_TARPC: f64 = 4.0;
+/// Encryption costs at most this factor over plain.
+const MAX_ENCRYPTED_VS_PLAIN: f64 = 1.1;
 
 /// One peer's figures over the rounds.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +67,7 @@ pub(crate) fn run(rounds: usize) -> Result<(), String> {
     )?;
     cmd::write("target/bench/peers.json", &json)?;
     let run = parse(&json)?;
-    let table = table(&run);
+    let table = format!("{}\n{}", table(&run), ratios(&run));
     println!("\n{table}");
     report::update_doc("xtask bench --peers", &section(&context, &run, &table))?;
     cmd::write("docs/benchmarks-peers.svg", &chart(&run))
@@ -139,6 +149,69 @@ pub(crate) fn table(run: &PeersRun) -> String {
     out
 }
 
+/// weft's three target ratios, each with its target and whether this run met
+/// it (markdown list; the terminal shows it under the table). Read, never
+/// gated: the figures are wall time on a shared machine.
+pub(crate) fn ratios(run: &PeersRun) -> String {
+    let (Some(plain), Some(encrypted)) = (run.find(WEFT_PLAIN), run.find(WEFT_ENCRYPTED)) else {
+        return "weft ratios: the run has no weft entries\n".to_string();
+    };
+    let mut lines = Vec::new();
+    let mut line = |what: String, value: f64, at_most: bool, target: f64| {
+        let met = if at_most {
+            value <= target
+        } else {
+            value >= target
+        };
+        lines.push(format!(
+            "- {what}: **{}×** (target {} {}×: {})",
+            three_digits(value),
+            if at_most { "≤" } else { "≥" },
+            target,
+            if met { "met" } else { "NOT met" }
+        ));
+    };
+    if let Some(floor) = run.find(SEQUENTIAL_REFERENCE) {
+        for p in [plain, encrypted] {
+            line(
+                format!("{} sequential round trip vs {SEQUENTIAL_REFERENCE}", p.name),
+                p.sequential.median / floor.sequential.median,
+                true,
+                MAX_VS_FLOOR,
+            );
+        }
+    }
+    if let Some(reference) = run.find(CONCURRENT_REFERENCE) {
+        for p in [plain, encrypted] {
+            line(
+                format!(
+                    "{} calls/s with {} in flight vs {CONCURRENT_REFERENCE}",
+                    p.name, run.inflight
+                ),
+                run.throughput(p) / run.throughput(reference),
+                false,
+                MIN_VS_TARPC,
+            );
+        }
+    }
+    line(
+        "encrypted vs plain, sequential round trip".to_string(),
+        encrypted.sequential.median / plain.sequential.median,
+        true,
+        MAX_ENCRYPTED_VS_PLAIN,
+    );
+    line(
+        format!(
+            "encrypted vs plain, per call with {} in flight",
+            run.inflight
+        ),
+        encrypted.batch.median / plain.batch.median,
+        true,
+        MAX_ENCRYPTED_VS_PLAIN,
+    );
+    format!("weft's targets (this run):\n\n{}\n", lines.join("\n"))
+}
+
 fn section(context: &Context, run: &PeersRun, table: &str) -> String {
     let mut peers = String::new();
     for p in &run.peers {
@@ -207,6 +280,43 @@ mod tests {
         );
         let std = table.lines().find(|l| l.starts_with("| std-net")).unwrap();
         assert!(std.ends_with("| 1000000 | 10.0× |"), "{std}");
+    }
+
+    #[test]
+    fn weft_ratios_name_their_targets_and_say_whether_met() {
+        let weft = r#"{"name": "weft", "description": "w", "sequential_round_ns": [30000], "concurrent_batch_round_ns": [64000]},
+        {"name": "weft-encrypted", "description": "e", "sequential_round_ns": [36000], "concurrent_batch_round_ns": [67200]},
+        {"name": "std-net""#;
+        let run = parse(&RUN.replacen(r#"{"name": "std-net""#, weft, 1)).unwrap();
+        let ratios = ratios(&run);
+        // 30 µs vs std-net's 21 µs; 1 000 000 calls/s vs tarpc's 100 000
+        assert!(
+            ratios.contains(
+                "- weft sequential round trip vs std-net: **1.43×** (target ≤ 1.5×: met)"
+            ),
+            "{ratios}"
+        );
+        assert!(ratios.contains("- weft-encrypted sequential round trip vs std-net: **1.71×** (target ≤ 1.5×: NOT met)"), "{ratios}");
+        assert!(
+            ratios.contains(
+                "- weft calls/s with 64 in flight vs tarpc: **10.0×** (target ≥ 4×: met)"
+            ),
+            "{ratios}"
+        );
+        assert!(
+            ratios.contains(
+                "- encrypted vs plain, sequential round trip: **1.20×** (target ≤ 1.1×: NOT met)"
+            ),
+            "{ratios}"
+        );
+        assert!(
+            ratios.contains(
+                "- encrypted vs plain, per call with 64 in flight: **1.05×** (target ≤ 1.1×: met)"
+            ),
+            "{ratios}"
+        );
+        let without = parse(RUN).unwrap();
+        assert!(super::ratios(&without).contains("no weft entries"));
     }
 
     #[test]

@@ -1,0 +1,30 @@
+//! End to end: one unary call through the `weft` facade over TCP loopback
+//! (server and client in this process, one connection, sequential), nil
+//! request, `{"n":1}` response, plain and encrypted. See
+//! `weft_benches::e2e` for the runtime shape; `cargo xtask bench --peers`
+//! compares the same exchange with other stacks.
+
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
+
+fn main() {
+    divan::main();
+}
+
+fn unary(bencher: divan::Bencher<'_, '_>, encrypted: bool) {
+    let loopback = weft_benches::e2e::Loopback::start(encrypted);
+    for _ in 0..200 {
+        loopback.call();
+    }
+    bencher.bench_local(|| loopback.call());
+}
+
+#[divan::bench]
+fn unary_plain(bencher: divan::Bencher<'_, '_>) {
+    unary(bencher, false);
+}
+
+#[divan::bench]
+fn unary_encrypted(bencher: divan::Bencher<'_, '_>) {
+    unary(bencher, true);
+}

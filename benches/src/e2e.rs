@@ -1,0 +1,110 @@
+//! The end-to-end [`Op`]: one unary call through the `weft` facade over TCP
+//! loopback, nil request, the 7-byte `{"n":1}` response, as
+//! `benches/e2e.rs` times it.
+//!
+//! Client and server share one multi-thread tokio runtime (the shape
+//! `#[tokio::main]` gives): the call is driven from the caller's thread by
+//! `block_on`, the server and the connection drivers run on the workers. So
+//! an op's allocations span several threads, and work the server finishes
+//! after replying can land in the next op: the baseline gives these targets
+//! an `allocs_tolerance`.
+
+use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
+use weft::{Bytes, Client, Config, EncryptionPolicy, Listener, Router, Status};
+
+use crate::Op;
+
+/// The response of the end-to-end method: 7 bytes of JSON.
+pub const RESPONSE: &[u8] = b"{\"n\":1}";
+
+/// The method name the end-to-end server answers.
+pub const METHOD: &str = "n";
+
+/// The configuration of the plain (no encryption, no compression) or the
+/// encrypted (AES-256-GCM required, compression negotiated as by default)
+/// end-to-end targets.
+pub fn config(encrypted: bool) -> Config {
+    if encrypted {
+        Config::new().encryption(EncryptionPolicy::Required)
+    } else {
+        Config::new()
+            .encryption(EncryptionPolicy::Off)
+            .compression(false)
+    }
+}
+
+/// A router answering [`METHOD`] with [`RESPONSE`], whatever the request.
+pub fn router() -> Router {
+    Router::new().unary(METHOD, |_ctx, _req: Bytes| async move {
+        Ok::<_, Status>(Bytes::from_static(RESPONSE))
+    })
+}
+
+/// A weft server on a free TCP loopback port and one connected client,
+/// on a runtime of their own. Dropping it stops the server.
+#[derive(Debug)]
+pub struct Loopback {
+    /// The runtime client and server run on (drive calls with `block_on`).
+    pub rt: Runtime,
+    /// The connected client.
+    pub client: Client,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Loopback {
+    /// Starts the server and connects, plain or encrypted.
+    pub fn start(encrypted: bool) -> Loopback {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime can be built");
+        let config = config(encrypted);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let client = rt.block_on(async {
+            let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
+            let addr = listener.local_addr().expect("local addr");
+            tokio::spawn(weft::serve(listener, router(), config.clone(), async {
+                let _ = stopped.await;
+            }));
+            weft::connect(&addr, &config).await.expect("connect")
+        });
+        assert_eq!(client.connection().negotiated().encrypted, encrypted);
+        Loopback {
+            rt,
+            client,
+            _stop: stop,
+        }
+    }
+
+    /// One call, to completion; panics on a wrong answer.
+    pub fn call(&self) -> Bytes {
+        let reply = self
+            .rt
+            .block_on(self.client.unary(METHOD, Bytes::new()))
+            .expect("unary call");
+        assert_eq!(reply, RESPONSE);
+        reply
+    }
+}
+
+/// One unary call over a [`Loopback`] connection.
+#[derive(Debug)]
+pub struct Unary {
+    loopback: Loopback,
+}
+
+impl Unary {
+    /// A connected pair, plain or encrypted.
+    pub fn new(encrypted: bool) -> Self {
+        Unary {
+            loopback: Loopback::start(encrypted),
+        }
+    }
+}
+
+impl Op for Unary {
+    fn run(&mut self) {
+        std::hint::black_box(self.loopback.call());
+    }
+}
