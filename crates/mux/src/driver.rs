@@ -52,9 +52,6 @@ pub(crate) struct Writer {
     coalesce: usize,
     needs_flush: bool,
     shut: bool,
-    /// Open [`Cork`](crate::Cork)s: while any is held, frames stay queued
-    /// so that a batch of sends leaves in one write.
-    corked: u32,
 }
 
 impl std::fmt::Debug for Writer {
@@ -250,30 +247,6 @@ pub(crate) fn now() -> Instant {
 }
 
 impl Inner {
-    /// Holds writes back until the matching [`uncork`](Self::uncork).
-    pub(crate) fn cork(&mut self) {
-        self.writer.corked += 1;
-    }
-
-    /// Releases one cork; the last one writes everything queued meanwhile.
-    pub(crate) fn uncork(&mut self) {
-        self.writer.corked = self.writer.corked.saturating_sub(1);
-        if self.writer.corked == 0 {
-            self.pump_app();
-        }
-    }
-
-    /// Writes what is queued now even under a cork: a stream about to be
-    /// reset must not lose what it sent before (a reset discards queued
-    /// data).
-    pub(crate) fn flush_corked(&mut self) {
-        if self.writer.corked > 0 {
-            let held = std::mem::replace(&mut self.writer.corked, 0);
-            self.write();
-            self.writer.corked = held;
-        }
-    }
-
     /// Writes what the session has to send and dispatches its events. The
     /// driver calls this; application calls use [`pump_app`](Self::pump_app).
     pub(crate) fn pump(&mut self) {
@@ -339,7 +312,7 @@ impl Inner {
     fn write_out(&mut self) -> io::Result<()> {
         let w = &mut self.writer;
         let io = &mut self.io.0;
-        if w.shut || w.corked > 0 {
+        if w.shut {
             return Ok(());
         }
         if w.buf.is_empty() && !w.needs_flush && !self.session.has_transmit() {
@@ -474,7 +447,6 @@ pub(crate) fn shared(
                 coalesce,
                 needs_flush: false,
                 shut: false,
-                corked: 0,
             },
             reader: Reader {
                 inbound: pipeline.0,

@@ -123,7 +123,9 @@ impl Incoming {
     /// Polls for the next stream (see [`accept`](Self::accept)).
     pub fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<Option<Stream>> {
         let mut inner = self.shared.lock();
-        if let Some((id, metadata)) = take_accepted(&mut inner) {
+        if let Some(id) = inner.session.accept() {
+            let metadata = inner.session.open_metadata(id).cloned().unwrap_or_default();
+            inner.wakers.insert(id, Default::default());
             drop(inner);
             return Poll::Ready(Some(Stream::new(self.shared.clone(), id, metadata)));
         }
@@ -132,48 +134,6 @@ impl Incoming {
         }
         inner.accept_waker = Some(cx.waker().clone());
         Poll::Pending
-    }
-}
-
-impl Incoming {
-    /// The next stream the peer already opened, without waiting.
-    pub fn try_accept(&mut self) -> Option<Stream> {
-        let accepted = take_accepted(&mut self.shared.lock());
-        accepted.map(|(id, metadata)| Stream::new(self.shared.clone(), id, metadata))
-    }
-
-    /// Holds this connection's writes back until the returned [`Cork`] is
-    /// dropped, so that the frames of a batch of sends (say, the answers to
-    /// every call one read brought in) leave in one write instead of one
-    /// write each. Hold it only across synchronous work: frames wait while
-    /// it lives. A stream dropped (reset) under a cork first writes what
-    /// was queued, so nothing it sent is lost to the cork.
-    pub fn cork(&self) -> Cork {
-        self.shared.lock().cork();
-        Cork {
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-/// Takes the next accepted stream's id and open metadata off the session.
-fn take_accepted(inner: &mut Inner) -> Option<(u32, Metadata)> {
-    let id = inner.session.accept()?;
-    let metadata = inner.session.open_metadata(id).cloned().unwrap_or_default();
-    inner.wakers.insert(id, Default::default());
-    Some((id, metadata))
-}
-
-/// Holds a connection's writes back while it lives (see
-/// [`Incoming::cork`]); dropping it writes what was queued.
-#[derive(Debug)]
-pub struct Cork {
-    shared: Arc<Shared>,
-}
-
-impl Drop for Cork {
-    fn drop(&mut self) {
-        self.shared.lock().uncork();
     }
 }
 
@@ -400,7 +360,6 @@ impl Drop for RecvFuture<'_> {
 impl Drop for Stream {
     fn drop(&mut self) {
         let mut inner = self.shared.lock();
-        inner.flush_corked();
         inner.session.release(self.id, now());
         inner.wakers.remove(&self.id);
         inner.pump_app();

@@ -79,35 +79,22 @@ impl Server {
     pub async fn serve_connection(&self, mut incoming: Incoming, peer: PeerInfo) {
         let peer = Arc::new(peer);
         let calls = Arc::new(Calls::default());
-        while let Some(first) = incoming.accept().await {
-            // Every call one read brought in starts now, under one cork, so
-            // the answers of those that finish at once leave in one write.
-            let cork = incoming.cork();
-            let mut next = Some(first);
-            while let Some(stream) = next {
-                self.start_inline(stream, &peer, &calls).await;
-                next = incoming.try_accept();
+        while let Some(stream) = incoming.accept().await {
+            // The call's first poll runs here; only a pending call is spawned.
+            let mut stream = Some(stream);
+            let pending = poll_fn(|cx| {
+                Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
+                    stream.take().and_then(|s| self.start(s, &peer, &calls, cx))
+                })))
+            })
+            .await;
+            match pending {
+                Ok(Some(call)) => {
+                    tokio::spawn(call);
+                }
+                Ok(None) => {}
+                Err(_) => tracing::error!("call task panicked outside its handler"),
             }
-            drop(cork);
-        }
-    }
-
-    /// Polls a call's future once on this task (it never waits here); only
-    /// a pending call is spawned.
-    async fn start_inline(&self, stream: Stream, peer: &Arc<PeerInfo>, calls: &Arc<Calls>) {
-        let mut stream = Some(stream);
-        let pending = poll_fn(|cx| {
-            Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
-                stream.take().and_then(|s| self.start(s, peer, calls, cx))
-            })))
-        })
-        .await;
-        match pending {
-            Ok(Some(call)) => {
-                tokio::spawn(call);
-            }
-            Ok(None) => {}
-            Err(_) => tracing::error!("call task panicked outside its handler"),
         }
     }
 
