@@ -10,36 +10,16 @@ mod common;
 
 use bytes::{Bytes, BytesMut};
 use common::{
-    FixedEphemeral, json_payload, offer_bytes, raw_initiator, run_pair, run_pair_with, seal_record,
+    FixedEphemeral, config, json_payload, offer_bytes, pair, raw_initiator, run_pair,
+    run_pair_with, seal_record,
 };
 use miniz_oxide::deflate::compress_to_vec;
 use weft_frame::preface::PREFACE;
 use weft_frame::{Flags, Frame, FrameCodec, FrameType, Limits, Metadata, Reason};
 use weft_transform::{
-    EncryptionPolicy, Handshake, HandshakeConfig, Inbound, MAX_HANDSHAKE_MESSAGE, Offer, Role,
-    Session, passthrough,
+    EncryptionPolicy, Handshake, HandshakeConfig, Inbound, MAX_HANDSHAKE_MESSAGE, Role, Session,
+    passthrough,
 };
-
-fn config(
-    encryption: EncryptionPolicy,
-    compression: bool,
-    psk: Option<[u8; 32]>,
-) -> HandshakeConfig {
-    HandshakeConfig {
-        offer: Offer {
-            encryption,
-            compression,
-            ..Offer::default()
-        },
-        psk,
-        ..HandshakeConfig::default()
-    }
-}
-
-fn pair(a: HandshakeConfig, b: HandshakeConfig) -> (Session, Session) {
-    let o = run_pair(a, b);
-    (o.initiator.unwrap(), o.responder.unwrap())
-}
 
 fn data(stream_id: u32, payload: Bytes) -> Frame {
     Frame {

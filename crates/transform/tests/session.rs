@@ -6,30 +6,9 @@
 mod common;
 
 use bytes::{Bytes, BytesMut};
-use common::{json_payload, run_pair};
+use common::{config, json_payload, pair};
 use weft_frame::{Flags, Frame, FrameType, Limits, Metadata};
 use weft_transform::{EncryptionPolicy, HandshakeConfig, Offer, Session, passthrough};
-
-fn config(
-    encryption: EncryptionPolicy,
-    compression: bool,
-    psk: Option<[u8; 32]>,
-) -> HandshakeConfig {
-    HandshakeConfig {
-        offer: Offer {
-            encryption,
-            compression,
-            ..Offer::default()
-        },
-        psk,
-        ..HandshakeConfig::default()
-    }
-}
-
-fn pair(a: HandshakeConfig, b: HandshakeConfig) -> (Session, Session) {
-    let o = run_pair(a, b);
-    (o.initiator.unwrap(), o.responder.unwrap())
-}
 
 fn sample(payload: Bytes) -> Frame {
     Frame {

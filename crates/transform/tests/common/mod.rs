@@ -215,3 +215,26 @@ pub fn seal_record(
     out.extend_from_slice(&tag);
     out
 }
+
+/// A handshake config with this policy, compression switch and key.
+pub fn config(
+    encryption: weft_transform::EncryptionPolicy,
+    compression: bool,
+    psk: Option<[u8; 32]>,
+) -> HandshakeConfig {
+    HandshakeConfig {
+        offer: weft_transform::Offer {
+            encryption,
+            compression,
+            ..weft_transform::Offer::default()
+        },
+        psk,
+        ..HandshakeConfig::default()
+    }
+}
+
+/// Both sessions of a handshake that must succeed.
+pub fn pair(a: HandshakeConfig, b: HandshakeConfig) -> (Session, Session) {
+    let o = run_pair(a, b);
+    (o.initiator.unwrap(), o.responder.unwrap())
+}
