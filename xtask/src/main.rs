@@ -18,7 +18,7 @@ const USAGE: &str = "usage: cargo xtask <command> [options]
 
 commands:
   ci        what .ci/run runs, in order: fmt check, clippy -D warnings, tests,
-            bench --check, coverage, fuzz --secs 30 (soak: not yet, see ci.rs)
+            bench --check, coverage, fuzz --secs 30, soak --secs 60
   bench     divan timings + allocation gate (benches/alloc-baseline.json),
             one table, target/bench/*.json, docs/BENCHMARKS.md
               --check     allocation gate + one smoke run of every bench (CI)

@@ -372,14 +372,18 @@ impl Inner {
             match ev {
                 Event::Readable(id) if self.reading_for == Some(id) => {}
                 Event::Readable(id) => {
-                    // The stream's task waits either as the socket waiter
-                    // or with an event waker.
-                    let w = match self.wakers.get_mut(&id).and_then(|w| w.recv.take()) {
-                        Some(w) => Some(w),
-                        None => self.read_wake.take_recv(Some(id)),
-                    };
-                    if let Some(w) = w {
-                        w.wake();
+                    // The stream's task waits as the socket waiter, with an
+                    // event waker, or both: wake each. (An event waker can
+                    // be stale — a stream's first `recv` may run on another
+                    // task, as the rpc server's inline first poll does — so
+                    // it never stands in for the socket waiter.)
+                    let event = self.wakers.get_mut(&id).and_then(|w| w.recv.take());
+                    let socket = self.read_wake.take_recv(Some(id));
+                    match (event, socket) {
+                        (Some(e), Some(s)) if e.will_wake(&s) => s.wake(),
+                        (e, s) => {
+                            e.into_iter().chain(s).for_each(Waker::wake);
+                        }
                     }
                 }
                 Event::Writable(id) => {
@@ -552,6 +556,16 @@ impl Inner {
     /// Whether the socket woke since the last read was armed.
     pub(crate) fn read_wake_fired(&self) -> bool {
         self.read_armed && self.read_wake.fired.load(Ordering::Acquire)
+    }
+
+    /// Reading waits for our control queue to drain (the driver resumes it).
+    pub(crate) fn read_blocked(&self) -> bool {
+        self.read_blocked
+    }
+
+    /// Wakes the connection task (it reads the socket on every poll).
+    pub(crate) fn wake_driver(&self) {
+        self.driver_waker.wake_by_ref();
     }
 
     /// Whether the socket may have bytes nobody has read: it is not armed,

@@ -300,6 +300,19 @@ impl Stream {
                         {
                             slot.recv = Some(w);
                         }
+                        // Registered first, checked second: a wake-up that
+                        // fired before we were the waiter went to the old
+                        // waiter, which may never read (its task may be
+                        // gone, or be the one that polled this stream
+                        // before it moved to ours).
+                        if inner.read_needed() && !inner.read_blocked() {
+                            if !tried {
+                                tried = true;
+                                self.read_inline(&mut inner);
+                                continue;
+                            }
+                            inner.wake_driver();
+                        }
                     } else if let Some(w) = inner.wakers.get_mut(&self.id) {
                         match &w.recv {
                             Some(old) if old.will_wake(cx.waker()) => {}
@@ -311,6 +324,12 @@ impl Stream {
             };
             if read_inline {
                 inner.read_wake.clear_recv(self.id, false);
+                if inner.read_needed() {
+                    // The socket may have woken us (or our waiter slot)
+                    // and we return without reading it: pass the watch to
+                    // the connection task, or nobody reads those bytes.
+                    inner.wake_driver();
+                }
             }
             if inner.session.has_transmit() {
                 inner.pump_app();
