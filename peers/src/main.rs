@@ -3,6 +3,10 @@
 //! bench --peers` runs it and renders the table.
 //!
 //! usage: weft-peers [--rounds R] [--calls N] [--batches B] [--inflight K]
+//!                   [--only NAME[,NAME...]]
+//!
+//! `--only` keeps the named peers (for profiling one stack, e.g. under
+//! `strace -c` or callgrind).
 
 use std::time::Duration;
 
@@ -13,8 +17,15 @@ fn main() {
     let mut calls = 5000;
     let mut batches = 200;
     let mut inflight = 64;
+    let mut only: Option<Vec<String>> = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
+        if pair[0] == "--only" {
+            only = pair
+                .get(1)
+                .map(|v| v.split(',').map(str::to_string).collect());
+            continue;
+        }
         let value = pair.get(1).and_then(|v| v.parse().ok());
         let Some(value) = value else {
             eprintln!("weft-peers: {:?} needs a number", pair[0]);
@@ -31,7 +42,14 @@ fn main() {
             }
         }
     }
-    let peers = weft_peers::peers();
+    let mut peers = weft_peers::peers();
+    if let Some(only) = &only {
+        peers.retain(|p| only.iter().any(|n| n == p.name));
+        if peers.is_empty() {
+            eprintln!("weft-peers: --only matches no peer");
+            std::process::exit(2);
+        }
+    }
     // per peer: the median of each round, in nanoseconds
     let mut sequential = vec![Vec::new(); peers.len()];
     let mut concurrent = vec![Vec::new(); peers.len()];

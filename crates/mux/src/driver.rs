@@ -205,6 +205,12 @@ pub(crate) struct Inner {
     read_armed: bool,
     /// Reading stopped because our control queue was full.
     read_blocked: bool,
+    /// Frames were queued for the connection task's next write instead of
+    /// written by the application call that queued them (see
+    /// [`defer_write`](Inner::defer_write)).
+    flush_owed: bool,
+    /// The connection task holds the lock (it writes whatever is queued).
+    driver_polling: bool,
     /// The stream whose task is reading the socket right now: its own
     /// `Readable` events need no wake-up.
     pub(crate) reading_for: Option<u32>,
@@ -310,14 +316,18 @@ impl Inner {
     /// session has nothing left or the socket is not writable (the driver's
     /// waker is registered then).
     fn write_out(&mut self) -> io::Result<()> {
-        let w = &mut self.writer;
-        let io = &mut self.io.0;
+        let w = &self.writer;
         if w.shut {
             return Ok(());
         }
         if w.buf.is_empty() && !w.needs_flush && !self.session.has_transmit() {
             return Ok(());
         }
+        if !self.driver_polling && self.defer_write() {
+            return Ok(());
+        }
+        let w = &mut self.writer;
+        let io = &mut self.io.0;
         let mut cx = Context::from_waker(&self.driver_waker);
         loop {
             // `has_transmit` is a few field tests; a `poll_transmit` that
@@ -365,6 +375,25 @@ impl Inner {
                 Poll::Pending => return Ok(()),
             }
         }
+    }
+
+    /// Whether an application call should leave its frames for the
+    /// connection task rather than write them itself. Alone on the
+    /// connection, a call writes at once (lowest latency). With other
+    /// streams in flight, the first call to queue something wakes the
+    /// connection task, which yields once (so the tasks already runnable —
+    /// typically the callers one read of replies woke — queue theirs too)
+    /// and then writes everything in one go: one syscall for many calls.
+    fn defer_write(&mut self) -> bool {
+        if self.flush_owed {
+            return true;
+        }
+        if self.session.stream_count() < 2 {
+            return false;
+        }
+        self.flush_owed = true;
+        self.driver_waker.wake_by_ref();
+        true
     }
 
     fn dispatch_events(&mut self) {
@@ -462,6 +491,8 @@ pub(crate) fn shared(
             read_wake,
             read_armed: false,
             read_blocked: false,
+            flush_owed: false,
+            driver_polling: false,
             reading_for: None,
             wakers: IdMap::default(),
             accept_waker: None,
@@ -630,6 +661,8 @@ pub(crate) struct Driver {
     shared: Arc<Shared>,
     sleep: Option<Pin<Box<Sleep>>>,
     armed: Option<Instant>,
+    /// The last poll only yielded before a deferred write.
+    yielded: bool,
 }
 
 impl std::fmt::Debug for Driver {
@@ -644,6 +677,7 @@ impl Driver {
             shared,
             sleep: None,
             armed: None,
+            yielded: false,
         }
     }
 }
@@ -660,6 +694,28 @@ impl Future for Driver {
             inner.driver_waker = cx.waker().clone();
         }
         inner.read_wake.set_driver(cx.waker());
+        if inner.flush_owed && !this.yielded {
+            // Woken to write frames an application call left us: first let
+            // the tasks already runnable queue theirs (a wake from inside
+            // our own poll puts us at the back of the run queue).
+            this.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        this.yielded = false;
+        inner.flush_owed = false;
+        inner.driver_polling = true;
+        let out = this.poll_locked(&mut inner, cx);
+        inner.driver_polling = false;
+        out
+    }
+}
+
+impl Driver {
+    /// The connection task's work, under the lock: read, fire timers,
+    /// write everything queued, and close at the end.
+    fn poll_locked(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self;
         inner.read_blocked = false;
         inner.read_frames();
         // Timers. The sleep exists only while the session has a deadline,
@@ -709,7 +765,7 @@ impl Future for Driver {
         }
         inner.armed = this.armed;
         if inner.session.is_closed() {
-            return poll_close(&mut inner, cx);
+            return poll_close(inner, cx);
         }
         Poll::Pending
     }

@@ -338,6 +338,12 @@ impl Session {
         !self.is_closed() && self.control.len() < self.max_control_queue
     }
 
+    /// Streams in the table (open, or closed but not yet released).
+    #[inline]
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
     /// Whether the connection is closed.
     #[inline]
     pub fn is_closed(&self) -> bool {

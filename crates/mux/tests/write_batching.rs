@@ -1,0 +1,144 @@
+//! Writes: a stream alone on its connection writes inline (one write per
+//! frame, no hop through the connection task); with other streams in
+//! flight, frames queued in one burst leave in one write.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
+
+/// Counts `poll_write` calls that wrote something.
+struct Counted {
+    inner: DuplexStream,
+    writes: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A client whose writes are counted, and a server echoing every stream.
+async fn setup() -> (Connection, Arc<AtomicUsize>) {
+    let (a, b) = tokio::io::duplex(1024 * 1024);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let counted = Counted {
+        inner: a,
+        writes: writes.clone(),
+    };
+    let (client, server) = tokio::join!(
+        connect(counted, Role::Client, Config::default()),
+        connect(b, Role::Server, Config::default())
+    );
+    let (client, _) = client.unwrap();
+    let (_server, mut incoming) = server.unwrap();
+    tokio::spawn(async move {
+        while let Some(st) = incoming.accept().await {
+            tokio::spawn(echo(st));
+        }
+    });
+    (client, writes)
+}
+
+async fn echo(mut st: Stream) {
+    let mut body = Vec::new();
+    while let Ok(Some(c)) = st.recv().await {
+        body.extend_from_slice(&c.data);
+        if c.end {
+            let _ = st.send(Bytes::from(body), true).await;
+            return;
+        }
+    }
+}
+
+async fn answer(mut st: Stream) -> Vec<u8> {
+    let mut got = Vec::new();
+    while let Some(c) = st.recv().await.unwrap() {
+        got.extend_from_slice(&c.data);
+    }
+    got
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn calls_opened_in_one_burst_leave_in_one_write() {
+    const CALLS: usize = 64;
+    let (client, writes) = setup().await;
+    // Settle the handshake's and settings' writes first.
+    let st = client
+        .open(Metadata::new(), Bytes::from_static(b"warm"), true)
+        .await
+        .unwrap();
+    assert_eq!(answer(st).await, b"warm");
+    // One stream stays open so that the burst is never alone.
+    let _held = client
+        .open(Metadata::new(), Bytes::new(), false)
+        .await
+        .unwrap();
+    let before = writes.load(Ordering::Relaxed);
+    let mut streams = Vec::new();
+    for i in 0..CALLS {
+        let body = Bytes::from(format!("call {i}"));
+        streams.push(client.open(Metadata::new(), body, true).await.unwrap());
+    }
+    let burst = writes.load(Ordering::Relaxed) - before;
+    for (i, st) in streams.into_iter().enumerate() {
+        assert_eq!(answer(st).await, format!("call {i}").as_bytes());
+    }
+    // Inline writes would make one write per call. Deferred, nothing is
+    // written during the burst (the connection task cannot run on this
+    // one-thread runtime until the test task waits), then the 64 opens
+    // leave together.
+    let total = writes.load(Ordering::Relaxed) - before;
+    assert_eq!(burst, 0, "written during the burst");
+    assert!(total <= 2, "{total} writes for {CALLS} calls");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stream_alone_writes_inline() {
+    let (client, writes) = setup().await;
+    let st = client
+        .open(Metadata::new(), Bytes::from_static(b"warm"), true)
+        .await
+        .unwrap();
+    assert_eq!(answer(st).await, b"warm");
+    // Alone on the connection, `open` writes before it returns: on a
+    // current-thread runtime nothing else has run in between.
+    let before = writes.load(Ordering::Relaxed);
+    let st = client
+        .open(Metadata::new(), Bytes::from_static(b"now"), true)
+        .await
+        .unwrap();
+    assert_eq!(writes.load(Ordering::Relaxed), before + 1, "written inline");
+    assert_eq!(answer(st).await, b"now");
+}
