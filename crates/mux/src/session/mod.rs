@@ -8,6 +8,7 @@
 //! runtime, so every rule is tested in memory with a virtual clock.
 
 mod budget;
+mod queue;
 mod stream;
 
 use std::collections::VecDeque;

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use weft_frame::Metadata;
 
+use super::queue::ChunkQueue;
 use crate::error::StreamKind;
 
 /// One received piece of a stream: the payload of one `OPEN`/`DATA` frame
@@ -60,7 +61,7 @@ pub(crate) struct StreamState {
     pub(crate) in_ready: bool,
     pub(crate) want_writable: bool,
 
-    pub(crate) recv_queue: VecDeque<Chunk>,
+    pub(crate) recv_queue: ChunkQueue,
     /// Bytes of `recv_queue` (flow-controlled size).
     pub(crate) buffered: u32,
     pub(crate) recv_window: u32,
@@ -85,7 +86,7 @@ impl StreamState {
             send_end: SendEnd::Open,
             in_ready: false,
             want_writable: false,
-            recv_queue: VecDeque::new(),
+            recv_queue: ChunkQueue::default(),
             buffered: 0,
             recv_window,
             recv_unacked: 0,
