@@ -2,16 +2,15 @@
 //! transport is shut, and a closed connection shuts its transport's write
 //! side even while handles to it live.
 
-use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, Stream, connect};
+
+mod support;
+use support::io::TestIo;
 
 async fn pair_with(
     client: Config,
@@ -133,54 +132,11 @@ async fn echo_checked(mut st: Stream) -> Result<(), weft_mux::StreamError> {
     st.send(Bytes::new(), true).await
 }
 
-/// A transport that records when it is dropped.
-struct Tracked {
-    io: DuplexStream,
-    dropped: Arc<AtomicBool>,
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        self.dropped.store(true, Ordering::SeqCst);
-    }
-}
-
-impl AsyncRead for Tracked {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Tracked {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_closed_connection_releases_its_transport_while_handles_live() {
     let (a, b) = tokio::io::duplex(64 * 1024);
-    let dropped = Arc::new(AtomicBool::new(false));
-    let tracked = Tracked {
-        io: b,
-        dropped: dropped.clone(),
-    };
+    let tracked = TestIo::new(b);
+    let dropped = tracked.dropped();
     let (c, s) = tokio::join!(
         connect(a, Role::Client, Config::default()),
         connect(tracked, Role::Server, Config::default())

@@ -12,52 +12,14 @@
 //! waker. A lost wake-up shows as a `recv` that never returns.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
 
-/// Reads at most `max` bytes at a time.
-struct Trickle {
-    inner: DuplexStream,
-    max: usize,
-}
-
-impl AsyncRead for Trickle {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let mut small = [0u8; 8];
-        let n = buf.remaining().min(self.max).min(small.len());
-        let mut view = ReadBuf::new(&mut small[..n]);
-        let r = Pin::new(&mut self.inner).poll_read(cx, &mut view);
-        buf.put_slice(view.filled());
-        r
-    }
-}
-
-impl AsyncWrite for Trickle {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, data)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
+mod support;
+use support::io::TestIo;
 
 /// Echoes every chunk of one stream back, then the end.
 async fn echo(mut st: Stream) {
@@ -145,11 +107,7 @@ async fn no_read_wakeup_is_lost_with_trickled_reads_and_cancelled_recvs() {
 async fn one_run() -> u32 {
     let (a, b) = tokio::io::duplex(64 * 1024);
     let (client, server) = tokio::join!(
-        connect(
-            Trickle { inner: a, max: 3 },
-            Role::Client,
-            Config::default()
-        ),
+        connect(TestIo::new(a).trickle(3), Role::Client, Config::default()),
         connect(b, Role::Server, Config::default())
     );
     let (client, _client_incoming) = client.unwrap();

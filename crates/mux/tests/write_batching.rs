@@ -2,61 +2,20 @@
 //! frame, no hop through the connection task); with other streams in
 //! flight, frames queued in one burst leave in one write.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
 
-/// Counts `poll_write` calls that wrote something.
-struct Counted {
-    inner: DuplexStream,
-    writes: Arc<AtomicUsize>,
-}
-
-impl AsyncRead for Counted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Counted {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, data);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-        }
-        r
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
+mod support;
+use support::io::TestIo;
 
 /// A client whose writes are counted, and a server echoing every stream.
 async fn setup() -> (Connection, Arc<AtomicUsize>) {
     let (a, b) = tokio::io::duplex(1024 * 1024);
-    let writes = Arc::new(AtomicUsize::new(0));
-    let counted = Counted {
-        inner: a,
-        writes: writes.clone(),
-    };
+    let counted = TestIo::new(a);
+    let writes = counted.writes();
     let (client, server) = tokio::join!(
         connect(counted, Role::Client, Config::default()),
         connect(b, Role::Server, Config::default())

@@ -2,6 +2,8 @@
 //! scripted raw-frame peer.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod io;
+
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};

@@ -1,0 +1,91 @@
+//! A `tokio::io::duplex` end with hooks for driver tests: it can trickle
+//! reads (a few bytes at a time), counts the writes that moved bytes, and
+//! records when it is dropped.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+
+/// The transport; see the module docs.
+pub struct TestIo {
+    inner: DuplexStream,
+    read_max: usize,
+    writes: Arc<AtomicUsize>,
+    dropped: Arc<AtomicBool>,
+}
+
+impl TestIo {
+    pub fn new(inner: DuplexStream) -> TestIo {
+        TestIo {
+            inner,
+            read_max: usize::MAX,
+            writes: Arc::default(),
+            dropped: Arc::default(),
+        }
+    }
+
+    /// Hands out at most `max` bytes per read (at most 64).
+    pub fn trickle(mut self, max: usize) -> TestIo {
+        self.read_max = max;
+        self
+    }
+
+    /// Counts writes that moved bytes.
+    pub fn writes(&self) -> Arc<AtomicUsize> {
+        self.writes.clone()
+    }
+
+    /// Set once the transport is dropped.
+    pub fn dropped(&self) -> Arc<AtomicBool> {
+        self.dropped.clone()
+    }
+}
+
+impl Drop for TestIo {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+impl AsyncRead for TestIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.read_max >= buf.remaining() {
+            return Pin::new(&mut self.inner).poll_read(cx, buf);
+        }
+        let mut small = [0u8; 64];
+        let n = self.read_max.min(small.len());
+        let mut view = ReadBuf::new(&mut small[..n]);
+        let r = Pin::new(&mut self.inner).poll_read(cx, &mut view);
+        buf.put_slice(view.filled());
+        r
+    }
+}
+
+impl AsyncWrite for TestIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
