@@ -718,9 +718,9 @@ impl Driver {
         let this = self;
         inner.read_blocked = false;
         inner.read_frames();
-        // Timers. The sleep exists only while the session has a deadline,
-        // so a busy connection without one costs the timer wheel nothing.
-        if let Some(sleep) = this.sleep.as_mut()
+        // Timers: one `Sleep`, polled only while armed.
+        if this.armed.is_some()
+            && let Some(sleep) = this.sleep.as_mut()
             && sleep.as_mut().poll(cx).is_ready()
         {
             this.armed = None;
@@ -741,10 +741,13 @@ impl Driver {
             inner.pump();
         }
         match inner.session.poll_timeout() {
-            None => {
-                this.sleep = None;
-                this.armed = None;
-            }
+            // No deadline now (streams are open, so the idle timer is off):
+            // the sleep stays armed at its old deadline. Firing early costs
+            // one `handle_timeout` that finds nothing due; disarming would
+            // cost more — every call that empties the stream table sets a
+            // new idle deadline, and with nothing armed that deadline would
+            // be "earlier", so `pump_app` would wake this task once per call.
+            None => {}
             Some(t) if this.armed.is_none_or(|a| t < a) => {
                 this.armed = Some(t);
                 let at = tokio::time::Instant::from_std(t);
