@@ -41,15 +41,17 @@ impl Pool {
         }
     }
 
-    /// Puts `fut` in a slot (reused when one is idle).
-    pub(crate) fn start<T>(self: &Arc<Pool>, fut: T) -> Pooled<T>
+    /// Puts the future `make` builds in a slot (reused when one is idle).
+    /// Built in the slot rather than passed in: a call future is a
+    /// kilobyte or more, and each move of it is a `memcpy`.
+    pub(crate) fn start<T>(self: &Arc<Pool>, make: impl FnOnce() -> T) -> Pooled<T>
     where
         T: Future<Output = ()> + Send + 'static,
     {
         let mut slot = self
             .with(|v: &mut Vec<Slot<T>>| v.pop())
             .unwrap_or_else(|| Box::pin(None));
-        slot.set(Some(fut));
+        slot.set(Some(make()));
         Pooled {
             slot: Some(slot),
             pool: self.clone(),
@@ -151,18 +153,18 @@ mod tests {
             drops: drops.clone(),
             wait,
         };
-        let first = pool.start(job(false));
+        let first = pool.start(|| job(false));
         let ptr = addr(&first);
         first.await;
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(pool.idle::<Job>(), 1);
         // The next call of the same type reuses the slot.
-        let second = pool.start(job(false));
+        let second = pool.start(|| job(false));
         assert_eq!(addr(&second), ptr);
         assert_eq!(pool.idle::<Job>(), 0);
         second.await;
         // Dropped while pending: the future is dropped, the slot kept.
-        let mut third = pool.start(job(true));
+        let mut third = pool.start(|| job(true));
         let pending =
             std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut third).poll(cx).is_pending()))
                 .await;
@@ -171,10 +173,12 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 3);
         assert_eq!(pool.idle::<Job>(), 1);
         // A different future type in the same pool still runs (unpooled).
-        pool.start(std::future::ready(())).await;
+        pool.start(|| std::future::ready(())).await;
         assert_eq!(pool.idle::<Job>(), 1);
         // The idle list is bounded.
-        let many: Vec<_> = (0..MAX_IDLE + 10).map(|_| pool.start(job(true))).collect();
+        let many: Vec<_> = (0..MAX_IDLE + 10)
+            .map(|_| pool.start(|| job(true)))
+            .collect();
         drop(many);
         assert_eq!(pool.idle::<Job>(), MAX_IDLE);
     }

@@ -24,11 +24,15 @@ pub(crate) trait Handler: Send + Sync + 'static {
 }
 
 /// Polls `fut` once in a slot of `pool`; boxes it only if still pending.
-fn run_inline<T>(pool: &Arc<Pool>, fut: T, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>
+fn run_inline<T>(
+    pool: &Arc<Pool>,
+    make: impl FnOnce() -> T,
+    cx: &mut std::task::Context<'_>,
+) -> Option<BoxFuture>
 where
     T: Future<Output = ()> + Send + 'static,
 {
-    let mut pooled = pool.start(fut);
+    let mut pooled = pool.start(make);
     match Pin::new(&mut pooled).poll(cx) {
         std::task::Poll::Ready(()) => None,
         std::task::Poll::Pending => Some(Box::pin(pooled)),
@@ -284,7 +288,7 @@ where
         let f = self.f.clone();
         run_inline(
             &self.pool,
-            server::unary(call, move |ctx, req| f(ctx, req)),
+            || server::unary(call, move |ctx, req| f(ctx, req)),
             cx,
         )
     }
@@ -314,8 +318,8 @@ where
 {
     fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        let fut = server::server_streaming(call, move |ctx, req, sink| f(ctx, req, sink));
-        run_inline(&self.pool, fut, cx)
+        let make = || server::server_streaming(call, move |ctx, req, sink| f(ctx, req, sink));
+        run_inline(&self.pool, make, cx)
     }
 }
 
@@ -345,7 +349,7 @@ where
         let f = self.f.clone();
         run_inline(
             &self.pool,
-            server::client_streaming(call, move |ctx, rx| f(ctx, rx)),
+            || server::client_streaming(call, move |ctx, rx| f(ctx, rx)),
             cx,
         )
     }
@@ -372,7 +376,11 @@ where
 {
     fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        run_inline(&self.pool, server::bidi(call, move |ctx, s| f(ctx, s)), cx)
+        run_inline(
+            &self.pool,
+            || server::bidi(call, move |ctx, s| f(ctx, s)),
+            cx,
+        )
     }
 }
 
