@@ -338,6 +338,26 @@ impl Stream {
         }
     }
 
+    /// Resolves once the stream fails — reset by the peer (or by us), or
+    /// its connection closed — with that error; pending while the stream is
+    /// healthy, also after the peer's end. Takes no data. A server uses it
+    /// to learn, without polling, that a caller whose whole request it has
+    /// read went away. The waker is the one [`poll_recv`](Self::poll_recv)
+    /// uses, so poll both from the same task.
+    pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<StreamError> {
+        let mut inner = self.shared.lock();
+        if let Some(e) = inner.session.failure(self.id) {
+            return Poll::Ready(e);
+        }
+        if let Some(w) = inner.wakers.get_mut(&self.id) {
+            match &w.recv {
+                Some(old) if old.will_wake(cx.waker()) => {}
+                _ => w.recv = Some(cx.waker().clone()),
+            }
+        }
+        Poll::Pending
+    }
+
     /// Resets the stream with `reason`: the peer's `recv` fails, queued data
     /// is dropped. Does nothing if the stream already ended both ways.
     pub fn reset(&mut self, reason: Reason) {

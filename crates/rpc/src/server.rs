@@ -23,7 +23,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 
 use tokio::time::Instant;
 use weft_mux::{Incoming, Stream};
@@ -215,42 +214,29 @@ async fn within<T>(
     }
 }
 
-/// How often a pending unary handler checks whether its caller went away.
-///
-/// The mux reports a reset to `recv`, but once the request's end has been
-/// read there is no waker to notify, so the check is a cheap poll (a lock
-/// and a table lookup). It runs only while a handler is pending.
-pub(crate) const RESET_CHECK_PERIOD: Duration = Duration::from_millis(20);
-
 /// Resolves with `CANCELLED` (or `UNAVAILABLE`) once the caller resets the
 /// stream or the connection dies; used after the request has been read.
+/// The mux wakes it when the reset arrives: no polling.
 async fn watch_reset(stream: &mut Stream) -> Status {
-    loop {
-        match stream.recv().await {
-            Err(e) => return wire::from_stream(&e),
-            Ok(Some(_)) => {
-                return Status::invalid_argument("data after the end of the request");
-            }
-            Ok(None) => tokio::time::sleep(RESET_CHECK_PERIOD).await,
-        }
-    }
+    let e = poll_fn(|cx| stream.poll_reset(cx)).await;
+    wire::from_stream(&e)
 }
 
-/// Like [`watch_reset`], for a streaming call whose stream sits in `slot`:
-/// checks it whenever no handle has it out (a handle that is sending or
-/// receiving sees a reset itself).
+/// Like [`watch_reset`], for a streaming call whose stream sits in `slot`.
+/// While the handler has it out (sending) the handler sees a reset itself;
+/// this task is polled again whenever the handler makes progress, so the
+/// watch resumes once the stream is back.
 async fn watch_slot(slot: &Slot) -> Status {
-    loop {
-        tokio::time::sleep(RESET_CHECK_PERIOD).await;
+    let e = poll_fn(|cx| {
         let Some(mut stream) = slot.take() else {
-            continue;
+            return Poll::Pending;
         };
-        let polled = poll_fn(|cx| Poll::Ready(stream.poll_recv(cx))).await;
+        let polled = stream.poll_reset(cx);
         slot.put(stream);
-        if let Poll::Ready(Err(e)) = polled {
-            return wire::from_stream(&e);
-        }
-    }
+        polled
+    })
+    .await;
+    wire::from_stream(&e)
 }
 
 /// Whether an outcome means the call was cut short (fires the signal).

@@ -171,6 +171,54 @@ async fn poll_n_then_drop<F: Future>(fut: F, n: usize) -> bool {
     false
 }
 
+/// Polls `fut` until `started` holds (then drops it); false if it finished.
+async fn drop_once<F: Future>(fut: F, started: impl Fn() -> bool) -> bool {
+    let mut fut = pin!(fut);
+    for _ in 0..10_000 {
+        if started() {
+            return false;
+        }
+        let ready = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_ready())).await;
+        if ready {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the handler never started");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_handler_is_dropped_as_soon_as_its_caller_resets() {
+    let probe = Probe::default();
+    let p = pair(slow_router(probe.clone())).await;
+    let nodl = CallOptions::new().metadata(b"nodeadline", b"1");
+    // A unary handler that has read its whole request and waits.
+    let call = p.client.unary_with("slow", Bytes::new(), &nodl);
+    assert!(!drop_once(call, || probe.started() == 1).await);
+    // The clock is paused and `settle` only yields, so no timer can fire:
+    // the handler must be dropped by the reset's own wake-up.
+    let t0 = Instant::now();
+    assert!(
+        settle(|| probe.dropped() == 1).await,
+        "a unary handler outlived its caller's reset"
+    );
+    // A server-streaming handler that waits without sending.
+    let opts = CallOptions::new();
+    let stream = p
+        .client
+        .server_streaming("quiet_stream", Bytes::new(), &opts)
+        .await
+        .unwrap();
+    assert!(settle(|| probe.started() == 2).await);
+    drop(stream);
+    assert!(
+        settle(|| probe.dropped() == 2).await,
+        "a streaming handler outlived its caller's reset"
+    );
+    assert_eq!(Instant::now(), t0, "virtual time passed");
+    assert_eq!(probe.finished(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn item_37_cancellation_races() {
     let probe = Probe::default();

@@ -635,6 +635,19 @@ impl Session {
         Recv::Pending
     }
 
+    /// Why `id` failed — reset by either side, or its connection closed —
+    /// without taking any of its data; `None` while it is healthy (also
+    /// after the peer's end).
+    pub fn failure(&self, id: u32) -> Option<StreamError> {
+        if let Some(k) = self.streams.get(&id).and_then(|s| s.failed.as_ref()) {
+            return Some(StreamError::new(k.clone()));
+        }
+        match &self.state {
+            State::Closed(c) => Some(StreamError::new(StreamKind::Closed(c.clone()))),
+            State::Open => None,
+        }
+    }
+
     #[inline]
     fn release_conn(&mut self, n: u32) {
         if n == 0 || self.is_closed() {
