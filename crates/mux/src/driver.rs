@@ -216,6 +216,8 @@ pub(crate) struct Inner {
     pub(crate) reading_for: Option<u32>,
     pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
+    /// Tasks waiting for room under the peer's stream cap.
+    pub(crate) open_waiters: Vec<Waker>,
     pub(crate) closed_wakers: Vec<Waker>,
     driver_waker: Waker,
     armed: Option<Instant>,
@@ -425,10 +427,12 @@ impl Inner {
                         w.wake();
                     }
                 }
+                Event::OpenCredit => self.open_waiters.drain(..).for_each(Waker::wake),
                 Event::Closed => {
                     if let Some(w) = self.accept_waker.take() {
                         w.wake();
                     }
+                    self.open_waiters.drain(..).for_each(Waker::wake);
                     if let Some(w) = self.read_wake.take_recv(None) {
                         w.wake();
                     }
@@ -496,6 +500,7 @@ pub(crate) fn shared(
             reading_for: None,
             wakers: IdMap::default(),
             accept_waker: None,
+            open_waiters: Vec::new(),
             closed_wakers: Vec::new(),
             driver_waker: Waker::noop().clone(),
             armed: None,

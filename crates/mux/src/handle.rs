@@ -57,6 +57,26 @@ impl Connection {
         Ok(Stream::new(self.shared.clone(), id, metadata))
     }
 
+    /// Polls for room to open one more stream under the cap the peer
+    /// announced (its `max-streams` setting): `Ready(Ok)` while there is
+    /// room, `Pending` while there is none (woken when a stream we opened
+    /// finishes), `Ready(Err)` once the connection is closed. It reserves
+    /// nothing, so racing opens can still meet a retry-safe refusal; the
+    /// rpc client's tower `poll_ready` is built on it.
+    pub fn poll_open_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), MuxError>> {
+        let mut inner = self.shared.lock();
+        if let Some(c) = inner.session.close_cause() {
+            return Poll::Ready(Err(MuxError::closed(c.clone())));
+        }
+        if inner.session.open_credit() > 0 {
+            return Poll::Ready(Ok(()));
+        }
+        if !inner.open_waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            inner.open_waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// What the handshake agreed (encryption, compression).
     pub fn negotiated(&self) -> &Negotiated {
         &self.shared.negotiated

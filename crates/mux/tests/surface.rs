@@ -11,7 +11,7 @@ use support::{Scripted, goaway, resets};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_frame::{Flags, Frame, FrameType, Limits};
 use weft_mux::pipeline::{EncryptionPolicy, HandshakeConfig, HandshakeRole};
-use weft_mux::session::{Event, Recv, Role, Session, settings_frame};
+use weft_mux::session::{Event, Recv, Role, Session, announce_max_streams, settings_frame};
 use weft_mux::{Config, Metadata, Reason, connect};
 
 #[test]
@@ -108,6 +108,45 @@ fn settings_raise_windows_of_streams_opened_before() {
     let more: usize = std::iter::from_fn(|| s.poll_transmit()).map(data).sum();
     assert_eq!(more, 36 * 1024);
     assert!(s.send_room(id).unwrap() > 0);
+}
+
+#[test]
+fn the_peers_stream_cap_bounds_open_credit() {
+    let now = std::time::Instant::now();
+    let mut s = Session::new(Role::Client, &Config::default(), now);
+    assert!(
+        s.open_credit() > 1 << 30,
+        "no cap before the peer's settings"
+    );
+    let mut settings = settings_frame(0, 256 * 1024);
+    announce_max_streams(&mut settings, 2);
+    s.handle_frame(settings, now);
+    assert!(std::iter::from_fn(|| s.poll_event()).any(|e| e == Event::OpenCredit));
+    assert_eq!(s.open_credit(), 2);
+    let a = s.open(Metadata::new(), Bytes::new(), true, now).unwrap();
+    s.open(Metadata::new(), Bytes::new(), true, now).unwrap();
+    assert_eq!(s.open_credit(), 0);
+    while s.poll_transmit().is_some() {}
+    while s.poll_event().is_some() {}
+    // The first stream ends both ways and is released: a slot comes free.
+    s.handle_frame(
+        Frame::new(FrameType::DATA, Flags::END_STREAM, a, Bytes::new()),
+        now,
+    );
+    while !matches!(s.recv(a), Recv::End | Recv::Failed(_)) {}
+    s.release(a, now);
+    assert_eq!(s.open_credit(), 1);
+    assert!(std::iter::from_fn(|| s.poll_event()).any(|e| e == Event::OpenCredit));
+
+    // A malformed cap is a protocol error.
+    let mut s = Session::new(Role::Client, &Config::default(), now);
+    let mut bad = settings_frame(0, 256 * 1024);
+    bad.metadata = Metadata::builder()
+        .custom(b"stream-window", &(256u32 * 1024).to_be_bytes())
+        .custom(b"max-streams", &[0, 1, 2])
+        .finish();
+    s.handle_frame(bad, now);
+    assert_eq!(s.close_cause().unwrap().reason, Reason::PROTOCOL_ERROR);
 }
 
 #[test]

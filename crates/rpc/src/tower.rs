@@ -1,10 +1,13 @@
 //! The client as a `tower_service::Service` (feature `tower`).
 //!
-//! `poll_ready` is tied to call credit: each ready service holds one permit
-//! of the client's in-flight limit (default [`DEFAULT_IN_FLIGHT`], below the
-//! server's default cap of 128 concurrent streams, so a tower stack backs
-//! off before the peer would refuse streams). A closed connection makes
-//! `poll_ready` fail with `UNAVAILABLE`, so balancers drop it.
+//! `poll_ready` is tied to stream credit: it is ready only while the
+//! connection has room under the stream cap the server announced (its
+//! `max-streams` setting, see `Connection::poll_open_ready`), and each
+//! ready service also holds one permit of the client's own in-flight limit
+//! (default [`DEFAULT_IN_FLIGHT`]). Readiness reserves no stream, so
+//! clones racing for the last slot can still see a retry-safe
+//! `UNAVAILABLE` refusal. A closed connection makes `poll_ready` fail with
+//! `UNAVAILABLE`, so balancers drop it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -72,8 +75,12 @@ impl tower_service::Service<UnaryRequest> for Client {
     type Future = Pin<Box<dyn Future<Output = Result<Bytes, Status>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
-        if self.is_closed() {
-            return Poll::Ready(Err(Status::unavailable("connection closed")));
+        match self.connection().poll_open_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(_)) => {
+                return Poll::Ready(Err(Status::unavailable("connection closed")));
+            }
+            Poll::Pending => return Poll::Pending,
         }
         let sem = self.credit().clone();
         let mut st = self

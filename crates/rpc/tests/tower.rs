@@ -1,4 +1,5 @@
-//! The client as a tower Service: poll_ready is tied to call credit.
+//! The client as a tower Service: poll_ready is tied to stream credit
+//! (the server's announced cap) and to the client's in-flight limit.
 #![cfg(feature = "tower")]
 
 mod common;
@@ -8,9 +9,10 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::pair;
+use common::{pair, pair_configured, settle};
 use tower_service::Service;
-use weft_rpc::{Code, Router, UnaryRequest};
+use weft_mux::Config;
+use weft_rpc::{Client, Code, Router, Server, UnaryRequest};
 
 #[tokio::test]
 async fn poll_ready_follows_credit_and_connection_state() {
@@ -57,4 +59,60 @@ async fn poll_ready_follows_credit_and_connection_state() {
     .await
     .unwrap();
     assert_eq!(e.code(), Code::UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn poll_ready_waits_for_room_under_the_servers_stream_cap() {
+    let (release, gate) = tokio::sync::watch::channel(false);
+    let router = Router::new()
+        .unary("echo", |_c, b| async move { Ok(b) })
+        .unary("wait", move |_c, b| {
+            let mut gate = gate.clone();
+            async move {
+                let _ = gate.wait_for(|open| *open).await;
+                Ok(b)
+            }
+        });
+    let mut cap = Config::default();
+    cap.max_concurrent_streams(2);
+    let p = pair_configured(Server::new(router), Client::new, cap).await;
+    // One call first, so the server's settings (and its cap) have arrived.
+    assert_eq!(
+        p.client
+            .unary("echo", Bytes::from_static(b"hi"))
+            .await
+            .unwrap(),
+        "hi"
+    );
+    let mut calls = Vec::new();
+    for i in 0..2u8 {
+        let mut c = p.client.clone();
+        poll_fn(|cx| c.poll_ready(cx)).await.unwrap();
+        calls.push(tokio::spawn(
+            c.call(UnaryRequest::new("wait", Bytes::from(vec![i]))),
+        ));
+    }
+    assert!(settle(|| p.server_conn.stats().inbound == 2).await);
+    // Both slots are taken: a third service is not ready, though the
+    // client's own in-flight limit (100) has room.
+    let mut third = p.client.clone();
+    let pending = poll_fn(|cx| Poll::Ready(third.poll_ready(cx).is_pending())).await;
+    assert!(pending, "ready with the server's cap reached");
+    let waiting = tokio::spawn(async move {
+        poll_fn(|cx| third.poll_ready(cx)).await.unwrap();
+        third
+            .call(UnaryRequest::new("echo", Bytes::from_static(b"3")))
+            .await
+    });
+    release.send(true).unwrap();
+    for c in calls {
+        c.await.unwrap().unwrap();
+    }
+    // The finished calls freed their slots and woke the waiting service.
+    let r = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("poll_ready woke when a slot came free")
+        .unwrap()
+        .unwrap();
+    assert_eq!(r, "3");
 }

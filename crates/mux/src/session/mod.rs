@@ -27,6 +27,10 @@ use stream::{Pending, SendEnd, StreamState};
 /// The metadata key of the settings frame that announces a side's
 /// per-stream receive window (section 6.4 of the protocol).
 pub const STREAM_WINDOW_KEY: &[u8] = b"stream-window";
+/// Settings key: how many concurrent streams the sender accepts from its
+/// peer (a u32, big-endian). Optional: a peer that does not announce it is
+/// treated as unlimited.
+pub const MAX_STREAMS_KEY: &[u8] = b"max-streams";
 
 /// Which side of the connection this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +66,9 @@ pub enum Event {
     GoingAway,
     /// The connection is closed; see [`Session::close_cause`].
     Closed,
+    /// A stream we opened left the table, or the peer announced its cap:
+    /// [`open_credit`](Session::open_credit) may have grown.
+    OpenCredit,
 }
 
 /// The result of [`Session::recv`].
@@ -149,6 +156,10 @@ pub struct Session {
 
     settings_received: bool,
     peer_stream_window: u32,
+    /// The peer's announced cap on streams we open (`u32::MAX`: none).
+    peer_max_streams: u32,
+    /// Streams we opened that are still in the table.
+    outbound: usize,
     conn_send: i64,
     conn_recv: u32,
     conn_unacked: u32,
@@ -217,6 +228,8 @@ impl Session {
             ),
             settings_received: false,
             peer_stream_window: BASELINE_WINDOW,
+            peer_max_streams: u32::MAX,
+            outbound: 0,
             conn_send: i64::from(BASELINE_WINDOW),
             conn_recv: config.connection_window,
             conn_unacked: 0,
@@ -235,10 +248,12 @@ impl Session {
             timer_changed: true,
             reader: CONNECTION_ID,
         };
-        s.control.push_back(settings_frame(
+        let mut settings = settings_frame(
             config.connection_window - BASELINE_WINDOW,
             config.stream_window,
-        ));
+        );
+        announce_max_streams(&mut settings, config.max_concurrent_streams);
+        s.control.push_back(settings);
         s
     }
 
@@ -406,6 +421,7 @@ impl Session {
             return Err(OpenError::IdsExhausted);
         }
         self.next_local_id = id.checked_add(2).unwrap_or(0);
+        self.outbound += 1;
         let mut st = StreamState::new(false, self.peer_stream_window, self.stream_window);
         let credit = st.send_window.min(self.conn_send).max(0) as usize;
         let n = payload.len().min(credit).min(self.max_payload);
@@ -633,6 +649,13 @@ impl Session {
             return Recv::Failed(StreamError::new(StreamKind::Closed(c.clone())));
         }
         Recv::Pending
+    }
+
+    /// How many more streams we may open before reaching the cap the peer
+    /// announced (`usize::MAX`-ish when it announced none). Streams count
+    /// until they leave our table, so the figure errs on the safe side.
+    pub fn open_credit(&self) -> usize {
+        (self.peer_max_streams as usize).saturating_sub(self.outbound)
     }
 
     /// Why `id` failed — reset by either side, or its connection closed —
@@ -899,6 +922,13 @@ impl Session {
             .ok_or_else(|| protocol("settings without a stream window"))?;
         if !(BASELINE_WINDOW..=MAX_WINDOW).contains(&window) {
             return Err(protocol("announced stream window out of range"));
+        }
+        if let Some(v) = frame.metadata.get(MAX_STREAMS_KEY) {
+            let n = <[u8; 4]>::try_from(v)
+                .map(u32::from_be_bytes)
+                .map_err(|_| protocol("bad max-streams setting"))?;
+            self.peer_max_streams = n;
+            self.events.push_back(Event::OpenCredit);
         }
         self.settings_received = true;
         self.add_conn_credit(inc)?;
@@ -1276,10 +1306,16 @@ impl Session {
         if !finished {
             return;
         }
-        if let Some(s) = self.streams.remove(&id)
-            && s.remote
-        {
-            self.inbound -= 1;
+        match self.streams.remove(&id) {
+            Some(s) if s.remote => self.inbound -= 1,
+            Some(_) => {
+                // A slot under the peer's cap came free.
+                if self.outbound == self.peer_max_streams as usize {
+                    self.events.push_back(Event::OpenCredit);
+                }
+                self.outbound -= 1;
+            }
+            None => {}
         }
         if self.streams.is_empty() && self.idle_since.is_none() {
             self.idle_since = Some(self.clock);
@@ -1442,4 +1478,16 @@ pub fn settings_frame(conn_increment: u32, stream_window: u32) -> Frame {
     let mut f = Frame::window_update(CONNECTION_ID, conn_increment);
     f.metadata = metadata;
     f
+}
+
+/// Adds the optional `max-streams` entry to a settings frame: the number of
+/// concurrent streams its sender accepts from the peer.
+pub fn announce_max_streams(settings: &mut Frame, max_streams: usize) {
+    let window = settings.metadata.get(STREAM_WINDOW_KEY).map(<[u8]>::to_vec);
+    let n = u32::try_from(max_streams).unwrap_or(u32::MAX);
+    let mut b = Metadata::builder();
+    if let Some(w) = window {
+        b = b.custom(STREAM_WINDOW_KEY, &w);
+    }
+    settings.metadata = b.custom(MAX_STREAMS_KEY, &n.to_be_bytes()).finish();
 }

@@ -24,6 +24,15 @@ pub async fn pair(router: Router) -> Pair {
 }
 
 pub async fn pair_with(server: Server, client: impl FnOnce(Connection) -> Client) -> Pair {
+    pair_configured(server, client, Config::default()).await
+}
+
+/// Like [`pair_with`], with the server connection's mux config.
+pub async fn pair_configured(
+    server: Server,
+    client: impl FnOnce(Connection) -> Client,
+    server_config: Config,
+) -> Pair {
     let (a, b) = tokio::io::duplex(256 * 1024);
     let cut = Cut::default();
     let b = Cuttable {
@@ -31,7 +40,7 @@ pub async fn pair_with(server: Server, client: impl FnOnce(Connection) -> Client
         cut: cut.clone(),
     };
     let (s, c) = tokio::join!(
-        connect(b, Role::Server, Config::default()),
+        connect(b, Role::Server, server_config),
         connect(a, Role::Client, Config::default())
     );
     let (server_conn, incoming) = s.unwrap();
