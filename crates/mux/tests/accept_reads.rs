@@ -5,7 +5,9 @@
 //!
 //! The server's transport records which task read each chunk of bytes; on a
 //! current-thread runtime the order of wake-ups is fixed, so every request
-//! after the first must be read on the accepting task.
+//! after the first must be read on the accepting task (and none on it when
+//! the task waits with `poll_accept`, which leaves reading to the
+//! connection task).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -55,8 +57,11 @@ impl AsyncWrite for Recorder {
     }
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn the_accepting_task_reads_each_request_itself() {
+/// Runs 100 sequential unary calls (after one to warm up) against a server
+/// that answers each inline on its accepting task, which waits with
+/// `accept()` or, with `polled`, with `poll_accept`. Returns how many
+/// reads of the server's socket ran on the accepting task, and elsewhere.
+async fn sequential_calls(polled: bool) -> (usize, usize) {
     let (a, b) = tokio::io::duplex(64 * 1024);
     let reads = Arc::new(Mutex::new(Vec::new()));
     let server_io = Recorder {
@@ -69,9 +74,14 @@ async fn the_accepting_task_reads_each_request_itself() {
     );
     let (client, _client_incoming) = client.unwrap();
     let (_server, mut incoming) = server.unwrap();
-    // Answers each unary call inline on the accepting task.
     let acceptor = tokio::spawn(async move {
-        while let Some(mut st) = incoming.accept().await {
+        loop {
+            let accepted = if polled {
+                std::future::poll_fn(|cx| incoming.poll_accept(cx)).await
+            } else {
+                incoming.accept().await
+            };
+            let Some(mut st) = accepted else { return };
             if let Ok(Some(c)) = st.recv().await {
                 let _ = st.send(c.data, true).await;
             }
@@ -92,17 +102,29 @@ async fn the_accepting_task_reads_each_request_itself() {
     // The first call may find the connection task watching the socket.
     call(0).await;
     reads.lock().unwrap().clear();
-    let calls = 100;
-    for i in 1..=calls {
+    for i in 1..=100 {
         call(i).await;
     }
     let reads = std::mem::take(&mut *reads.lock().unwrap());
-    let elsewhere = reads.iter().filter(|t| **t != Some(acceptor.id())).count();
-    assert!(reads.len() >= calls as usize, "{} reads", reads.len());
+    let here = reads.iter().filter(|t| **t == Some(acceptor.id())).count();
+    (here, reads.len() - here)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_accepting_task_reads_each_request_itself() {
+    let (here, elsewhere) = sequential_calls(false).await;
+    assert!(here >= 100, "{here} reads on the acceptor");
     assert_eq!(
         elsewhere,
         0,
         "{elsewhere} of {} reads ran on another task than the acceptor",
-        reads.len()
+        here + elsewhere
     );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn poll_accept_leaves_reading_to_the_connection_task() {
+    let (here, elsewhere) = sequential_calls(true).await;
+    assert_eq!(here, 0, "poll_accept read the socket {here} times");
+    assert!(elsewhere >= 100, "{elsewhere} reads elsewhere");
 }
