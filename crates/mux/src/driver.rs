@@ -12,10 +12,11 @@
 //!
 //! Reading works the same way. The socket is always polled with one
 //! connection-wide [`ReadWake`] waker; when bytes arrive it wakes the task
-//! of the `recv` currently waiting for them (which then reads the socket
-//! itself, handling frames for every stream) or, if none waits, the driver
-//! task. So the reply to a request wakes the requesting task directly, and
-//! some task always watches the socket.
+//! of the `recv` or `accept` currently waiting for them (which then reads
+//! the socket itself, handling frames for every stream) or, if none waits,
+//! the driver task. So the reply to a request wakes the requesting task
+//! directly, a request wakes the accepting task directly, and some task
+//! always watches the socket.
 
 use std::future::Future;
 use std::io;
@@ -83,9 +84,14 @@ impl std::fmt::Debug for Reader {
 }
 
 /// The one waker the socket's reads register. On wake it wakes the task of
-/// the `recv` waiting for bytes, if any (that task reads the socket
-/// itself), otherwise the driver task. It never takes the connection lock
+/// the `recv` (or `accept`, as [`ACCEPT_ID`]) waiting for bytes, if any
+/// (that task reads the socket itself), otherwise the driver task. It never takes the connection lock
 /// (a wake may come from inside another connection's lock).
+/// The pseudo stream id under which `Incoming::accept` waits in
+/// [`ReadWake`]. Stream ids are below 2^31, so no stream has it; it is
+/// never looked up in `Inner::wakers` nor given to `Session::set_reader`.
+pub(crate) const ACCEPT_ID: u32 = u32::MAX;
+
 #[derive(Debug, Default)]
 pub(crate) struct ReadWake {
     fired: AtomicBool,
@@ -96,7 +102,8 @@ pub(crate) struct ReadWake {
 
 #[derive(Debug, Default)]
 struct ReadWaiters {
-    /// The stream whose `recv` waits for socket bytes, and its task.
+    /// The stream whose `recv` waits for socket bytes (or [`ACCEPT_ID`]:
+    /// the acceptor), and its task.
     recv: Option<(u32, Waker)>,
     driver: Option<Waker>,
 }
@@ -212,7 +219,8 @@ pub(crate) struct Inner {
     /// The connection task holds the lock (it writes whatever is queued).
     driver_polling: bool,
     /// The stream whose task is reading the socket right now: its own
-    /// `Readable` events need no wake-up.
+    /// `Readable` events need no wake-up ([`ACCEPT_ID`]: the acceptor, whose
+    /// `Incoming` events need none).
     pub(crate) reading_for: Option<u32>,
     pub(crate) wakers: IdMap<StreamWakers>,
     pub(crate) accept_waker: Option<Waker>,
@@ -422,11 +430,9 @@ impl Inner {
                         w.wake();
                     }
                 }
-                Event::Incoming | Event::GoingAway => {
-                    if let Some(w) = self.accept_waker.take() {
-                        w.wake();
-                    }
-                }
+                // The acceptor reads now and looks at its queue next.
+                Event::Incoming if self.reading_for == Some(ACCEPT_ID) => {}
+                Event::Incoming | Event::GoingAway => self.wake_acceptor(),
                 Event::OpenCredit => self.open_waiters.drain(..).for_each(Waker::wake),
                 Event::Closed => {
                     if let Some(w) = self.accept_waker.take() {
@@ -446,6 +452,28 @@ impl Inner {
                     }
                 }
             }
+        }
+    }
+
+    /// Wakes `accept`, which waits as the socket waiter, with its event
+    /// waker, or both (like a stream's `recv`, see `Readable`).
+    fn wake_acceptor(&mut self) {
+        let event = self.accept_waker.take();
+        let socket = self.read_wake.take_recv(Some(ACCEPT_ID));
+        match (event, socket) {
+            (Some(e), Some(s)) if e.will_wake(&s) => s.wake(),
+            (e, s) => e.into_iter().chain(s).for_each(Waker::wake),
+        }
+    }
+
+    /// Keeps the socket waiter that `ReadWake::set_recv` displaced as its
+    /// event waker, so events for it (its stream's data, or an incoming
+    /// stream for the acceptor) read by someone else still wake it.
+    pub(crate) fn park_displaced(&mut self, id: u32, waker: Waker) {
+        if id == ACCEPT_ID {
+            self.accept_waker = Some(waker);
+        } else if let Some(slot) = self.wakers.get_mut(&id) {
+            slot.recv = Some(waker);
         }
     }
 

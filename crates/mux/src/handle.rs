@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tracing::Span;
 use weft_frame::{Metadata, Reason};
 
-use crate::driver::{Inner, Shared, now};
+use crate::driver::{ACCEPT_ID, Inner, Shared, now};
 use crate::error::{MuxError, StreamError};
 use crate::pipeline::Negotiated;
 use crate::session::{Chunk, OpenError, Recv};
@@ -136,24 +136,125 @@ pub struct Incoming {
 impl Incoming {
     /// The next stream the peer opened; `None` once the connection is
     /// closed or going away and the queue is empty.
-    pub async fn accept(&mut self) -> Option<Stream> {
-        poll_fn(|cx| self.poll_accept(cx)).await
+    ///
+    /// While it waits, this call reads the socket itself (for every
+    /// stream), as [`Stream::recv`] does, so a request wakes this task
+    /// directly rather than the connection task first; cancel safe.
+    pub fn accept(&mut self) -> impl Future<Output = Option<Stream>> + '_ {
+        AcceptFuture {
+            incoming: self,
+            waiting: false,
+        }
     }
 
-    /// Polls for the next stream (see [`accept`](Self::accept)).
+    /// Polls for the next stream (see [`accept`](Self::accept)); it leaves
+    /// socket reading to the connection task.
     pub fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<Option<Stream>> {
+        self.poll_accept_inner(cx, false)
+    }
+
+    /// Reads the socket from this task, for every stream.
+    fn read_inline(inner: &mut Inner) {
+        // New streams our read brings need not wake us: we look next.
+        // (`Session::set_reader` stays unset: every stream's data wakes
+        // its reader.)
+        inner.reading_for = Some(ACCEPT_ID);
+        if inner.read_frames() {
+            inner.pump_app();
+        }
+        inner.reading_for = None;
+    }
+
+    fn poll_accept_inner(
+        &mut self,
+        cx: &mut Context<'_>,
+        read_inline: bool,
+    ) -> Poll<Option<Stream>> {
         let mut inner = self.shared.lock();
-        if let Some(id) = inner.session.accept() {
-            let metadata = inner.session.open_metadata(id).cloned().unwrap_or_default();
-            inner.wakers.insert(id, Default::default());
+        let mut tried = !read_inline;
+        if read_inline && inner.read_wake_fired() {
+            // Woken by the socket: read before looking at the queue.
+            tried = true;
+            Self::read_inline(&mut inner);
+        }
+        loop {
+            let out = if let Some(id) = inner.session.accept() {
+                let metadata = inner.session.open_metadata(id).cloned().unwrap_or_default();
+                inner.wakers.insert(id, Default::default());
+                Some((id, metadata))
+            } else if inner.session.accept_finished() {
+                None
+            } else if !tried && inner.read_needed() {
+                // Nothing queued and the socket may have bytes: read it
+                // ourselves, for every stream.
+                tried = true;
+                Self::read_inline(&mut inner);
+                continue;
+            } else {
+                if read_inline {
+                    // The socket wakes this task when bytes arrive; a read
+                    // by anyone else that brings a stream wakes the waiter
+                    // too (`dispatch_events`).
+                    let displaced = inner.read_wake.set_recv(ACCEPT_ID, cx.waker());
+                    if let Some((other, w)) = displaced {
+                        inner.park_displaced(other, w);
+                    }
+                    // Registered first, checked second (see `Stream::recv`).
+                    if inner.read_needed() && !inner.read_blocked() {
+                        if !tried {
+                            tried = true;
+                            Self::read_inline(&mut inner);
+                            continue;
+                        }
+                        inner.wake_driver();
+                    }
+                } else {
+                    match &inner.accept_waker {
+                        Some(old) if old.will_wake(cx.waker()) => {}
+                        _ => inner.accept_waker = Some(cx.waker().clone()),
+                    }
+                }
+                return Poll::Pending;
+            };
+            if read_inline {
+                inner.read_wake.clear_recv(ACCEPT_ID, false);
+                if inner.read_needed() {
+                    // The socket may have woken us and we return without
+                    // reading it: pass the watch to the connection task.
+                    inner.wake_driver();
+                }
+            }
             drop(inner);
-            return Poll::Ready(Some(Stream::new(self.shared.clone(), id, metadata)));
+            return Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)));
         }
-        if inner.session.accept_finished() {
-            return Poll::Ready(None);
+    }
+}
+
+/// The future of [`Incoming::accept`]: if dropped while waiting for socket
+/// bytes, it hands the watch back to the connection task.
+struct AcceptFuture<'a> {
+    incoming: &'a mut Incoming,
+    waiting: bool,
+}
+
+impl Future for AcceptFuture<'_> {
+    type Output = Option<Stream>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let r = self.incoming.poll_accept_inner(cx, true);
+        self.waiting = r.is_pending();
+        r
+    }
+}
+
+impl Drop for AcceptFuture<'_> {
+    fn drop(&mut self) {
+        if self.waiting {
+            // Cancelled while the socket would wake us: the driver watches
+            // it again (and reads anything that woke us meanwhile).
+            let inner = self.incoming.shared.lock();
+            inner.read_wake.clear_recv(ACCEPT_ID, true);
         }
-        inner.accept_waker = Some(cx.waker().clone());
-        Poll::Pending
     }
 }
 
@@ -315,10 +416,8 @@ impl Stream {
                         // read by anyone else that brings our data wakes
                         // the waiter too (`dispatch_events`).
                         let displaced = inner.read_wake.set_recv(self.id, cx.waker());
-                        if let Some((other, w)) = displaced
-                            && let Some(slot) = inner.wakers.get_mut(&other)
-                        {
-                            slot.recv = Some(w);
+                        if let Some((other, w)) = displaced {
+                            inner.park_displaced(other, w);
                         }
                         // Registered first, checked second: a wake-up that
                         // fired before we were the waiter went to the old

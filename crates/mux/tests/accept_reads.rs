@@ -1,0 +1,130 @@
+//! A request wakes the accepting task directly: while `Incoming::accept`
+//! waits, it is the socket's waiter and reads the request itself, so a
+//! server that answers inline (as the rpc server does) handles a sequential
+//! round trip on one task, without waking the connection task first.
+//!
+//! The server's transport records which task read each chunk of bytes; on a
+//! current-thread runtime the order of wake-ups is fixed, so every request
+//! after the first must be read on the accepting task (and none on it when
+//! the task waits with `poll_accept`, which leaves reading to the
+//! connection task).
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::task::Id;
+use weft_mux::{Config, Metadata, Role, connect};
+
+/// Records the task of every read that returned bytes.
+struct Recorder {
+    inner: DuplexStream,
+    reads: Arc<Mutex<Vec<Option<Id>>>>,
+}
+
+impl AsyncRead for Recorder {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.reads.lock().unwrap().push(tokio::task::try_id());
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Recorder {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Runs 100 sequential unary calls (after one to warm up) against a server
+/// that answers each inline on its accepting task, which waits with
+/// `accept()` or, with `polled`, with `poll_accept`. Returns how many
+/// reads of the server's socket ran on the accepting task, and elsewhere.
+async fn sequential_calls(polled: bool) -> (usize, usize) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let server_io = Recorder {
+        inner: b,
+        reads: reads.clone(),
+    };
+    let (client, server) = tokio::join!(
+        connect(a, Role::Client, Config::default()),
+        connect(server_io, Role::Server, Config::default())
+    );
+    let (client, _client_incoming) = client.unwrap();
+    let (_server, mut incoming) = server.unwrap();
+    let acceptor = tokio::spawn(async move {
+        loop {
+            let accepted = if polled {
+                std::future::poll_fn(|cx| incoming.poll_accept(cx)).await
+            } else {
+                incoming.accept().await
+            };
+            let Some(mut st) = accepted else { return };
+            if let Ok(Some(c)) = st.recv().await {
+                let _ = st.send(c.data, true).await;
+            }
+        }
+    });
+    let call = |i: u32| {
+        let client = client.clone();
+        async move {
+            let msg = Bytes::from(format!("call {i}"));
+            let mut st = client
+                .open(Metadata::new(), msg.clone(), true)
+                .await
+                .unwrap();
+            let reply = st.recv().await.unwrap().unwrap();
+            assert_eq!(reply.data, msg);
+        }
+    };
+    // The first call may find the connection task watching the socket.
+    call(0).await;
+    reads.lock().unwrap().clear();
+    for i in 1..=100 {
+        call(i).await;
+    }
+    let reads = std::mem::take(&mut *reads.lock().unwrap());
+    let here = reads.iter().filter(|t| **t == Some(acceptor.id())).count();
+    (here, reads.len() - here)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_accepting_task_reads_each_request_itself() {
+    let (here, elsewhere) = sequential_calls(false).await;
+    assert!(here >= 100, "{here} reads on the acceptor");
+    assert_eq!(
+        elsewhere,
+        0,
+        "{elsewhere} of {} reads ran on another task than the acceptor",
+        here + elsewhere
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn poll_accept_leaves_reading_to_the_connection_task() {
+    let (here, elsewhere) = sequential_calls(true).await;
+    assert_eq!(here, 0, "poll_accept read the socket {here} times");
+    assert!(elsewhere >= 100, "{elsewhere} reads elsewhere");
+}
