@@ -141,8 +141,8 @@ impl Incoming {
     /// stream), as [`Stream::recv`] does, so a request wakes this task
     /// directly rather than the connection task first; cancel safe.
     pub fn accept(&mut self) -> impl Future<Output = Option<Stream>> + '_ {
-        AcceptFuture {
-            incoming: self,
+        SocketWait {
+            waiter: self,
             waiting: false,
         }
     }
@@ -226,34 +226,6 @@ impl Incoming {
             }
             drop(inner);
             return Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)));
-        }
-    }
-}
-
-/// The future of [`Incoming::accept`]: if dropped while waiting for socket
-/// bytes, it hands the watch back to the connection task.
-struct AcceptFuture<'a> {
-    incoming: &'a mut Incoming,
-    waiting: bool,
-}
-
-impl Future for AcceptFuture<'_> {
-    type Output = Option<Stream>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let r = self.incoming.poll_accept_inner(cx, true);
-        self.waiting = r.is_pending();
-        r
-    }
-}
-
-impl Drop for AcceptFuture<'_> {
-    fn drop(&mut self) {
-        if self.waiting {
-            // Cancelled while the socket would wake us: the driver watches
-            // it again (and reads anything that woke us meanwhile).
-            let inner = self.incoming.shared.lock();
-            inner.read_wake.clear_recv(ACCEPT_ID, true);
         }
     }
 }
@@ -362,8 +334,8 @@ impl Stream {
     /// While it waits, this call reads the socket itself (for every
     /// stream), so the reply wakes this task directly; cancel safe.
     pub fn recv(&mut self) -> impl Future<Output = Result<Option<Chunk>, StreamError>> + '_ {
-        RecvFuture {
-            stream: self,
+        SocketWait {
+            waiter: self,
             waiting: false,
         }
     }
@@ -487,39 +459,76 @@ impl Stream {
     }
 }
 
-/// The future of [`Stream::recv`]: if dropped while waiting for socket
-/// bytes, it hands the watch back to the connection task.
-struct RecvFuture<'a> {
-    stream: &'a mut Stream,
-    waiting: bool,
-}
-
-impl Future for RecvFuture<'_> {
-    type Output = Result<Option<Chunk>, StreamError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let r = self.stream.poll_recv_inner(cx, true);
-        self.waiting = r.is_pending();
-        r
-    }
-}
-
-impl Drop for RecvFuture<'_> {
-    fn drop(&mut self) {
-        if self.waiting {
-            // Cancelled while the socket would wake us: the driver watches
-            // it again (and reads anything that woke us meanwhile).
-            let inner = self.stream.shared.lock();
-            inner.read_wake.clear_recv(self.stream.id, true);
-        }
-    }
-}
-
 impl Drop for Stream {
     fn drop(&mut self) {
         let mut inner = self.shared.lock();
         inner.session.release(self.id, now());
         inner.wakers.remove(&self.id);
         inner.pump_app();
+    }
+}
+
+/// A handle whose waits may make it the socket's registered reader
+/// ([`Stream`] under its id, [`Incoming`] under [`ACCEPT_ID`]).
+trait SocketWaiter {
+    type Output;
+    /// Polls, reading the socket inline and registering as its waiter.
+    fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Self::Output>;
+    fn shared(&self) -> &Shared;
+    /// The id this handle registers under in the read waker.
+    fn wait_id(&self) -> u32;
+}
+
+impl SocketWaiter for Stream {
+    type Output = Result<Option<Chunk>, StreamError>;
+    fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_recv_inner(cx, true)
+    }
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wait_id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl SocketWaiter for Incoming {
+    type Output = Option<Stream>;
+    fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_accept_inner(cx, true)
+    }
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    fn wait_id(&self) -> u32 {
+        ACCEPT_ID
+    }
+}
+
+/// The future of [`Stream::recv`] and [`Incoming::accept`]: if dropped
+/// while registered as the socket's waiter, it hands the watch back to the
+/// connection task (which reads anything that woke us meanwhile).
+struct SocketWait<'a, W: SocketWaiter> {
+    waiter: &'a mut W,
+    waiting: bool,
+}
+
+impl<W: SocketWaiter> Future for SocketWait<'_, W> {
+    type Output = W::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let r = self.waiter.poll_inline(cx);
+        self.waiting = r.is_pending();
+        r
+    }
+}
+
+impl<W: SocketWaiter> Drop for SocketWait<'_, W> {
+    fn drop(&mut self) {
+        if self.waiting {
+            let id = self.waiter.wait_id();
+            let inner = self.waiter.shared().lock();
+            inner.read_wake.clear_recv(id, true);
+        }
     }
 }

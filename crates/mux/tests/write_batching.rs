@@ -41,6 +41,15 @@ async fn echo(mut st: Stream) {
     }
 }
 
+/// One call first, so the handshake's and settings' writes are done.
+async fn warm_up(client: &Connection) {
+    let st = client
+        .open(Metadata::new(), Bytes::from_static(b"warm"), true)
+        .await
+        .unwrap();
+    assert_eq!(answer(st).await, b"warm");
+}
+
 async fn answer(mut st: Stream) -> Vec<u8> {
     let mut got = Vec::new();
     while let Some(c) = st.recv().await.unwrap() {
@@ -53,12 +62,7 @@ async fn answer(mut st: Stream) -> Vec<u8> {
 async fn calls_opened_in_one_burst_leave_in_one_write() {
     const CALLS: usize = 64;
     let (client, writes) = setup().await;
-    // Settle the handshake's and settings' writes first.
-    let st = client
-        .open(Metadata::new(), Bytes::from_static(b"warm"), true)
-        .await
-        .unwrap();
-    assert_eq!(answer(st).await, b"warm");
+    warm_up(&client).await;
     // One stream stays open so that the burst is never alone.
     let _held = client
         .open(Metadata::new(), Bytes::new(), false)
@@ -86,11 +90,7 @@ async fn calls_opened_in_one_burst_leave_in_one_write() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_stream_alone_writes_inline() {
     let (client, writes) = setup().await;
-    let st = client
-        .open(Metadata::new(), Bytes::from_static(b"warm"), true)
-        .await
-        .unwrap();
-    assert_eq!(answer(st).await, b"warm");
+    warm_up(&client).await;
     // Alone on the connection, `open` writes before it returns: on a
     // current-thread runtime nothing else has run in between.
     let before = writes.load(Ordering::Relaxed);
