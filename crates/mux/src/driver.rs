@@ -466,10 +466,43 @@ impl Inner {
         }
     }
 
+    /// `id` (a stream, or [`ACCEPT_ID`]) waits for socket bytes in the
+    /// task of `waker`; returns whether the caller must read once more
+    /// first. Registered first, checked second: a wake-up that fired
+    /// before we were the waiter went to the old waiter, which may never
+    /// read (its task may be gone, or be the one that polled a stream
+    /// before it moved to ours). So if the socket may hold unread bytes,
+    /// the caller reads — or, if it already read in this poll
+    /// (`may_read` false), the connection task is woken to.
+    pub(crate) fn wait_for_socket(&mut self, id: u32, waker: &Waker, may_read: bool) -> bool {
+        if let Some((other, w)) = self.read_wake.set_recv(id, waker) {
+            self.park_displaced(other, w);
+        }
+        if !self.read_needed() || self.read_blocked {
+            return false;
+        }
+        if may_read {
+            return true;
+        }
+        self.wake_driver();
+        false
+    }
+
+    /// `id` no longer waits for the socket (its wait returned). If the
+    /// socket may hold bytes nobody has read — it woke us, or reading
+    /// stopped at the per-poll budget — the connection task takes over,
+    /// or nobody would read them.
+    pub(crate) fn stop_waiting(&mut self, id: u32) {
+        self.read_wake.clear_recv(id, false);
+        if self.read_needed() {
+            self.wake_driver();
+        }
+    }
+
     /// Keeps the socket waiter that `ReadWake::set_recv` displaced as its
     /// event waker, so events for it (its stream's data, or an incoming
     /// stream for the acceptor) read by someone else still wake it.
-    pub(crate) fn park_displaced(&mut self, id: u32, waker: Waker) {
+    fn park_displaced(&mut self, id: u32, waker: Waker) {
         if id == ACCEPT_ID {
             self.accept_waker = Some(waker);
         } else if let Some(slot) = self.wakers.get_mut(&id) {
@@ -622,13 +655,8 @@ impl Inner {
         self.read_armed && self.read_wake.fired.load(Ordering::Acquire)
     }
 
-    /// Reading waits for our control queue to drain (the driver resumes it).
-    pub(crate) fn read_blocked(&self) -> bool {
-        self.read_blocked
-    }
-
     /// Wakes the connection task (it reads the socket on every poll).
-    pub(crate) fn wake_driver(&self) {
+    fn wake_driver(&self) {
         self.driver_waker.wake_by_ref();
     }
 

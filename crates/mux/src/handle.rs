@@ -195,18 +195,10 @@ impl Incoming {
                     // The socket wakes this task when bytes arrive; a read
                     // by anyone else that brings a stream wakes the waiter
                     // too (`dispatch_events`).
-                    let displaced = inner.read_wake.set_recv(ACCEPT_ID, cx.waker());
-                    if let Some((other, w)) = displaced {
-                        inner.park_displaced(other, w);
-                    }
-                    // Registered first, checked second (see `Stream::recv`).
-                    if inner.read_needed() && !inner.read_blocked() {
-                        if !tried {
-                            tried = true;
-                            Self::read_inline(&mut inner);
-                            continue;
-                        }
-                        inner.wake_driver();
+                    if inner.wait_for_socket(ACCEPT_ID, cx.waker(), !tried) {
+                        tried = true;
+                        Self::read_inline(&mut inner);
+                        continue;
                     }
                 } else {
                     match &inner.accept_waker {
@@ -217,12 +209,7 @@ impl Incoming {
                 return Poll::Pending;
             };
             if read_inline {
-                inner.read_wake.clear_recv(ACCEPT_ID, false);
-                if inner.read_needed() {
-                    // The socket may have woken us and we return without
-                    // reading it: pass the watch to the connection task.
-                    inner.wake_driver();
-                }
+                inner.stop_waiting(ACCEPT_ID);
             }
             drop(inner);
             return Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)));
@@ -387,22 +374,10 @@ impl Stream {
                         // The socket wakes this task when bytes arrive; a
                         // read by anyone else that brings our data wakes
                         // the waiter too (`dispatch_events`).
-                        let displaced = inner.read_wake.set_recv(self.id, cx.waker());
-                        if let Some((other, w)) = displaced {
-                            inner.park_displaced(other, w);
-                        }
-                        // Registered first, checked second: a wake-up that
-                        // fired before we were the waiter went to the old
-                        // waiter, which may never read (its task may be
-                        // gone, or be the one that polled this stream
-                        // before it moved to ours).
-                        if inner.read_needed() && !inner.read_blocked() {
-                            if !tried {
-                                tried = true;
-                                self.read_inline(&mut inner);
-                                continue;
-                            }
-                            inner.wake_driver();
+                        if inner.wait_for_socket(self.id, cx.waker(), !tried) {
+                            tried = true;
+                            self.read_inline(&mut inner);
+                            continue;
                         }
                     } else if let Some(w) = inner.wakers.get_mut(&self.id) {
                         match &w.recv {
@@ -414,13 +389,7 @@ impl Stream {
                 }
             };
             if read_inline {
-                inner.read_wake.clear_recv(self.id, false);
-                if inner.read_needed() {
-                    // The socket may have woken us (or our waiter slot)
-                    // and we return without reading it: pass the watch to
-                    // the connection task, or nobody reads those bytes.
-                    inner.wake_driver();
-                }
+                inner.stop_waiting(self.id);
             }
             if inner.session.has_transmit() {
                 inner.pump_app();
