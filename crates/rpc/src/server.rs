@@ -302,11 +302,12 @@ async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard
     }
 }
 
-pub(crate) async fn server_streaming<F, Fut, Req>(call: ServerCall, f: F)
+/// Runs a streaming call: its stream goes into a slot the handler's
+/// handles share, `work` gets the slot, the context and the message limit,
+/// and the call ends with `work`'s result (or `DEADLINE_EXCEEDED`).
+async fn streaming<W>(call: ServerCall, work: impl FnOnce(Slot, Context, usize) -> W)
 where
-    F: FnOnce(Context, Req, ResponseSink) -> Fut,
-    Fut: Future<Output = Result<(), Status>>,
-    Req: Decode,
+    W: Future<Output = Result<Option<Framed>, Status>>,
 {
     let ServerCall {
         stream,
@@ -316,7 +317,17 @@ where
         mut guard,
     } = call;
     let slot = Slot::new(stream);
-    let work = async {
+    let result = within(deadline, work(slot.clone(), ctx, max)).await;
+    end_streaming(slot, result, &mut guard).await;
+}
+
+pub(crate) async fn server_streaming<F, Fut, Req>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, Req, ResponseSink) -> Fut,
+    Fut: Future<Output = Result<(), Status>>,
+    Req: Decode,
+{
+    streaming(call, |slot, ctx, max| async move {
         let req = Req::decode(RequestStream::new(slot.clone(), max).single().await?)?;
         let sink = ResponseSink::new(slot.clone(), max);
         let handler = catch(call_handler(|| f(ctx, req, sink))?);
@@ -325,9 +336,8 @@ where
             r = handler => r.map(|()| None),
             gone = watch_slot(&slot) => Err(gone),
         }
-    };
-    let result = within(deadline, work).await;
-    end_streaming(slot, result, &mut guard).await;
+    })
+    .await;
 }
 
 pub(crate) async fn client_streaming<F, Fut, Resp>(call: ServerCall, f: F)
@@ -336,21 +346,12 @@ where
     Fut: Future<Output = Result<Resp, Status>>,
     Resp: Encode,
 {
-    let ServerCall {
-        stream,
-        ctx,
-        deadline,
-        max,
-        mut guard,
-    } = call;
-    let slot = Slot::new(stream);
-    let work = async {
-        let rx = RequestStream::new(slot.clone(), max);
+    streaming(call, |slot, ctx, max| async move {
+        let rx = RequestStream::new(slot, max);
         let resp = catch(call_handler(|| f(ctx, rx))?).await?;
         resp.encode(max).map(Some)
-    };
-    let result = within(deadline, work).await;
-    end_streaming(slot, result, &mut guard).await;
+    })
+    .await;
 }
 
 pub(crate) async fn bidi<F, Fut>(call: ServerCall, f: F)
@@ -358,18 +359,9 @@ where
     F: FnOnce(Context, BidiStream) -> Fut,
     Fut: Future<Output = Result<(), Status>>,
 {
-    let ServerCall {
-        stream,
-        ctx,
-        deadline,
-        max,
-        mut guard,
-    } = call;
-    let slot = Slot::new(stream);
-    let work = async {
-        let s = BidiStream::new(slot.clone(), max);
+    streaming(call, |slot, ctx, max| async move {
+        let s = BidiStream::new(slot, max);
         catch(call_handler(|| f(ctx, s))?).await.map(|()| None)
-    };
-    let result = within(deadline, work).await;
-    end_streaming(slot, result, &mut guard).await;
+    })
+    .await;
 }
