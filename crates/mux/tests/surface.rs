@@ -11,7 +11,7 @@ use support::{Scripted, goaway, resets};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_frame::{Flags, Frame, FrameType, Limits};
 use weft_mux::pipeline::{EncryptionPolicy, HandshakeConfig, HandshakeRole};
-use weft_mux::session::{Event, Recv, Role, Session, announce_max_streams, settings_frame};
+use weft_mux::session::{Event, Recv, Role, Session, settings_frame, settings_frame_with_cap};
 use weft_mux::{Config, Metadata, Reason, connect};
 
 #[test]
@@ -118,9 +118,7 @@ fn the_peers_stream_cap_bounds_open_credit() {
         s.open_credit() > 1 << 30,
         "no cap before the peer's settings"
     );
-    let mut settings = settings_frame(0, 256 * 1024);
-    announce_max_streams(&mut settings, 2);
-    s.handle_frame(settings, now);
+    s.handle_frame(settings_frame_with_cap(0, 256 * 1024, 2), now);
     assert!(std::iter::from_fn(|| s.poll_event()).any(|e| e == Event::OpenCredit));
     assert_eq!(s.open_credit(), 2);
     let a = s.open(Metadata::new(), Bytes::new(), true, now).unwrap();

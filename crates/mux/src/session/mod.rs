@@ -248,12 +248,11 @@ impl Session {
             timer_changed: true,
             reader: CONNECTION_ID,
         };
-        let mut settings = settings_frame(
+        s.control.push_back(settings_frame_with_cap(
             config.connection_window - BASELINE_WINDOW,
             config.stream_window,
-        );
-        announce_max_streams(&mut settings, config.max_concurrent_streams);
-        s.control.push_back(settings);
+            u32::try_from(config.max_concurrent_streams).unwrap_or(u32::MAX),
+        ));
         s
     }
 
@@ -1470,24 +1469,24 @@ fn fc_len(chunk: &Chunk) -> u32 {
 }
 
 /// The settings frame each side sends first: a connection `WINDOW_UPDATE`
-/// (increment may be 0 here only) announcing the per-stream window.
+/// (increment may be 0 here only) announcing the per-stream window, and no
+/// stream cap.
 pub fn settings_frame(conn_increment: u32, stream_window: u32) -> Frame {
-    let metadata = Metadata::builder()
-        .custom(STREAM_WINDOW_KEY, &stream_window.to_be_bytes())
-        .finish();
-    let mut f = Frame::window_update(CONNECTION_ID, conn_increment);
-    f.metadata = metadata;
-    f
+    settings(conn_increment, stream_window, None)
 }
 
-/// Adds the optional `max-streams` entry to a settings frame: the number of
+/// Like [`settings_frame`], also announcing `max_streams`: how many
 /// concurrent streams its sender accepts from the peer.
-pub fn announce_max_streams(settings: &mut Frame, max_streams: usize) {
-    let window = settings.metadata.get(STREAM_WINDOW_KEY).map(<[u8]>::to_vec);
-    let n = u32::try_from(max_streams).unwrap_or(u32::MAX);
-    let mut b = Metadata::builder();
-    if let Some(w) = window {
-        b = b.custom(STREAM_WINDOW_KEY, &w);
+pub fn settings_frame_with_cap(conn_increment: u32, stream_window: u32, max_streams: u32) -> Frame {
+    settings(conn_increment, stream_window, Some(max_streams))
+}
+
+fn settings(conn_increment: u32, stream_window: u32, max_streams: Option<u32>) -> Frame {
+    let mut b = Metadata::builder().custom(STREAM_WINDOW_KEY, &stream_window.to_be_bytes());
+    if let Some(n) = max_streams {
+        b = b.custom(MAX_STREAMS_KEY, &n.to_be_bytes());
     }
-    settings.metadata = b.custom(MAX_STREAMS_KEY, &n.to_be_bytes()).finish();
+    let mut f = Frame::window_update(CONNECTION_ID, conn_increment);
+    f.metadata = b.finish();
+    f
 }
