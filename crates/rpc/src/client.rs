@@ -13,6 +13,7 @@ use weft_mux::{Connection, Stream};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
 use crate::wire::{self, Reader};
+use crate::within::{Within, within};
 use crate::{CallOptions, Status, method};
 
 /// Method metadata kept for calls without deadline or custom entries, so
@@ -148,84 +149,121 @@ impl Client {
     }
 
     async fn open(&self, meta: Metadata, first: Framed, end: bool) -> Result<Stream, Status> {
-        let open = |payload, end| async move {
-            self.conn
-                .open(meta, payload, end)
-                .await
-                .map_err(|e| wire::from_mux(&e))
+        let (payload, rest) = match first {
+            Framed::One(b) => (b, None),
+            Framed::Two(prefix, body) => (prefix, Some(body)),
         };
-        match first {
-            Framed::One(b) => open(b, end).await,
-            Framed::Two(prefix, body) => {
-                let mut s = open(prefix, false).await?;
-                s.send(body, end).await.map_err(|e| wire::from_stream(&e))?;
-                Ok(s)
-            }
+        let mut stream = self
+            .conn
+            .open(meta, payload, end && rest.is_none())
+            .await
+            .map_err(|e| wire::from_mux(&e))?;
+        if let Some(body) = rest {
+            stream
+                .send(body, end)
+                .await
+                .map_err(|e| wire::from_stream(&e))?;
         }
+        Ok(stream)
     }
 
     /// A unary call on raw bytes.
-    pub async fn unary(&self, method: &str, request: Bytes) -> Result<Bytes, Status> {
-        self.unary_with(method, request, &CallOptions::new()).await
+    ///
+    /// The request is framed and the call's metadata built here, before the
+    /// future is first polled; the future borrows only the client.
+    pub fn unary(
+        &self,
+        method: &str,
+        request: Bytes,
+    ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
+        self.unary_with(method, request, &CallOptions::new())
     }
 
     /// A unary call with options (deadline, metadata).
-    pub async fn unary_with(
+    pub fn unary_with(
         &self,
         method: &str,
         request: Bytes,
         opts: &CallOptions,
-    ) -> Result<Bytes, Status> {
-        let framed = codec::frame(request, self.max())?;
-        self.unary_framed(method, framed, opts).await
-    }
-
-    async fn unary_framed(
-        &self,
-        method: &str,
-        framed: Framed,
-        opts: &CallOptions,
-    ) -> Result<Bytes, Status> {
-        let (meta, deadline) = self.prepare(method, opts)?;
-        let call = async {
-            let mut stream = self.open(meta, framed, true).await?;
-            let mut reader = Reader::new(self.max());
-            read_response(&mut reader, &mut stream).await
-        };
-        // Not through `within`: without a deadline the call is awaited
-        // directly, one state machine (and one move of it) less.
-        match deadline {
-            None => call.await,
-            Some(_) => within(deadline, call).await,
-        }
+    ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
+        let framed = codec::frame(request, self.max());
+        let prepared = framed.and_then(|f| self.prepare_unary(method, f, opts));
+        self.unary_prepared(prepared, Ok)
     }
 
     /// A unary call on JSON values.
     #[cfg(feature = "json")]
-    pub async fn unary_json<Req, Resp>(&self, method: &str, request: &Req) -> Result<Resp, Status>
+    pub fn unary_json<Req, Resp>(
+        &self,
+        method: &str,
+        request: &Req,
+    ) -> impl Future<Output = Result<Resp, Status>> + use<'_, Req, Resp>
     where
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
         self.unary_json_with(method, request, &CallOptions::new())
-            .await
     }
 
     /// A unary call on JSON values, with options.
     #[cfg(feature = "json")]
-    pub async fn unary_json_with<Req, Resp>(
+    pub fn unary_json_with<Req, Resp>(
         &self,
         method: &str,
         request: &Req,
         opts: &CallOptions,
-    ) -> Result<Resp, Status>
+    ) -> impl Future<Output = Result<Resp, Status>> + use<'_, Req, Resp>
     where
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let framed = Framed::One(crate::message::to_json(request, self.max())?);
-        let body = self.unary_framed(method, framed, opts).await?;
-        crate::message::from_json(&body)
+        let body = crate::message::to_json(request, self.max());
+        let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), opts));
+        self.unary_prepared(prepared, |b| crate::message::from_json(&b))
+    }
+
+    fn prepare_unary(
+        &self,
+        method: &str,
+        framed: Framed,
+        opts: &CallOptions,
+    ) -> Result<Prepared, Status> {
+        let (meta, deadline) = self.prepare(method, opts)?;
+        Ok(Prepared {
+            meta,
+            framed,
+            deadline,
+        })
+    }
+
+    /// The future of a unary call, kept small (it is what callers box,
+    /// spawn or join): everything that can be done before the first poll
+    /// is, and only a call with a deadline carries a timer.
+    /// `finish` turns the response body into the caller's value inside the
+    /// same state machine (an `async` wrapper around the call would hold it
+    /// twice).
+    fn unary_prepared<T>(
+        &self,
+        prepared: Result<Prepared, Status>,
+        finish: impl FnOnce(Bytes) -> Result<T, Status>,
+    ) -> Within<impl Future<Output = Result<T, Status>>> {
+        let deadline = prepared.as_ref().ok().and_then(|p| p.deadline);
+        within(deadline, self.unary_call(prepared, finish))
+    }
+
+    async fn unary_call<T>(
+        &self,
+        prepared: Result<Prepared, Status>,
+        finish: impl FnOnce(Bytes) -> Result<T, Status>,
+    ) -> Result<T, Status> {
+        let Prepared { meta, framed, .. } = prepared?;
+        let mut stream = self.open(meta, framed, true).await?;
+        let body = {
+            let mut reader = Reader::new(self.max());
+            read_response(&mut reader, &mut stream).await
+        };
+        drop(stream);
+        finish(body?)
     }
 
     /// A server-streaming call: sends `request`, returns the response stream.
@@ -299,17 +337,11 @@ impl Client {
     }
 }
 
-/// Runs `work` until `deadline`.
-async fn within<T>(
+/// A unary call ready to go: its `OPEN` metadata, framed request and deadline.
+struct Prepared {
+    meta: Metadata,
+    framed: Framed,
     deadline: Option<Instant>,
-    work: impl Future<Output = Result<T, Status>>,
-) -> Result<T, Status> {
-    match deadline {
-        None => work.await,
-        Some(d) => tokio::time::timeout_at(d, work)
-            .await
-            .unwrap_or_else(|_| Err(Status::deadline_exceeded("deadline exceeded"))),
-    }
 }
 
 /// Reads a one-message response and its status.

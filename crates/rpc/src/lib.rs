@@ -58,6 +58,7 @@ mod streams;
 #[cfg(feature = "tower")]
 mod tower;
 mod wire;
+mod within;
 
 pub use client::{BidiCall, Client, ClientStreamingCall, Streaming};
 pub use context::{CancelSignal, Context, PeerInfo};

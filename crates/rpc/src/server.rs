@@ -33,6 +33,7 @@ use crate::message::{Decode, Encode};
 use crate::router::BoxFuture;
 use crate::streams::Slot;
 use crate::wire::{self, Reader};
+use crate::within::within_as;
 use crate::{
     BidiStream, Code, Context, PeerInfo, RequestStream, ResponseSink, Router, Status, deadline,
 };
@@ -193,25 +194,12 @@ fn panicked() -> Status {
     Status::internal("handler panicked")
 }
 
+/// The status message of a call whose deadline passed in its handler.
+const IN_HANDLER: &str = "deadline exceeded in the handler";
+
 /// Calls the handler function itself, turning a panic into `INTERNAL`.
 fn call_handler<R>(f: impl FnOnce() -> R) -> Result<R, Status> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked())
-}
-
-/// Runs `work` until `deadline` (dropping it then).
-async fn within<T>(
-    deadline: Option<Instant>,
-    work: impl Future<Output = Result<T, Status>>,
-) -> Result<T, Status> {
-    match deadline {
-        None => work.await,
-        Some(d) => match tokio::time::timeout_at(d, work).await {
-            Ok(r) => r,
-            Err(_) => Err(Status::deadline_exceeded(
-                "deadline exceeded in the handler",
-            )),
-        },
-    }
 }
 
 /// Resolves with `CANCELLED` (or `UNAVAILABLE`) once the caller resets the
@@ -289,7 +277,7 @@ where
             gone = watch_reset(&mut stream) => Err(gone),
         }
     };
-    let result = within(deadline, work).await;
+    let result = within_as(deadline, work, IN_HANDLER).await;
     respond(&mut stream, result, &mut guard).await;
 }
 
@@ -317,7 +305,7 @@ where
         mut guard,
     } = call;
     let slot = Slot::new(stream);
-    let result = within(deadline, work(slot.clone(), ctx, max)).await;
+    let result = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER).await;
     end_streaming(slot, result, &mut guard).await;
 }
 

@@ -1,0 +1,94 @@
+//! Running a call's work until its deadline.
+//!
+//! [`within`] is a plain function returning [`Within`], not an `async fn`:
+//! an `async fn` would hold `work` twice, once as its argument and once as
+//! the future it awaits, doubling the size of every call future built on it
+//! (and the bytes copied each time one is moved, boxed or spawned).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::time::{Instant, Timeout};
+
+use crate::Status;
+
+/// Runs `work` until `deadline`; past it, `work` is dropped and the result
+/// is `DEADLINE_EXCEEDED`. Without a deadline no timer is armed.
+pub(crate) fn within<T, F>(deadline: Option<Instant>, work: F) -> Within<F>
+where
+    F: Future<Output = Result<T, Status>>,
+{
+    within_as(deadline, work, "deadline exceeded")
+}
+
+/// [`within`], with the status message to report when the deadline passes.
+pub(crate) fn within_as<T, F>(
+    deadline: Option<Instant>,
+    work: F,
+    message: &'static str,
+) -> Within<F>
+where
+    F: Future<Output = Result<T, Status>>,
+{
+    match deadline {
+        None => Within::Plain { work },
+        Some(d) => Within::Timed {
+            work: tokio::time::timeout_at(d, work),
+            message,
+        },
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`within`]: `work` alone, or `work` under a timer.
+    #[project = WithinProj]
+    pub(crate) enum Within<F> {
+        Plain { #[pin] work: F },
+        Timed { #[pin] work: Timeout<F>, message: &'static str },
+    }
+}
+
+impl<T, F> Future for Within<F>
+where
+    F: Future<Output = Result<T, Status>>,
+{
+    type Output = Result<T, Status>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            WithinProj::Plain { work } => work.poll(cx),
+            WithinProj::Timed { work, message } => work
+                .poll(cx)
+                .map(|r| r.unwrap_or_else(|_| Err(Status::deadline_exceeded(*message)))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn work_past_its_deadline_is_dropped_with_the_message() {
+        let deadline = Instant::now() + Duration::from_millis(10);
+        let r: Result<(), Status> =
+            within_as(Some(deadline), std::future::pending(), "too late").await;
+        let e = r.unwrap_err();
+        assert_eq!(e.code(), crate::Code::DEADLINE_EXCEEDED);
+        assert_eq!(e.message(), "too late");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_without_a_deadline_or_in_time_gives_its_own_result() {
+        assert_eq!(within(None, async { Ok::<_, Status>(7) }).await.unwrap(), 7);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let r = within(Some(deadline), async {
+            Err::<(), _>(Status::internal("x"))
+        })
+        .await;
+        assert_eq!(r.unwrap_err().code(), crate::Code::INTERNAL);
+    }
+}
