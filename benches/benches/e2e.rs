@@ -28,3 +28,14 @@ fn unary_plain(bencher: divan::Bencher<'_, '_>) {
 fn unary_encrypted(bencher: divan::Bencher<'_, '_>) {
     unary(bencher, true);
 }
+
+/// Eight calls at once on one connection (`tokio::join!`): writes are
+/// batched by the connection task and frames queue per stream.
+#[divan::bench]
+fn unary_concurrent_8(bencher: divan::Bencher<'_, '_>) {
+    let loopback = weft_benches::e2e::Loopback::start(false);
+    for _ in 0..50 {
+        loopback.call_eight();
+    }
+    bencher.bench_local(|| loopback.call_eight());
+}

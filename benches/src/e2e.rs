@@ -88,6 +88,23 @@ impl Loopback {
     }
 }
 
+impl Loopback {
+    /// Eight calls at once on the one connection, to completion (joined
+    /// with `tokio::join!`, which allocates nothing itself): the path where
+    /// the connection task batches writes and streams queue their frames.
+    pub fn call_eight(&self) {
+        let c = &self.client;
+        let one = || c.unary(METHOD, Bytes::new());
+        let replies = self.rt.block_on(async {
+            tokio::join!(one(), one(), one(), one(), one(), one(), one(), one())
+        });
+        let (a, b, c, d, e, f, g, h) = replies;
+        for r in [a, b, c, d, e, f, g, h] {
+            assert_eq!(r.expect("unary call"), RESPONSE);
+        }
+    }
+}
+
 /// One unary call over a [`Loopback`] connection.
 #[derive(Debug)]
 pub struct Unary {
@@ -106,5 +123,32 @@ impl Unary {
 impl Op for Unary {
     fn run(&mut self) {
         std::hint::black_box(self.loopback.call());
+    }
+}
+
+/// Eight concurrent unary calls over one plain [`Loopback`] connection.
+#[derive(Debug)]
+pub struct UnaryEight {
+    loopback: Loopback,
+}
+
+impl UnaryEight {
+    /// A connected pair, plain.
+    pub fn new() -> Self {
+        UnaryEight {
+            loopback: Loopback::start(false),
+        }
+    }
+}
+
+impl Default for UnaryEight {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Op for UnaryEight {
+    fn run(&mut self) {
+        self.loopback.call_eight();
     }
 }

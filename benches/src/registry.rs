@@ -83,6 +83,11 @@ pub fn targets() -> Vec<Target> {
             label: "e2e unary, TCP loopback, encrypted",
             make: || Box::new(e2e::Unary::new(true)),
         },
+        Target {
+            name: "e2e/unary_concurrent_8",
+            label: "e2e 8 concurrent unary calls, plain",
+            make: || Box::new(e2e::UnaryEight::new()),
+        },
     ]
 }
 

@@ -1,32 +1,48 @@
-//! A stream's receive queue: the first chunk inline, the rest in a
-//! `VecDeque`. Most streams (every unary call) hold at most one chunk at a
-//! time, so they never allocate a queue.
+//! A stream's queues (received chunks, data waiting to be sent): the first
+//! item inline, the rest in a `VecDeque`. Most streams (every unary call)
+//! hold at most one item each way at a time, so they never allocate one.
 
 use std::collections::VecDeque;
 
-use super::stream::Chunk;
-
-/// FIFO of received chunks. Invariant: `rest` is empty whenever `first` is.
-#[derive(Debug, Default)]
-pub(crate) struct ChunkQueue {
-    first: Option<Chunk>,
-    rest: VecDeque<Chunk>,
+/// FIFO with its head inline. Invariant: `rest` is empty whenever `first`
+/// is.
+#[derive(Debug)]
+pub(crate) struct InlineQueue<T> {
+    first: Option<T>,
+    rest: VecDeque<T>,
 }
 
-impl ChunkQueue {
+impl<T> Default for InlineQueue<T> {
+    fn default() -> Self {
+        InlineQueue {
+            first: None,
+            rest: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> InlineQueue<T> {
     pub(crate) fn is_empty(&self) -> bool {
         self.first.is_none()
     }
 
-    pub(crate) fn push_back(&mut self, chunk: Chunk) {
+    pub(crate) fn front(&self) -> Option<&T> {
+        self.first.as_ref()
+    }
+
+    pub(crate) fn front_mut(&mut self) -> Option<&mut T> {
+        self.first.as_mut()
+    }
+
+    pub(crate) fn push_back(&mut self, item: T) {
         if self.first.is_none() {
-            self.first = Some(chunk);
+            self.first = Some(item);
         } else {
-            self.rest.push_back(chunk);
+            self.rest.push_back(item);
         }
     }
 
-    pub(crate) fn pop_front(&mut self) -> Option<Chunk> {
+    pub(crate) fn pop_front(&mut self) -> Option<T> {
         let head = self.first.take()?;
         self.first = self.rest.pop_front();
         Some(head)
@@ -43,6 +59,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
+    use crate::session::stream::Chunk;
 
     fn chunk(n: u8) -> Chunk {
         Chunk {
@@ -53,12 +70,15 @@ mod tests {
 
     #[test]
     fn keeps_order_across_the_inline_slot_and_the_rest() {
-        let mut q = ChunkQueue::default();
-        assert!(q.is_empty());
+        let mut q = InlineQueue::<Chunk>::default();
+        assert!(q.is_empty() && q.front().is_none());
         for n in 0..5 {
             q.push_back(chunk(n));
         }
-        assert_eq!(q.pop_front().unwrap().data[0], 0);
+        assert_eq!(q.front().unwrap().data[0], 0);
+        q.front_mut().unwrap().end = true;
+        let head = q.pop_front().unwrap();
+        assert!(head.end && head.data[0] == 0);
         q.push_back(chunk(5));
         let order: Vec<u8> = std::iter::from_fn(|| q.pop_front().map(|c| c.data[0])).collect();
         assert_eq!(order, [1, 2, 3, 4, 5]);

@@ -1,11 +1,9 @@
 //! Per-stream state inside the session.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 use weft_frame::Metadata;
 
-use super::queue::ChunkQueue;
+use super::queue::InlineQueue;
 use crate::error::StreamKind;
 
 /// One received piece of a stream: the payload of one `OPEN`/`DATA` frame
@@ -55,13 +53,13 @@ pub(crate) struct StreamState {
     pub(crate) open_metadata: Metadata,
 
     pub(crate) send_window: i64,
-    pub(crate) send_queue: VecDeque<Pending>,
+    pub(crate) send_queue: InlineQueue<Pending>,
     pub(crate) queued: usize,
     pub(crate) send_end: SendEnd,
     pub(crate) in_ready: bool,
     pub(crate) want_writable: bool,
 
-    pub(crate) recv_queue: ChunkQueue,
+    pub(crate) recv_queue: InlineQueue<Chunk>,
     /// Bytes of `recv_queue` (flow-controlled size).
     pub(crate) buffered: u32,
     pub(crate) recv_window: u32,
@@ -81,12 +79,12 @@ impl StreamState {
             reset_pending_accept: false,
             open_metadata: Metadata::new(),
             send_window: i64::from(send_window),
-            send_queue: VecDeque::new(),
+            send_queue: InlineQueue::default(),
             queued: 0,
             send_end: SendEnd::Open,
             in_ready: false,
             want_writable: false,
-            recv_queue: ChunkQueue::default(),
+            recv_queue: InlineQueue::default(),
             buffered: 0,
             recv_window,
             recv_unacked: 0,
