@@ -4,19 +4,21 @@
 
 use std::collections::VecDeque;
 
-/// FIFO with its head inline. Invariant: `rest` is empty whenever `first`
-/// is.
+/// FIFO with its head inline. Invariant: `rest` is empty (or absent)
+/// whenever `first` is empty. `rest` is created on the first overflow: an
+/// absent `VecDeque` costs nothing to drop, while dropping even an empty
+/// one walks its (empty) slices, twice per stream per queue.
 #[derive(Debug)]
 pub(crate) struct InlineQueue<T> {
     first: Option<T>,
-    rest: VecDeque<T>,
+    rest: Option<VecDeque<T>>,
 }
 
 impl<T> Default for InlineQueue<T> {
     fn default() -> Self {
         InlineQueue {
             first: None,
-            rest: VecDeque::new(),
+            rest: None,
         }
     }
 }
@@ -38,19 +40,21 @@ impl<T> InlineQueue<T> {
         if self.first.is_none() {
             self.first = Some(item);
         } else {
-            self.rest.push_back(item);
+            self.rest.get_or_insert_default().push_back(item);
         }
     }
 
     pub(crate) fn pop_front(&mut self) -> Option<T> {
         let head = self.first.take()?;
-        self.first = self.rest.pop_front();
+        self.first = self.rest.as_mut().and_then(VecDeque::pop_front);
         Some(head)
     }
 
     pub(crate) fn clear(&mut self) {
         self.first = None;
-        self.rest.clear();
+        if let Some(rest) = &mut self.rest {
+            rest.clear();
+        }
     }
 }
 
