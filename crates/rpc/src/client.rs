@@ -179,7 +179,9 @@ impl Client {
         self.unary_with(method, request, &CallOptions::new())
     }
 
-    /// A unary call with options (deadline, metadata).
+    /// A unary call with options (deadline, metadata). As with
+    /// [`unary`](Self::unary), the call is prepared here: a timeout in
+    /// `opts` counts from this call, not from the future's first poll.
     pub fn unary_with(
         &self,
         method: &str,
@@ -239,6 +241,7 @@ impl Client {
     /// The future of a unary call, kept small (it is what callers box,
     /// spawn or join): everything that can be done before the first poll
     /// is, and only a call with a deadline carries a timer.
+    ///
     /// `finish` turns the response body into the caller's value inside the
     /// same state machine (an `async` wrapper around the call would hold it
     /// twice).
