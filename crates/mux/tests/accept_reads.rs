@@ -9,53 +9,11 @@
 //! the task waits with `poll_accept`, which leaves reading to the
 //! connection task).
 
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+mod support;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
-use tokio::task::Id;
+use support::io::TestIo;
 use weft_mux::{Config, Metadata, Role, connect};
-
-/// Records the task of every read that returned bytes.
-struct Recorder {
-    inner: DuplexStream,
-    reads: Arc<Mutex<Vec<Option<Id>>>>,
-}
-
-impl AsyncRead for Recorder {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.reads.lock().unwrap().push(tokio::task::try_id());
-        }
-        r
-    }
-}
-
-impl AsyncWrite for Recorder {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, data)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
 
 /// Runs 100 sequential unary calls (after one to warm up) against a server
 /// that answers each inline on its accepting task, which waits with
@@ -63,11 +21,8 @@ impl AsyncWrite for Recorder {
 /// reads of the server's socket ran on the accepting task, and elsewhere.
 async fn sequential_calls(polled: bool) -> (usize, usize) {
     let (a, b) = tokio::io::duplex(64 * 1024);
-    let reads = Arc::new(Mutex::new(Vec::new()));
-    let server_io = Recorder {
-        inner: b,
-        reads: reads.clone(),
-    };
+    let server_io = TestIo::new(b);
+    let reads = server_io.read_tasks();
     let (client, server) = tokio::join!(
         connect(a, Role::Client, Config::default()),
         connect(server_io, Role::Server, Config::default())

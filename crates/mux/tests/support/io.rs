@@ -1,19 +1,26 @@
 //! A `tokio::io::duplex` end with hooks for driver tests: it can trickle
-//! reads (a few bytes at a time), counts the writes that moved bytes, and
-//! records when it is dropped.
+//! reads (a few bytes at a time), counts the writes that moved bytes,
+//! records which task ran each read that returned bytes, and records when
+//! it is dropped.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
+use std::sync::{Arc, Mutex};
+
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::task::Id;
+
+/// The task of each read that returned bytes (`None`: outside a task).
+pub type ReadTasks = Arc<Mutex<Vec<Option<Id>>>>;
 
 /// The transport; see the module docs.
 pub struct TestIo {
     inner: DuplexStream,
     read_max: usize,
     writes: Arc<AtomicUsize>,
+    read_tasks: ReadTasks,
     dropped: Arc<AtomicBool>,
 }
 
@@ -23,6 +30,7 @@ impl TestIo {
             inner,
             read_max: usize::MAX,
             writes: Arc::default(),
+            read_tasks: Arc::default(),
             dropped: Arc::default(),
         }
     }
@@ -36,6 +44,11 @@ impl TestIo {
     /// Counts writes that moved bytes.
     pub fn writes(&self) -> Arc<AtomicUsize> {
         self.writes.clone()
+    }
+
+    /// The task of every read that returned bytes.
+    pub fn read_tasks(&self) -> ReadTasks {
+        self.read_tasks.clone()
     }
 
     /// Set once the transport is dropped.
@@ -56,14 +69,21 @@ impl AsyncRead for TestIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        if self.read_max >= buf.remaining() {
-            return Pin::new(&mut self.inner).poll_read(cx, buf);
+        let before = buf.filled().len();
+        let r = if self.read_max >= buf.remaining() {
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        } else {
+            let mut small = [0u8; 64];
+            let n = self.read_max.min(small.len());
+            let mut view = ReadBuf::new(&mut small[..n]);
+            let r = Pin::new(&mut self.inner).poll_read(cx, &mut view);
+            buf.put_slice(view.filled());
+            r
+        };
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            let task = tokio::task::try_id();
+            self.read_tasks.lock().unwrap().push(task);
         }
-        let mut small = [0u8; 64];
-        let n = self.read_max.min(small.len());
-        let mut view = ReadBuf::new(&mut small[..n]);
-        let r = Pin::new(&mut self.inner).poll_read(cx, &mut view);
-        buf.put_slice(view.filled());
         r
     }
 }
