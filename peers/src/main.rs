@@ -3,7 +3,12 @@
 //! bench --peers` runs it and renders the table.
 //!
 //! usage: weft-peers [--rounds R] [--calls N] [--batches B] [--inflight K]
-//!                   [--only NAME[,NAME...]]
+//!                   [--spawned N] [--only NAME[,NAME...]]
+//!
+//! `--spawned N` (default 0: off) adds a third measurement to each
+//! multiplexing peer: `--inflight` spawned caller tasks making N calls each
+//! (`run_spawned`), reported as `spawned_call_round_ns`, the per-call wall
+//! time of each round.
 //!
 //! `--only` keeps the named peers (for profiling one stack, e.g. under
 //! `strace -c` or callgrind).
@@ -17,6 +22,7 @@ fn main() {
     let mut calls = 5000;
     let mut batches = 200;
     let mut inflight = 64;
+    let mut spawned = 0;
     let mut only: Option<Vec<String>> = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -36,6 +42,7 @@ fn main() {
             "--calls" => calls = value,
             "--batches" => batches = value,
             "--inflight" => inflight = value,
+            "--spawned" => spawned = value,
             other => {
                 eprintln!("weft-peers: unknown option {other:?}");
                 std::process::exit(2);
@@ -53,11 +60,17 @@ fn main() {
     // per peer: the median of each round, in nanoseconds
     let mut sequential = vec![Vec::new(); peers.len()];
     let mut concurrent = vec![Vec::new(); peers.len()];
+    let mut per_spawned_call = vec![Vec::new(); peers.len()];
     for round in 0..rounds {
         for (i, peer) in peers.iter().enumerate() {
             eprintln!("round {}/{rounds}: {}", round + 1, peer.name);
             sequential[i].push(median_ns((peer.run_sequential)(calls)));
             concurrent[i].push(median_ns((peer.run_concurrent)(batches, inflight)));
+            if let Some(run_spawned) = peer.run_spawned.filter(|_| spawned > 0) {
+                let total = run_spawned(spawned, inflight).as_nanos();
+                let calls = (spawned * inflight) as u128;
+                per_spawned_call[i].push(u64::try_from(total / calls).unwrap_or(u64::MAX));
+            }
         }
     }
     let report = json!({
@@ -65,11 +78,13 @@ fn main() {
         "calls": calls,
         "batches": batches,
         "inflight": inflight,
+        "spawned": spawned,
         "peers": peers.iter().enumerate().map(|(i, p)| json!({
             "name": p.name,
             "description": p.description,
             "sequential_round_ns": sequential[i],
             "concurrent_batch_round_ns": concurrent[i],
+            "spawned_call_round_ns": per_spawned_call[i],
         })).collect::<Vec<_>>(),
     });
     println!("{report:#}");

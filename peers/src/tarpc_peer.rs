@@ -12,7 +12,7 @@ use tarpc::{client, context, serde_transport};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::LengthDelimitedCodec;
 
-use crate::{RESPONSE, runtime, time_each};
+use crate::{Caller, RESPONSE, runtime, time_each, time_spawned};
 
 /// The benchmark service: a nil request, a 7-byte response.
 #[tarpc::service]
@@ -48,6 +48,17 @@ pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
         })
         .await
     })
+}
+
+/// Times `callers` spawned tasks making `n` calls each on one client.
+pub fn run_spawned(n: usize, callers: usize) -> Duration {
+    runtime().block_on(async { time_spawned(n, callers, connect().await).await })
+}
+
+impl Caller for PingClient {
+    fn call(&self) -> impl Future<Output = ()> + Send + '_ {
+        call(self)
+    }
 }
 
 async fn call(client: &PingClient) {

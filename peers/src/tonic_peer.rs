@@ -19,7 +19,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status};
 
-use crate::{RESPONSE, runtime, time_each};
+use crate::{Caller, RESPONSE, runtime, time_each, time_spawned};
 
 /// The one method's path.
 const PATH: &str = "/weft.peers.Ping/Ping";
@@ -41,6 +41,19 @@ pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
         })
         .await
     })
+}
+
+/// Times `callers` spawned tasks making `n` calls each on one channel.
+pub fn run_spawned(n: usize, callers: usize) -> Duration {
+    runtime().block_on(async { time_spawned(n, callers, connect().await).await })
+}
+
+impl Caller for tonic::client::Grpc<Channel> {
+    fn call(&self) -> impl Future<Output = ()> + Send + '_ {
+        // A `Grpc` is driven through `&mut self`: a clone per call, as in
+        // the batches above.
+        call(self.clone())
+    }
 }
 
 async fn call(mut client: tonic::client::Grpc<Channel>) {

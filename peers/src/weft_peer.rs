@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use weft::{Bytes, Client, Config, EncryptionPolicy, Listener, Router, Status};
 
-use crate::{RESPONSE, runtime, time_each};
+use crate::{Caller, RESPONSE, runtime, time_each, time_spawned};
 
 /// Times `n` sequential round trips, plain.
 pub fn run_sequential_plain(n: usize) -> Vec<Duration> {
@@ -21,6 +21,11 @@ pub fn run_concurrent_plain(n: usize, inflight: usize) -> Vec<Duration> {
     concurrent(n, inflight, false)
 }
 
+/// Times `callers` spawned tasks making `n` calls each, plain.
+pub fn run_spawned_plain(n: usize, callers: usize) -> Duration {
+    runtime().block_on(async { time_spawned(n, callers, connect(false).await).await })
+}
+
 /// Times `n` sequential round trips, encrypted.
 pub fn run_sequential_encrypted(n: usize) -> Vec<Duration> {
     sequential(n, true)
@@ -29,6 +34,11 @@ pub fn run_sequential_encrypted(n: usize) -> Vec<Duration> {
 /// Times `n` batches of `inflight` concurrent calls, encrypted.
 pub fn run_concurrent_encrypted(n: usize, inflight: usize) -> Vec<Duration> {
     concurrent(n, inflight, true)
+}
+
+/// Times `callers` spawned tasks making `n` calls each, encrypted.
+pub fn run_spawned_encrypted(n: usize, callers: usize) -> Duration {
+    runtime().block_on(async { time_spawned(n, callers, connect(true).await).await })
 }
 
 fn sequential(n: usize, encrypted: bool) -> Vec<Duration> {
@@ -51,6 +61,12 @@ fn concurrent(n: usize, inflight: usize, encrypted: bool) -> Vec<Duration> {
 async fn call(client: &Client) {
     let body = client.unary("n", Bytes::new()).await.expect("weft call");
     assert_eq!(body, RESPONSE);
+}
+
+impl Caller for Client {
+    fn call(&self) -> impl Future<Output = ()> + Send + '_ {
+        call(self)
+    }
 }
 
 /// Serves on a free loopback port (the server task ends with the runtime)

@@ -25,6 +25,8 @@ const WEFT_ENCRYPTED: &str = "weft-encrypted";
 const MAX_VS_FLOOR: f64 = 1.5;
 /// weft's throughput with calls in flight at least this multiple of tarpc's.
 const MIN_VS_TARPC: f64 = 4.0;
+/// Calls each spawned caller makes per round (`weft-peers --spawned`).
+const SPAWNED_CALLS: &str = "300";
 /// Encryption costs at most this factor over plain.
 const MAX_ENCRYPTED_VS_PLAIN: f64 = 1.1;
 
@@ -37,6 +39,9 @@ pub(crate) struct PeerRow {
     pub(crate) sequential: Summary,
     /// Round medians of one batch of `inflight` concurrent calls, ns.
     pub(crate) batch: Summary,
+    /// Per-call wall time of each round with `inflight` spawned callers,
+    /// ns; `None` for a peer without multiplexing.
+    pub(crate) spawned: Option<Summary>,
 }
 
 /// What the peers binary measured.
@@ -46,6 +51,8 @@ pub(crate) struct PeersRun {
     pub(crate) calls: u64,
     pub(crate) batches: u64,
     pub(crate) inflight: u64,
+    /// Calls per spawned caller and round (0: not measured).
+    pub(crate) spawned_calls: u64,
     pub(crate) peers: Vec<PeerRow>,
 }
 
@@ -63,11 +70,13 @@ pub(crate) fn run(rounds: usize) -> Result<(), String> {
             "--",
             "--rounds",
             &rounds,
+            "--spawned",
+            SPAWNED_CALLS,
         ],
     )?;
     cmd::write("target/bench/peers.json", &json)?;
     let run = parse(&json)?;
-    let table = format!("{}\n{}", table(&run), ratios(&run));
+    let table = format!("{}\n{}\n{}", table(&run), spawned_table(&run), ratios(&run));
     println!("\n{table}");
     report::update_doc("xtask bench --peers", &section(&context, &run, &table))?;
     cmd::write("docs/benchmarks-peers.svg", &chart(&run))
@@ -94,6 +103,7 @@ pub(crate) fn parse(json: &str) -> Result<PeersRun, String> {
                 description: p["description"].as_str().unwrap_or("").to_string(),
                 sequential: summary(p, "sequential_round_ns")?,
                 batch: summary(p, "concurrent_batch_round_ns")?,
+                spawned: summary(p, "spawned_call_round_ns").ok(),
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -102,6 +112,7 @@ pub(crate) fn parse(json: &str) -> Result<PeersRun, String> {
         calls: number("calls")?,
         batches: number("batches")?,
         inflight: number("inflight")?,
+        spawned_calls: doc["spawned"].as_u64().unwrap_or(0),
         peers,
     })
 }
@@ -110,6 +121,11 @@ impl PeersRun {
     /// Calls per second with `inflight` calls in flight, at the median batch.
     fn throughput(&self, row: &PeerRow) -> f64 {
         self.inflight as f64 / (row.batch.median / 1e9)
+    }
+
+    /// Calls per second with `inflight` spawned callers, at the median.
+    fn spawned_throughput(row: &PeerRow) -> Option<f64> {
+        row.spawned.as_ref().map(|s| 1e9 / s.median)
     }
 
     fn find(&self, name: &str) -> Option<&PeerRow> {
@@ -147,6 +163,40 @@ pub(crate) fn table(run: &PeersRun) -> String {
         );
     }
     out
+}
+
+/// The spawned-callers table: only the peers that have that measurement
+/// (markdown; empty when none has).
+pub(crate) fn spawned_table(run: &PeersRun) -> String {
+    let reference = run
+        .find(CONCURRENT_REFERENCE)
+        .and_then(PeersRun::spawned_throughput);
+    let mut out = format!(
+        "| peer | {} spawned callers: per call | spread | calls/s | vs {CONCURRENT_REFERENCE} calls/s |\n\
+         |---|---:|---:|---:|---:|\n",
+        run.inflight
+    );
+    let mut any = false;
+    for p in &run.peers {
+        let (Some(s), Some(calls_per_second)) = (&p.spawned, PeersRun::spawned_throughput(p))
+        else {
+            continue;
+        };
+        any = true;
+        let _ = writeln!(
+            out,
+            "| {} | {} | ±{:.1} % | {:.0} | {} |",
+            p.name,
+            format_ns(s.median),
+            s.spread_percent(),
+            calls_per_second,
+            reference.map_or("—".to_string(), |r| format!(
+                "{}×",
+                three_digits(calls_per_second / r)
+            )),
+        );
+    }
+    if any { out } else { String::new() }
 }
 
 /// weft's three target ratios, each with its target and whether this run met
@@ -193,6 +243,24 @@ pub(crate) fn ratios(run: &PeersRun) -> String {
                 MIN_VS_TARPC,
             );
         }
+        // The same target read for spawned callers ("64 concurrent
+        // callers"), when the run has that measurement.
+        for p in [plain, encrypted] {
+            if let (Some(weft), Some(tarpc)) = (
+                PeersRun::spawned_throughput(p),
+                PeersRun::spawned_throughput(reference),
+            ) {
+                line(
+                    format!(
+                        "{} calls/s with {} spawned callers vs {CONCURRENT_REFERENCE}",
+                        p.name, run.inflight
+                    ),
+                    weft / tarpc,
+                    false,
+                    MIN_VS_TARPC,
+                );
+            }
+        }
     }
     line(
         "encrypted vs plain, sequential round trip".to_string(),
@@ -219,8 +287,10 @@ fn section(context: &Context, run: &PeersRun, table: &str) -> String {
     }
     format!(
         "{}\n\nEach of {} rounds runs every peer in turn (interleaved); a round's figure is \
-         the median of {} sequential calls, or of {} batches of {} concurrent calls, after a \
-         warm-up. The table gives the median of the round figures and ± half their range. \
+         the median of {} sequential calls, or of {} batches of {} concurrent calls (one task \
+         joining them), after a warm-up; the spawned-callers figure is the wall time per call \
+         of {} spawned tasks making {} calls each, one after another, each with a clone of \
+         one client. The tables give the median of the round figures and ± half their range. \
          Nil request, 7-byte `{{\"n\":1}}` response, TCP loopback, one connection, client and \
          server in one process.\n\n{}\n{}\n![peers](benchmarks-peers.svg)\n",
         context.line(),
@@ -228,6 +298,8 @@ fn section(context: &Context, run: &PeersRun, table: &str) -> String {
         run.calls,
         run.batches,
         run.inflight,
+        run.inflight,
+        run.spawned_calls,
         peers,
         table
     )
@@ -315,8 +387,61 @@ mod tests {
             ),
             "{ratios}"
         );
+        assert!(!ratios.contains("spawned"), "{ratios}");
         let without = parse(RUN).unwrap();
         assert!(super::ratios(&without).contains("no weft entries"));
+    }
+
+    #[test]
+    fn spawned_callers_get_their_table_and_ratio_when_measured() {
+        let run = parse(RUN).unwrap();
+        assert_eq!(spawned_table(&run), "", "no peer has the measurement");
+        // tarpc 5 µs per call with spawned callers; weft 2 µs: 2.5×
+        let json = RUN
+            .replacen(r#""inflight": 64,"#, r#""inflight": 64, "spawned": 300,"#, 1)
+            .replacen(
+                r#""concurrent_batch_round_ns": [640000, 600000, 680000]"#,
+                r#""concurrent_batch_round_ns": [640000, 600000, 680000], "spawned_call_round_ns": [5000, 5200, 4800]"#,
+                1,
+            )
+            .replacen(
+                r#"{"name": "std-net""#,
+                r#"{"name": "weft", "description": "w", "sequential_round_ns": [30000], "concurrent_batch_round_ns": [64000], "spawned_call_round_ns": [2000]},
+        {"name": "weft-encrypted", "description": "e", "sequential_round_ns": [36000], "concurrent_batch_round_ns": [67200], "spawned_call_round_ns": [2500]},
+        {"name": "std-net""#,
+                1,
+            );
+        let run = parse(&json).unwrap();
+        assert_eq!(run.spawned_calls, 300);
+        let table = spawned_table(&run);
+        assert!(!table.contains("std-net"), "{table}");
+        assert!(
+            table.contains("| tarpc | 5.00 µs | ±4.0 % | 200000 | 1.00× |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| weft | 2.00 µs | ±0.0 % | 500000 | 2.50× |"),
+            "{table}"
+        );
+        let ratios = ratios(&run);
+        assert!(
+            ratios.contains(
+                "- weft calls/s with 64 spawned callers vs tarpc: **2.50×** (target ≥ 4×: NOT met)"
+            ),
+            "{ratios}"
+        );
+        assert!(
+            section(
+                &Context {
+                    command: "test".to_string(),
+                    date: "today".to_string(),
+                    machine: "here".to_string(),
+                },
+                &run,
+                &table
+            )
+            .contains("64 spawned tasks making 300 calls each")
+        );
     }
 
     #[test]
