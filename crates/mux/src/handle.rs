@@ -228,20 +228,14 @@ impl Drop for Incoming {
 ///
 /// Dropping a `Stream` that is not closed both ways resets it with
 /// `CANCEL` (the peer's `recv` fails with a reset); its data still queued
-/// is discarded. A stream closed both ways just frees its slot. The slot
-/// counted against the peer's concurrency cap is freed when the handle is
-/// dropped or, earlier, as soon as the stream has ended cleanly both ways
-/// (this side's end sent or queued, the peer's end received and handed
-/// out by [`recv`](Self::recv)): nothing is left for the handle to do, and
-/// freeing it in that same call saves a lock per stream.
+/// is discarded. A stream closed both ways just frees its slot. Either way
+/// the slot counted against the peer's concurrency cap is freed only when
+/// the handle is dropped.
 #[derive(Debug)]
 pub struct Stream {
     shared: Arc<Shared>,
     id: u32,
     metadata: Metadata,
-    /// The slot was freed early (see above): `recv` answers the end
-    /// again and dropping needs no lock.
-    released: bool,
 }
 
 impl Stream {
@@ -253,20 +247,7 @@ impl Stream {
             shared,
             id,
             metadata,
-            released: false,
         }
-    }
-
-    /// Frees stream `id`'s slot now if it ended cleanly both ways (see the
-    /// type's docs); returns whether it did. The caller holds the lock and
-    /// pumps after.
-    fn release_if_ended(id: u32, inner: &mut Inner) -> bool {
-        if !inner.session.ended_both_ways(id) {
-            return false;
-        }
-        inner.session.release(id, now());
-        inner.wakers.remove(&id);
-        true
     }
 
     /// The stream id (odd: opened by the client, even: by the server).
@@ -316,11 +297,6 @@ impl Stream {
     ) -> Poll<Result<(), StreamError>> {
         let mut inner = self.shared.lock();
         match inner.session.send_some(self.id, metadata, data, end) {
-            Ok(true) if end => {
-                self.released = Self::release_if_ended(self.id, &mut inner);
-                inner.pump_send();
-                Poll::Ready(Ok(()))
-            }
             Ok(true) => {
                 inner.pump_send();
                 Poll::Ready(Ok(()))
@@ -373,10 +349,6 @@ impl Stream {
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
-        if self.released {
-            // Freed after the peer's end was handed out: it stays the end.
-            return Poll::Ready(Ok(None));
-        }
         let mut inner = self.shared.lock();
         let mut tried = !read_inline;
         if read_inline && inner.read_wake_fired() {
@@ -418,10 +390,7 @@ impl Stream {
             if read_inline {
                 inner.stop_waiting(self.id);
             }
-            if matches!(&out, Ok(None)) || matches!(&out, Ok(Some(c)) if c.end) {
-                self.released = Self::release_if_ended(self.id, &mut inner);
-                inner.pump_app();
-            } else if inner.session.has_transmit() {
+            if inner.session.has_transmit() {
                 inner.pump_app();
             }
             return Poll::Ready(out);
@@ -433,13 +402,8 @@ impl Stream {
     /// healthy, also after the peer's end. Takes no data. A server uses it
     /// to learn, without polling, that a caller whose whole request it has
     /// read went away. The waker is the one [`poll_recv`](Self::poll_recv)
-    /// uses, so poll both from the same task. A stream whose slot was freed
-    /// early (it ended cleanly both ways) stays pending: it can no longer
-    /// fail.
+    /// uses, so poll both from the same task.
     pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<StreamError> {
-        if self.released {
-            return Poll::Pending;
-        }
         let mut inner = self.shared.lock();
         if let Some(e) = inner.session.failure(self.id) {
             return Poll::Ready(e);
@@ -465,9 +429,6 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.released {
-            return;
-        }
         let mut inner = self.shared.lock();
         inner.session.release(self.id, now());
         inner.wakers.remove(&self.id);

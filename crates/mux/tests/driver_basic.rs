@@ -50,42 +50,6 @@ async fn open_send_recv_end_over_duplex() {
     assert!(s.recv().await.unwrap().is_none());
 }
 
-/// A stream that ended cleanly both ways leaves the table in the call that
-/// completes it — the last `send` or the `recv` that hands out the peer's
-/// end — while its handle lives; the handle then keeps answering the end,
-/// and a stream with data still unread, or its own end unsent, stays.
-#[tokio::test]
-async fn a_stream_ended_both_ways_frees_its_slot_before_the_drop() {
-    let ((client, _ci), (server, mut incoming)) = pair().await;
-    let mut s = client
-        .open(Metadata::new(), Bytes::from_static(b"q"), true)
-        .await
-        .unwrap();
-    let mut h = incoming.accept().await.unwrap();
-    let c = h.recv().await.unwrap().unwrap();
-    assert!(c.end);
-    assert_eq!(server.stats().streams, 1, "its own end is not sent yet");
-    h.send(Bytes::from_static(b"a"), true).await.unwrap();
-    assert_eq!(server.stats().streams, 0, "freed by the last send");
-    assert!(h.recv().await.unwrap().is_none(), "still the end");
-    assert_eq!(client.stats().streams, 1, "the answer is not read yet");
-    let c = s.recv().await.unwrap().unwrap();
-    assert!(c.end);
-    assert_eq!(client.stats().streams, 0, "freed by the recv of the end");
-    assert!(s.recv().await.unwrap().is_none(), "still the end");
-    // Data after the end cannot be sent; the next stream still works.
-    assert!(s.send(Bytes::from_static(b"late"), true).await.is_err());
-    drop((s, h));
-    let mut s2 = client
-        .open(Metadata::new(), Bytes::from_static(b"q2"), true)
-        .await
-        .unwrap();
-    let mut h2 = incoming.accept().await.unwrap();
-    assert_eq!(&h2.recv().await.unwrap().unwrap().data[..], b"q2");
-    h2.send(Bytes::from_static(b"a2"), true).await.unwrap();
-    assert_eq!(&s2.recv().await.unwrap().unwrap().data[..], b"a2");
-}
-
 #[tokio::test]
 async fn ping_pong_many_messages() {
     let ((client, _ci), (_server, mut incoming)) = pair().await;

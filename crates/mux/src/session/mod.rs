@@ -732,20 +732,6 @@ impl Session {
         self.reset_stream(id, reason);
     }
 
-    /// Whether stream `id` ended cleanly both ways from the application's
-    /// side: its end is sent or queued, the peer's end arrived and every
-    /// piece received was handed out. [`release`](Self::release) then only
-    /// frees the slot (queued data still drains), so a handle may release
-    /// at this point instead of when it is dropped.
-    pub fn ended_both_ways(&self, id: u32) -> bool {
-        self.streams.get(&id).is_some_and(|s| {
-            s.failed.is_none()
-                && s.send_end != SendEnd::Open
-                && s.recv_end
-                && s.recv_queue.is_empty()
-        })
-    }
-
     /// The application dropped its handle: a stream not closed both ways
     /// (this side's end sent or queued, the peer's end received) is reset
     /// with `CANCEL`; otherwise queued data still drains. The slot is freed
