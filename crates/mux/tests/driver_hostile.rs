@@ -378,6 +378,11 @@ async fn shutdown_drains_then_closes_and_refuses_new_opens() {
     let mut h = incoming.accept().await.unwrap();
     let srv = server.clone();
     let shut = tokio::spawn(async move { srv.shutdown(Duration::from_secs(10)).await });
+    // Let the shutdown start (its first poll sends GOAWAY) before the
+    // client opens again: otherwise the server may take that open in
+    // before it goes away, and the stream is then one to drain, not to
+    // refuse. (One yield suffices on the test's single-thread runtime.)
+    tokio::task::yield_now().await;
     // The in-flight call still completes.
     assert_eq!(&h.recv().await.unwrap().unwrap().data[..], b"q");
     h.send(Bytes::from_static(b"a"), true).await.unwrap();
