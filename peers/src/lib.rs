@@ -128,7 +128,7 @@ pub(crate) async fn time_each(n: usize, mut call: impl AsyncFnMut()) -> Vec<Dura
     samples
 }
 
-/// One call of a multiplexing peer, from a client that spawned tasks clone.
+/// A multiplexing peer's client, cloned into each spawned caller task.
 pub(crate) trait Caller: Clone + Send + Sync + 'static {
     /// Makes one call and checks its response.
     fn call(&self) -> impl Future<Output = ()> + Send + '_;

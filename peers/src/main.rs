@@ -68,8 +68,8 @@ fn main() {
             concurrent[i].push(median_ns((peer.run_concurrent)(batches, inflight)));
             if let Some(run_spawned) = peer.run_spawned.filter(|_| spawned > 0) {
                 let total = run_spawned(spawned, inflight).as_nanos();
-                let calls = (spawned * inflight) as u128;
-                per_spawned_call[i].push(u64::try_from(total / calls).unwrap_or(u64::MAX));
+                let made = (spawned * inflight) as u128;
+                per_spawned_call[i].push(u64::try_from(total / made).unwrap_or(u64::MAX));
             }
         }
     }
