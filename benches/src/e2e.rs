@@ -86,9 +86,7 @@ impl Loopback {
         assert_eq!(reply, RESPONSE);
         reply
     }
-}
 
-impl Loopback {
     /// Eight calls at once on the one connection, to completion (joined
     /// with `tokio::join!`, which allocates nothing itself): the path where
     /// the connection task batches writes and streams queue their frames.

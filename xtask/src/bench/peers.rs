@@ -168,6 +168,9 @@ pub(crate) fn table(run: &PeersRun) -> String {
 /// The spawned-callers table: only the peers that have that measurement
 /// (markdown; empty when none has).
 pub(crate) fn spawned_table(run: &PeersRun) -> String {
+    if run.peers.iter().all(|p| p.spawned.is_none()) {
+        return String::new();
+    }
     let reference = run
         .find(CONCURRENT_REFERENCE)
         .and_then(PeersRun::spawned_throughput);
@@ -176,13 +179,11 @@ pub(crate) fn spawned_table(run: &PeersRun) -> String {
          |---|---:|---:|---:|---:|\n",
         run.inflight
     );
-    let mut any = false;
     for p in &run.peers {
         let (Some(s), Some(calls_per_second)) = (&p.spawned, PeersRun::spawned_throughput(p))
         else {
             continue;
         };
-        any = true;
         let _ = writeln!(
             out,
             "| {} | {} | ±{:.1} % | {:.0} | {} |",
@@ -196,7 +197,7 @@ pub(crate) fn spawned_table(run: &PeersRun) -> String {
             )),
         );
     }
-    if any { out } else { String::new() }
+    out
 }
 
 /// weft's three target ratios, each with its target and whether this run met
