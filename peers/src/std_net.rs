@@ -1,37 +1,28 @@
 //! The floor: a blocking std::net ping-pong with a 4-byte big-endian length
 //! prefix. The server is one thread; concurrency is pipelining (write
 //! `inflight` requests, then read `inflight` responses) on one connection.
+//! No tokio runtime is involved: the [`Runtime`] argument is ignored.
 
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{RESPONSE, WARM_UP};
+use crate::{Counts, RESPONSE, Runtime};
 
-/// Times `n` sequential round trips.
-pub fn run_sequential(n: usize) -> Vec<Duration> {
-    with_connection(|client| {
-        let mut samples = Vec::with_capacity(n);
-        for i in 0..WARM_UP + n {
-            let start = Instant::now();
-            client.call(1)?;
-            if i >= WARM_UP {
-                samples.push(start.elapsed());
-            }
-        }
-        Ok(samples)
-    })
+/// Times sequential round trips.
+pub fn run_sequential(_: Runtime, counts: Counts) -> Vec<Duration> {
+    run_joined(Runtime::MultiThread, counts, 1)
 }
 
-/// Times `n` batches of `inflight` pipelined calls.
-pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
+/// Times batches of `inflight` pipelined calls.
+pub fn run_joined(_: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
     with_connection(|client| {
-        let mut samples = Vec::with_capacity(n);
-        for i in 0..WARM_UP + n {
+        let mut samples = Vec::with_capacity(counts.timed);
+        for i in 0..counts.warm_up + counts.timed {
             let start = Instant::now();
             client.call(inflight)?;
-            if i >= WARM_UP {
+            if i >= counts.warm_up {
                 samples.push(start.elapsed());
             }
         }

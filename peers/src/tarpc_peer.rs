@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use futures_util::future::join_all;
 use tarpc::server::{BaseChannel, Channel};
 use tarpc::tokio_serde::formats::Bincode;
 use tarpc::{client, context, serde_transport};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::LengthDelimitedCodec;
 
-use crate::{Caller, RESPONSE, runtime, time_each, time_spawned};
+use crate::drive::{self, Caller};
+use crate::{Counts, RESPONSE, Runtime};
 
 /// The benchmark service: a nil request, a 7-byte response.
 #[tarpc::service]
@@ -31,28 +31,19 @@ impl Ping for PingServer {
     }
 }
 
-/// Times `n` sequential round trips.
-pub fn run_sequential(n: usize) -> Vec<Duration> {
-    runtime().block_on(async {
-        let client = connect().await;
-        time_each(n, async || call(&client).await).await
-    })
+/// Times sequential round trips.
+pub fn run_sequential(runtime: Runtime, counts: Counts) -> Vec<Duration> {
+    drive::sequential(runtime, counts, connect())
 }
 
-/// Times `n` batches of `inflight` concurrent calls on one client.
-pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
-    runtime().block_on(async {
-        let client = connect().await;
-        time_each(n, async || {
-            join_all((0..inflight).map(|_| call(&client))).await;
-        })
-        .await
-    })
+/// Times batches of `inflight` joined calls on one client.
+pub fn run_joined(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+    drive::joined(runtime, counts, inflight, connect())
 }
 
-/// Times `callers` spawned tasks making `n` calls each on one client.
-pub fn run_spawned(n: usize, callers: usize) -> Duration {
-    runtime().block_on(async { time_spawned(n, callers, connect().await).await })
+/// Times `callers` spawned tasks sharing one client.
+pub fn run_spawned(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
+    drive::spawned(runtime, counts, callers, connect())
 }
 
 impl Caller for PingClient {

@@ -9,23 +9,21 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-use crate::{RESPONSE, runtime, time_each};
+use crate::drive::time_each;
+use crate::{Counts, RESPONSE, Runtime};
 
 type Conn = Framed<TcpStream, LengthDelimitedCodec>;
 
-/// Times `n` sequential round trips.
-pub fn run_sequential(n: usize) -> Vec<Duration> {
-    runtime().block_on(async {
-        let mut conn = connect().await;
-        time_each(n, async || call(&mut conn, 1).await).await
-    })
+/// Times sequential round trips.
+pub fn run_sequential(runtime: Runtime, counts: Counts) -> Vec<Duration> {
+    run_joined(runtime, counts, 1)
 }
 
-/// Times `n` batches of `inflight` pipelined calls.
-pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
-    runtime().block_on(async {
+/// Times batches of `inflight` pipelined calls.
+pub fn run_joined(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+    runtime.build().block_on(async {
         let mut conn = connect().await;
-        time_each(n, async || call(&mut conn, inflight).await).await
+        time_each(counts, async || call(&mut conn, inflight).await).await
     })
 }
 

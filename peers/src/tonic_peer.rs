@@ -9,7 +9,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
-use futures_util::future::join_all;
 use http::uri::PathAndQuery;
 use tokio::net::TcpListener;
 use tonic::body::Body;
@@ -19,39 +18,30 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status};
 
-use crate::{Caller, RESPONSE, runtime, time_each, time_spawned};
+use crate::drive::{self, Caller};
+use crate::{Counts, RESPONSE, Runtime};
 
 /// The one method's path.
 const PATH: &str = "/weft.peers.Ping/Ping";
 
-/// Times `n` sequential round trips.
-pub fn run_sequential(n: usize) -> Vec<Duration> {
-    runtime().block_on(async {
-        let client = connect().await;
-        time_each(n, async || call(client.clone()).await).await
-    })
+/// Times sequential round trips.
+pub fn run_sequential(runtime: Runtime, counts: Counts) -> Vec<Duration> {
+    drive::sequential(runtime, counts, connect())
 }
 
-/// Times `n` batches of `inflight` concurrent calls on one channel.
-pub fn run_concurrent(n: usize, inflight: usize) -> Vec<Duration> {
-    runtime().block_on(async {
-        let client = connect().await;
-        time_each(n, async || {
-            join_all((0..inflight).map(|_| call(client.clone()))).await;
-        })
-        .await
-    })
+/// Times batches of `inflight` joined calls on one channel.
+pub fn run_joined(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+    drive::joined(runtime, counts, inflight, connect())
 }
 
-/// Times `callers` spawned tasks making `n` calls each on one channel.
-pub fn run_spawned(n: usize, callers: usize) -> Duration {
-    runtime().block_on(async { time_spawned(n, callers, connect().await).await })
+/// Times `callers` spawned tasks sharing one channel.
+pub fn run_spawned(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
+    drive::spawned(runtime, counts, callers, connect())
 }
 
 impl Caller for tonic::client::Grpc<Channel> {
     fn call(&self) -> impl Future<Output = ()> + Send + '_ {
-        // A `Grpc` is driven through `&mut self`: a clone per call, as in
-        // the batches above.
+        // A `Grpc` is driven through `&mut self`: a clone per call.
         call(self.clone())
     }
 }

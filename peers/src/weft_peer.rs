@@ -6,56 +6,39 @@
 
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use weft::{Bytes, Client, Config, EncryptionPolicy, Listener, Router, Status};
 
-use crate::{Caller, RESPONSE, runtime, time_each, time_spawned};
+use crate::drive::{self, Caller};
+use crate::{Counts, RESPONSE, Runtime};
 
-/// Times `n` sequential round trips, plain.
-pub fn run_sequential_plain(n: usize) -> Vec<Duration> {
-    sequential(n, false)
+/// Times sequential round trips, plain.
+pub fn run_sequential_plain(runtime: Runtime, counts: Counts) -> Vec<Duration> {
+    drive::sequential(runtime, counts, connect(false))
 }
 
-/// Times `n` batches of `inflight` concurrent calls, plain.
-pub fn run_concurrent_plain(n: usize, inflight: usize) -> Vec<Duration> {
-    concurrent(n, inflight, false)
+/// Times batches of `inflight` joined calls, plain.
+pub fn run_joined_plain(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+    drive::joined(runtime, counts, inflight, connect(false))
 }
 
-/// Times `callers` spawned tasks making `n` calls each, plain.
-pub fn run_spawned_plain(n: usize, callers: usize) -> Duration {
-    runtime().block_on(async { time_spawned(n, callers, connect(false).await).await })
+/// Times `callers` spawned tasks, plain.
+pub fn run_spawned_plain(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
+    drive::spawned(runtime, counts, callers, connect(false))
 }
 
-/// Times `n` sequential round trips, encrypted.
-pub fn run_sequential_encrypted(n: usize) -> Vec<Duration> {
-    sequential(n, true)
+/// Times sequential round trips, encrypted.
+pub fn run_sequential_encrypted(runtime: Runtime, counts: Counts) -> Vec<Duration> {
+    drive::sequential(runtime, counts, connect(true))
 }
 
-/// Times `n` batches of `inflight` concurrent calls, encrypted.
-pub fn run_concurrent_encrypted(n: usize, inflight: usize) -> Vec<Duration> {
-    concurrent(n, inflight, true)
+/// Times batches of `inflight` joined calls, encrypted.
+pub fn run_joined_encrypted(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+    drive::joined(runtime, counts, inflight, connect(true))
 }
 
-/// Times `callers` spawned tasks making `n` calls each, encrypted.
-pub fn run_spawned_encrypted(n: usize, callers: usize) -> Duration {
-    runtime().block_on(async { time_spawned(n, callers, connect(true).await).await })
-}
-
-fn sequential(n: usize, encrypted: bool) -> Vec<Duration> {
-    runtime().block_on(async {
-        let client = connect(encrypted).await;
-        time_each(n, async || call(&client).await).await
-    })
-}
-
-fn concurrent(n: usize, inflight: usize, encrypted: bool) -> Vec<Duration> {
-    runtime().block_on(async {
-        let client = connect(encrypted).await;
-        time_each(n, async || {
-            join_all((0..inflight).map(|_| call(&client))).await;
-        })
-        .await
-    })
+/// Times `callers` spawned tasks, encrypted.
+pub fn run_spawned_encrypted(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
+    drive::spawned(runtime, counts, callers, connect(true))
 }
 
 async fn call(client: &Client) {

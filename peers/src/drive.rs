@@ -1,0 +1,104 @@
+//! The measuring loops every async peer shares: a peer gives its `connect`
+//! future and a [`Caller`] (one call, response checked); these run it in
+//! each shape on the runtime asked for.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use tokio::sync::Barrier;
+
+use crate::{Counts, Runtime};
+
+/// A multiplexing peer's client: called in turn, joined, or cloned into
+/// each spawned caller task.
+pub(crate) trait Caller: Clone + Send + Sync + 'static {
+    /// Makes one call and checks its response.
+    fn call(&self) -> impl Future<Output = ()> + Send + '_;
+}
+
+/// Times each of `counts.timed` sequential calls on the client `connect`
+/// gives.
+pub(crate) fn sequential<C: Caller>(
+    runtime: Runtime,
+    counts: Counts,
+    connect: impl Future<Output = C>,
+) -> Vec<Duration> {
+    runtime.build().block_on(async {
+        let client = connect.await;
+        time_each(counts, async || client.call().await).await
+    })
+}
+
+/// Times each of `counts.timed` batches of `inflight` calls joined in the
+/// measuring task.
+pub(crate) fn joined<C: Caller>(
+    runtime: Runtime,
+    counts: Counts,
+    inflight: usize,
+    connect: impl Future<Output = C>,
+) -> Vec<Duration> {
+    runtime.build().block_on(async {
+        let client = connect.await;
+        time_each(counts, async || {
+            join_all((0..inflight).map(|_| client.call())).await;
+        })
+        .await
+    })
+}
+
+/// Times `callers` spawned tasks making `counts.timed` calls each.
+pub(crate) fn spawned<C: Caller>(
+    runtime: Runtime,
+    counts: Counts,
+    callers: usize,
+    connect: impl Future<Output = C>,
+) -> Duration {
+    runtime
+        .build()
+        .block_on(async { time_spawned(counts, callers, connect.await).await })
+}
+
+/// Runs `call` `counts.warm_up` times, then `counts.timed` times timing
+/// each: the measuring loop of the async peers (`call` is one call, or one
+/// joined batch).
+pub(crate) async fn time_each(counts: Counts, mut call: impl AsyncFnMut()) -> Vec<Duration> {
+    for _ in 0..counts.warm_up {
+        call().await;
+    }
+    let mut samples = Vec::with_capacity(counts.timed);
+    for _ in 0..counts.timed {
+        let start = Instant::now();
+        call().await;
+        samples.push(start.elapsed());
+    }
+    samples
+}
+
+/// Spawns `callers` tasks, each with its own clone of `client`; each makes
+/// `counts.warm_up` untimed calls, then (all released together)
+/// `counts.timed` timed ones. Returns the wall time from the release until
+/// the last task finished.
+async fn time_spawned(counts: Counts, callers: usize, client: impl Caller) -> Duration {
+    let start_line = Arc::new(Barrier::new(callers + 1));
+    let tasks: Vec<_> = (0..callers)
+        .map(|_| {
+            let (client, start_line) = (client.clone(), start_line.clone());
+            tokio::spawn(async move {
+                for _ in 0..counts.warm_up {
+                    client.call().await;
+                }
+                start_line.wait().await;
+                for _ in 0..counts.timed {
+                    client.call().await;
+                }
+            })
+        })
+        .collect();
+    start_line.wait().await;
+    let start = Instant::now();
+    for task in tasks {
+        task.await.expect("a caller task panicked");
+    }
+    start.elapsed()
+}
