@@ -26,6 +26,9 @@ commands:
               --runs N    divan runs per figure (default 3)
               --peers     end-to-end against std::net, tokio codec, tarpc, tonic
               --rounds N  interleaved peer rounds (default 5)
+              -- ARGS     weft-peers options: --calls N, --shape S,..,
+                          --runtime RT,.., --only PEER,.. (a filtered run
+                          leaves docs/BENCHMARKS.md alone)
   coverage  cargo-llvm-cov over the library crates, gated per crate by
             xtask/coverage-floors.json
   fuzz      every cargo-fuzz target in fuzz/ (its [[bin]] names), nightly;

@@ -9,7 +9,8 @@
 //! - `bench --bless`: rewrites the baseline with the measured counts first.
 //! - `bench --peers`: weft against std::net, tokio's codec, tarpc and tonic.
 //! - `--runs N` (divan runs per figure, default 3), `--rounds N` (peer
-//!   rounds, default 5).
+//!   rounds, default 5); with `--peers`, anything after `--` goes to the
+//!   `weft-peers` binary (`-- --shape spawned-64 --only weft,tarpc`).
 
 mod alloc;
 mod divan;
@@ -32,6 +33,8 @@ struct Options {
     peers: bool,
     runs: usize,
     rounds: usize,
+    /// `weft-peers` options (after `--`; only with `--peers`).
+    peer_args: Vec<String>,
 }
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
@@ -46,6 +49,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--check" => options.check = true,
             "--bless" => options.bless = true,
             "--peers" => options.peers = true,
+            "--" => options.peer_args = args.by_ref().cloned().collect(),
             "--runs" | "--rounds" => {
                 let n = args
                     .next()
@@ -64,13 +68,16 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
     if options.peers && (options.check || options.bless) {
         return Err("bench: --peers runs alone (no --check or --bless)".into());
     }
+    if !options.peer_args.is_empty() && !options.peers {
+        return Err("bench: options after -- are for --peers".into());
+    }
     Ok(options)
 }
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let options = parse_options(args)?;
     if options.peers {
-        return peers::run(options.rounds);
+        return peers::run(options.rounds, &options.peer_args);
     }
     let measured = alloc::measure()?;
     if options.bless {
@@ -226,6 +233,17 @@ mod tests {
         assert!(parse_options(&args(&["--runs"])).is_err());
         assert!(parse_options(&args(&["--fast"])).is_err());
         assert!(parse_options(&args(&["--peers", "--bless"])).is_err());
+        let o = parse_options(&args(&[
+            "--peers",
+            "--",
+            "--shape",
+            "sequential",
+            "--check",
+        ]))
+        .unwrap();
+        assert_eq!(o.peer_args, ["--shape", "sequential", "--check"]);
+        assert!(!o.check, "after -- nothing is xtask's");
+        assert!(parse_options(&args(&["--", "--shape", "sequential"])).is_err());
     }
 
     #[test]

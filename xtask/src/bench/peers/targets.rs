@@ -1,0 +1,339 @@
+//! The ratios a run is read against: issue 13's targets (the default
+//! runtime), the concurrency and one-worker figures it asks to list, and
+//! issue 5's encrypted-vs-plain bounds. Each is printed with its goal and
+//! whether this run met it; read, never gated (wall time on shared cores).
+
+use crate::stats::three_digits;
+
+use super::{DEFAULT_RUNTIME, PeersRun};
+
+const ONE_WORKER: &str = "current-thread";
+
+/// What a ratio must be.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Goal {
+    AtLeast(f64),
+    AtMost(f64),
+    /// Shown for reading, no target.
+    Listed,
+}
+
+/// What is divided.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Compare {
+    /// Calls per second of `of` over those of `vs` (higher is better).
+    Throughput,
+    /// Time per call of `of` over that of `vs` (lower is better).
+    Time,
+}
+
+/// One peer on one runtime.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Side {
+    pub(crate) peer: &'static str,
+    pub(crate) runtime: &'static str,
+}
+
+/// One ratio between two cells of the same shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Target {
+    pub(crate) shape: &'static str,
+    pub(crate) of: Side,
+    pub(crate) vs: Side,
+    pub(crate) compare: Compare,
+    pub(crate) goal: Goal,
+    /// The issue the goal comes from (empty for a listed ratio).
+    pub(crate) source: &'static str,
+}
+
+const fn on_default(peer: &'static str) -> Side {
+    Side {
+        peer,
+        runtime: DEFAULT_RUNTIME,
+    }
+}
+
+const fn against(
+    shape: &'static str,
+    of: &'static str,
+    vs: &'static str,
+    compare: Compare,
+    goal: Goal,
+    source: &'static str,
+) -> Target {
+    Target {
+        shape,
+        of: on_default(of),
+        vs: on_default(vs),
+        compare,
+        goal,
+        source,
+    }
+}
+
+use Compare::{Throughput, Time};
+use Goal::{AtLeast, AtMost, Listed};
+
+/// Every ratio, in the order printed.
+pub(crate) const TARGETS: &[Target] = &[
+    against(
+        "spawned-64",
+        "weft",
+        "tarpc",
+        Throughput,
+        AtLeast(3.0),
+        "#13",
+    ),
+    against(
+        "joined-64",
+        "weft",
+        "tarpc",
+        Throughput,
+        AtLeast(4.0),
+        "#13",
+    ),
+    against("sequential", "weft", "std-net", Time, AtMost(1.4), "#13"),
+    against(
+        "sequential",
+        "weft-encrypted",
+        "std-net",
+        Time,
+        AtMost(1.4),
+        "#13",
+    ),
+    against("spawned-2", "weft", "tarpc", Throughput, Listed, ""),
+    against("spawned-4", "weft", "tarpc", Throughput, Listed, ""),
+    against("spawned-8", "weft", "tarpc", Throughput, Listed, ""),
+    against(
+        "spawned-64",
+        "weft-encrypted",
+        "tarpc",
+        Throughput,
+        Listed,
+        "",
+    ),
+    against(
+        "joined-64",
+        "weft-encrypted",
+        "tarpc",
+        Throughput,
+        Listed,
+        "",
+    ),
+    Target {
+        shape: "spawned-64",
+        of: on_default("weft"),
+        vs: Side {
+            peer: "weft",
+            runtime: ONE_WORKER,
+        },
+        compare: Throughput,
+        goal: Listed,
+        source: "",
+    },
+    against(
+        "sequential",
+        "weft-encrypted",
+        "weft",
+        Time,
+        AtMost(1.1),
+        "#5",
+    ),
+    against(
+        "joined-64",
+        "weft-encrypted",
+        "weft",
+        Time,
+        AtMost(1.1),
+        "#5",
+    ),
+];
+
+impl Target {
+    /// What is compared, in words: `weft spawned-64 calls/s vs tarpc`.
+    pub(crate) fn label(&self) -> String {
+        let metric = match self.compare {
+            Throughput => "calls/s",
+            Time => "per call",
+        };
+        let (of, vs) = (self.of, self.vs);
+        if of.runtime != vs.runtime {
+            format!(
+                "{} {} {metric}, {} vs {}",
+                of.peer, self.shape, of.runtime, vs.runtime
+            )
+        } else if of.runtime == DEFAULT_RUNTIME {
+            format!("{} {} {metric} vs {}", of.peer, self.shape, vs.peer)
+        } else {
+            format!(
+                "{} {} {metric} vs {} ({})",
+                of.peer, self.shape, vs.peer, of.runtime
+            )
+        }
+    }
+
+    /// The ratio in `run`, if both cells were measured.
+    pub(crate) fn value(&self, run: &PeersRun) -> Option<f64> {
+        let of = run.cell(self.of.peer, self.of.runtime, self.shape)?;
+        let vs = run.cell(self.vs.peer, self.vs.runtime, self.shape)?;
+        Some(match self.compare {
+            Throughput => vs.per_call.median / of.per_call.median,
+            Time => of.per_call.median / vs.per_call.median,
+        })
+    }
+
+    /// One markdown list line: the ratio, the goal, and met or not.
+    pub(crate) fn line(&self, run: &PeersRun) -> String {
+        let Some(value) = self.value(run) else {
+            return format!("- {}: not measured in this run", self.label());
+        };
+        let verdict = |met: bool, sign: &str, target: f64| {
+            format!(
+                "target {sign} {target}× ({}): {}",
+                self.source,
+                if met { "met" } else { "NOT met" }
+            )
+        };
+        let goal = match self.goal {
+            AtLeast(target) => verdict(value >= target, "≥", target),
+            AtMost(target) => verdict(value <= target, "≤", target),
+            Listed => "listed, no target".to_string(),
+        };
+        format!("- {}: **{}×** ({goal})", self.label(), three_digits(value))
+    }
+}
+
+/// Every target's line under a heading.
+pub(crate) fn render(run: &PeersRun) -> String {
+    let lines: Vec<String> = TARGETS.iter().map(|t| t.line(run)).collect();
+    format!(
+        "weft's targets (this run; {DEFAULT_RUNTIME} runtime unless named):\n\n{}\n",
+        lines.join("\n")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::super::tests::json;
+    use super::*;
+
+    const MT: &str = "multi-thread";
+    const CT: &str = "current-thread";
+
+    /// tarpc 5 µs per call spawned, 10 µs joined; std-net 20 µs sequential.
+    fn run(weft: &[(&str, &str, &str, &[u64])]) -> PeersRun {
+        let mut cells: Vec<(&str, &str, &str, &[u64])> = vec![
+            ("std-net", MT, "sequential", &[20000]),
+            ("tarpc", MT, "spawned-64", &[5000]),
+            ("tarpc", MT, "spawned-2", &[15000]),
+            ("tarpc", MT, "joined-64", &[10000]),
+        ];
+        cells.extend_from_slice(weft);
+        parse(&json(true, &cells)).unwrap()
+    }
+
+    fn lines(run: &PeersRun) -> Vec<String> {
+        TARGETS.iter().map(|t| t.line(run)).collect()
+    }
+
+    #[test]
+    fn each_target_says_met_or_not_at_its_bound() {
+        let met = run(&[
+            ("weft", MT, "spawned-64", &[1000]),            // 5.00×
+            ("weft", MT, "joined-64", &[2500]),             // exactly 4×
+            ("weft", MT, "sequential", &[28000]),           // exactly 1.4×
+            ("weft-encrypted", MT, "sequential", &[30000]), // 1.5×
+        ]);
+        assert_eq!(
+            lines(&met)[..4],
+            [
+                "- weft spawned-64 calls/s vs tarpc: **5.00×** (target ≥ 3× (#13): met)",
+                "- weft joined-64 calls/s vs tarpc: **4.00×** (target ≥ 4× (#13): met)",
+                "- weft sequential per call vs std-net: **1.40×** (target ≤ 1.4× (#13): met)",
+                "- weft-encrypted sequential per call vs std-net: **1.50×** (target ≤ 1.4× (#13): NOT met)",
+            ]
+        );
+        let not_met = run(&[
+            ("weft", MT, "spawned-64", &[2000]), // 2.50×
+            ("weft", MT, "joined-64", &[2600]),  // 3.85×
+            ("weft", MT, "sequential", &[28400]),
+        ]);
+        let lines = lines(&not_met);
+        assert!(
+            lines[0].ends_with("**2.50×** (target ≥ 3× (#13): NOT met)"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].ends_with("**3.85×** (target ≥ 4× (#13): NOT met)"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].ends_with("**1.42×** (target ≤ 1.4× (#13): NOT met)"),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(
+            lines[3],
+            "- weft-encrypted sequential per call vs std-net: not measured in this run"
+        );
+    }
+
+    #[test]
+    fn listed_ratios_have_no_verdict_and_cross_runtime_ones_name_both() {
+        let run = run(&[
+            ("weft", MT, "spawned-2", &[10000]), // 1.50× tarpc
+            ("weft", MT, "spawned-64", &[4000]),
+            ("weft", CT, "spawned-64", &[2000]), // one worker twice as fast
+            ("weft", MT, "sequential", &[25000]),
+            ("weft-encrypted", MT, "sequential", &[26250]), // 1.05× plain
+        ]);
+        let lines = lines(&run);
+        assert!(
+            lines.contains(
+                &"- weft spawned-2 calls/s vs tarpc: **1.50×** (listed, no target)".to_string()
+            ),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(
+                &"- weft spawned-4 calls/s vs tarpc: not measured in this run".to_string()
+            ),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"- weft spawned-64 calls/s, multi-thread vs current-thread: **0.500×** (listed, no target)".to_string()), "{lines:?}");
+        assert!(lines.contains(&"- weft-encrypted sequential per call vs weft: **1.05×** (target ≤ 1.1× (#5): met)".to_string()), "{lines:?}");
+        let rendered = render(&run);
+        assert!(
+            rendered.starts_with(
+                "weft's targets (this run; multi-thread runtime unless named):\n\n- weft spawned-64"
+            ),
+            "{rendered}"
+        );
+        assert_eq!(
+            rendered.lines().filter(|l| l.starts_with("- ")).count(),
+            TARGETS.len()
+        );
+    }
+
+    #[test]
+    fn a_one_worker_ratio_names_its_runtime() {
+        let target = Target {
+            of: Side {
+                peer: "weft",
+                runtime: CT,
+            },
+            vs: Side {
+                peer: "tarpc",
+                runtime: CT,
+            },
+            ..TARGETS[0]
+        };
+        assert_eq!(
+            target.label(),
+            "weft spawned-64 calls/s vs tarpc (current-thread)"
+        );
+    }
+}
