@@ -106,3 +106,44 @@ async fn time_spawned(counts: Counts, callers: usize, client: impl Caller) -> Du
     }
     span.map_or(Duration::ZERO, |(start, end)| end - start)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Counts its calls; each call sleeps 1 ms.
+    #[derive(Clone, Default)]
+    struct Counting(Arc<AtomicUsize>);
+
+    impl Caller for Counting {
+        fn call(&self) -> impl Future<Output = ()> + Send + '_ {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(1))
+        }
+    }
+
+    #[test]
+    fn every_shape_makes_its_calls_and_times_the_timed_ones() {
+        let counts = Counts {
+            warm_up: 2,
+            timed: 3,
+        };
+        for runtime in Runtime::ALL {
+            let client = Counting::default();
+            let made = || client.0.swap(0, Ordering::Relaxed);
+            let at_least = Duration::from_millis(3);
+            let samples = sequential(runtime, counts, async { client.clone() });
+            assert_eq!((samples.len(), made()), (3, 5));
+            assert!(samples.iter().all(|s| *s >= Duration::from_millis(1)));
+            let samples = joined(runtime, counts, 4, async { client.clone() });
+            assert_eq!((samples.len(), made()), (3, 5 * 4));
+            assert!(samples.iter().all(|s| *s >= Duration::from_millis(1)));
+            let wall = spawned(runtime, counts, 8, async { client.clone() });
+            assert_eq!(made(), 5 * 8);
+            // each caller makes its 3 timed calls one after another
+            assert!(wall >= at_least, "{wall:?} on {}", runtime.name());
+        }
+    }
+}
