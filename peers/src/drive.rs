@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use tokio::sync::Barrier;
 
-use crate::{Counts, Runtime};
+use crate::{Counts, Runtime, Shape, Timing};
 
 /// A multiplexing peer's client: called in turn, joined, or cloned into
 /// each spawned caller task.
@@ -17,9 +17,23 @@ pub(crate) trait Caller: Clone + Send + Sync + 'static {
     fn call(&self) -> impl Future<Output = ()> + Send + '_;
 }
 
+/// Runs `shape` on the client `connect` gives, on a fresh `runtime`.
+pub(crate) fn run<C: Caller>(
+    runtime: Runtime,
+    shape: Shape,
+    counts: Counts,
+    connect: impl Future<Output = C>,
+) -> Timing {
+    match shape {
+        Shape::Sequential => Timing::Each(sequential(runtime, counts, connect)),
+        Shape::Joined(k) => Timing::Each(joined(runtime, counts, k, connect)),
+        Shape::Spawned(k) => Timing::Whole(spawned(runtime, counts, k, connect)),
+    }
+}
+
 /// Times each of `counts.timed` sequential calls on the client `connect`
 /// gives.
-pub(crate) fn sequential<C: Caller>(
+fn sequential<C: Caller>(
     runtime: Runtime,
     counts: Counts,
     connect: impl Future<Output = C>,
@@ -32,7 +46,7 @@ pub(crate) fn sequential<C: Caller>(
 
 /// Times each of `counts.timed` batches of `inflight` calls joined in the
 /// measuring task.
-pub(crate) fn joined<C: Caller>(
+fn joined<C: Caller>(
     runtime: Runtime,
     counts: Counts,
     inflight: usize,
@@ -48,7 +62,7 @@ pub(crate) fn joined<C: Caller>(
 }
 
 /// Times `callers` spawned tasks making `counts.timed` calls each.
-pub(crate) fn spawned<C: Caller>(
+fn spawned<C: Caller>(
     runtime: Runtime,
     counts: Counts,
     callers: usize,

@@ -61,24 +61,38 @@ pub struct Peer {
     pub name: &'static str,
     /// What is measured, in one line, for the report.
     pub description: &'static str,
-    /// Times each of `counts.timed` sequential round trips on one
-    /// connection.
-    pub run_sequential: fn(Runtime, Counts) -> Vec<Duration>,
-    /// Times each of `counts.timed` batches of `inflight` calls issued
-    /// together on one connection.
-    pub run_joined: fn(Runtime, Counts, inflight: usize) -> Vec<Duration>,
-    /// Times `callers` spawned tasks making `counts.timed` calls each on one
-    /// connection (all of them, from their release to the last one's end);
-    /// `None` for the peers without multiplexing.
-    pub run_spawned: Option<fn(Runtime, Counts, callers: usize) -> Duration>,
+    /// How it is run.
+    pub stack: Stack,
+}
+
+/// How a peer carries calls on its one connection, and so which shapes it
+/// has.
+#[derive(Debug, Clone, Copy)]
+pub enum Stack {
+    /// One request after another, no streams: sequential is a batch of one,
+    /// joined is pipelined, spawned is not possible. The function times
+    /// each of `counts.timed` batches of `inflight` calls.
+    Pipelining(fn(Runtime, Counts, inflight: usize) -> Vec<Duration>),
+    /// Multiplexed calls: every shape.
+    Multiplexing(fn(Runtime, Shape, Counts) -> Timing),
+}
+
+/// What one run of a multiplexing peer timed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Timing {
+    /// Each call (sequential) or batch (joined) on its own.
+    Each(Vec<Duration>),
+    /// All the spawned callers, from the first one's start to the last
+    /// one's end.
+    Whole(Duration),
 }
 
 impl Peer {
     /// Whether this peer can be measured in `shape`.
     pub fn supports(&self, shape: Shape) -> bool {
-        match shape {
-            Shape::Sequential | Shape::Joined(_) => true,
-            Shape::Spawned(_) => self.run_spawned.is_some(),
+        match (self.stack, shape) {
+            (Stack::Pipelining(_), Shape::Spawned(_)) => false,
+            (Stack::Pipelining(_), _) | (Stack::Multiplexing(_), _) => true,
         }
     }
 }
@@ -107,11 +121,15 @@ pub fn measure(
         timed: shape.units(calls),
     };
     let made = counts.timed * shape.callers();
+    let timing = match (peer.stack, shape) {
+        (Stack::Pipelining(_), Shape::Spawned(_)) => return None,
+        (Stack::Pipelining(run), shape) => Timing::Each(run(runtime, counts, shape.callers())),
+        (Stack::Multiplexing(run), shape) => run(runtime, shape, counts),
+    };
     // the time measured, and the calls it covers
-    let (time, covers) = match shape {
-        Shape::Sequential => (median((peer.run_sequential)(runtime, counts)), 1),
-        Shape::Joined(k) => (median((peer.run_joined)(runtime, counts, k)), k),
-        Shape::Spawned(k) => ((peer.run_spawned?)(runtime, counts, k), made),
+    let (time, covers) = match timing {
+        Timing::Each(samples) => (median(samples), shape.callers()),
+        Timing::Whole(time) => (time, made),
     };
     let per_call = time.as_nanos() / covers as u128;
     Some(Measured {
@@ -133,44 +151,32 @@ pub fn peers() -> Vec<Peer> {
         Peer {
             name: "weft",
             description: "weft facade, raw unary call, encryption and compression off",
-            run_sequential: weft_peer::run_sequential_plain,
-            run_joined: weft_peer::run_joined_plain,
-            run_spawned: Some(weft_peer::run_spawned_plain),
+            stack: Stack::Multiplexing(weft_peer::run_plain),
         },
         Peer {
             name: "weft-encrypted",
             description: "weft facade, raw unary call, Noise handshake + AES-256-GCM (compression negotiated)",
-            run_sequential: weft_peer::run_sequential_encrypted,
-            run_joined: weft_peer::run_joined_encrypted,
-            run_spawned: Some(weft_peer::run_spawned_encrypted),
+            stack: Stack::Multiplexing(weft_peer::run_encrypted),
         },
         Peer {
             name: "std-net",
             description: "blocking std::net ping-pong, 4-byte length prefix, server thread (no tokio runtime: its figures under each runtime are the same measurement, repeated)",
-            run_sequential: std_net::run_sequential,
-            run_joined: std_net::run_joined,
-            run_spawned: None,
+            stack: Stack::Pipelining(std_net::run_batches),
         },
         Peer {
             name: "tokio-codec",
             description: "tokio LengthDelimitedCodec ping-pong (Framed), server task",
-            run_sequential: tokio_codec::run_sequential,
-            run_joined: tokio_codec::run_joined,
-            run_spawned: None,
+            stack: Stack::Pipelining(tokio_codec::run_batches),
         },
         Peer {
             name: "tarpc",
             description: "tarpc 0.38, serde transport with bincode",
-            run_sequential: tarpc_peer::run_sequential,
-            run_joined: tarpc_peer::run_joined,
-            run_spawned: Some(tarpc_peer::run_spawned),
+            stack: Stack::Multiplexing(tarpc_peer::run),
         },
         Peer {
             name: "tonic",
             description: "tonic 0.14 unary gRPC, hand-written bytes codec (no protobuf)",
-            run_sequential: tonic_peer::run_sequential,
-            run_joined: tonic_peer::run_joined,
-            run_spawned: Some(tonic_peer::run_spawned),
+            stack: Stack::Multiplexing(tonic_peer::run),
         },
     ]
 }
@@ -179,21 +185,18 @@ pub fn peers() -> Vec<Peer> {
 mod tests {
     use super::*;
 
-    /// Every peer answers in every shape it has, on every runtime, and
-    /// returns exactly the samples asked for (tiny counts: a debug build).
+    /// Every peer answers in every shape it has, on every runtime (tiny
+    /// counts: a debug build).
     #[test]
     fn every_peer_runs_every_shape_it_has_on_every_runtime() {
-        let counts = Counts {
-            warm_up: 2,
-            timed: 3,
-        };
         for peer in peers() {
             for runtime in Runtime::ALL {
-                let at = format!("{} on {}", peer.name, runtime.name());
-                assert_eq!((peer.run_sequential)(runtime, counts).len(), 3, "{at}");
-                assert_eq!((peer.run_joined)(runtime, counts, 5).len(), 3, "{at}");
-                if let Some(run_spawned) = peer.run_spawned {
-                    assert!(run_spawned(runtime, counts, 4) > Duration::ZERO, "{at}");
+                for shape in [Shape::Sequential, Shape::Joined(5), Shape::Spawned(4)] {
+                    let at = format!("{} {} on {}", peer.name, shape.name(), runtime.name());
+                    match measure(&peer, runtime, shape, 20, 8) {
+                        Some(m) => assert!(m.calls == 20 && m.per_call_ns > 0, "{at}: {m:?}"),
+                        None => assert!(!peer.supports(shape), "{at}"),
+                    }
                 }
             }
         }
@@ -201,49 +204,56 @@ mod tests {
 
     #[test]
     fn measure_divides_by_the_calls_each_figure_covers() {
-        let peer = Peer {
-            name: "fake",
-            description: "fixed times",
-            run_sequential: |_, c| vec![Duration::from_micros(10); c.timed],
-            run_joined: |_, c, _| {
-                let mut samples = vec![Duration::from_micros(80); c.timed];
-                samples[0] = Duration::from_secs(1); // an outlier the median ignores
-                samples
-            },
-            run_spawned: Some(|_, c, callers| {
-                Duration::from_micros(2 * (c.timed * callers) as u64)
-            }),
-        };
-        let at = |shape| measure(&peer, Runtime::MultiThread, shape, 64, 8).unwrap();
-        assert_eq!(
-            at(Shape::Sequential),
-            Measured {
-                calls: 64,
-                per_call_ns: 10_000
+        fn batches(_: Runtime, c: Counts, k: usize) -> Vec<Duration> {
+            let mut samples = vec![Duration::from_micros(10 * k as u64); c.timed];
+            samples[0] = Duration::from_secs(1); // an outlier the median ignores
+            samples
+        }
+        fn streams(runtime: Runtime, shape: Shape, c: Counts) -> Timing {
+            match shape {
+                Shape::Spawned(k) => Timing::Whole(Duration::from_micros(2 * (c.timed * k) as u64)),
+                _ => Timing::Each(batches(runtime, c, shape.callers())),
             }
-        );
-        assert_eq!(
-            at(Shape::Joined(8)),
-            Measured {
-                calls: 64,
-                per_call_ns: 10_000
-            }
-        );
-        assert_eq!(
-            at(Shape::Spawned(4)),
-            Measured {
-                calls: 64,
-                per_call_ns: 2_000
-            }
-        );
+        }
         let pipelining = Peer {
-            run_spawned: None,
-            ..peer
+            name: "pipe",
+            description: "fixed times",
+            stack: Stack::Pipelining(batches),
         };
+        let multiplexing = Peer {
+            stack: Stack::Multiplexing(streams),
+            ..pipelining
+        };
+        for peer in [pipelining, multiplexing] {
+            let at = |shape| measure(&peer, Runtime::MultiThread, shape, 64, 8);
+            let per_call = |per_call_ns| {
+                Some(Measured {
+                    calls: 64,
+                    per_call_ns,
+                })
+            };
+            assert_eq!(at(Shape::Sequential), per_call(10_000), "{}", peer.name);
+            assert_eq!(at(Shape::Joined(8)), per_call(10_000));
+        }
         assert!(!pipelining.supports(Shape::Spawned(2)));
         assert_eq!(
             measure(&pipelining, Runtime::CurrentThread, Shape::Spawned(2), 8, 8),
             None
+        );
+        assert!(multiplexing.supports(Shape::Spawned(2)));
+        let spawned = measure(
+            &multiplexing,
+            Runtime::MultiThread,
+            Shape::Spawned(4),
+            64,
+            8,
+        );
+        assert_eq!(
+            spawned,
+            Some(Measured {
+                calls: 64,
+                per_call_ns: 2_000
+            })
         );
     }
 }

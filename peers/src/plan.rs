@@ -236,7 +236,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::peers;
+    use crate::{Counts, Stack, Timing, peers};
 
     fn args(line: &str) -> Vec<String> {
         line.split_whitespace().map(str::to_string).collect()
@@ -321,16 +321,22 @@ mod tests {
 
     #[test]
     fn the_report_has_every_cell_with_its_round_figures() {
+        // 20 µs per call alone, 1 µs per call in a batch of 64
+        fn batches(_: Runtime, c: Counts, k: usize) -> Vec<Duration> {
+            let each = if k == 1 { 20 } else { k as u64 };
+            vec![Duration::from_micros(each); c.timed]
+        }
         let fake = Peer {
             name: "fake",
             description: "fixed times",
-            run_sequential: |_, c| vec![Duration::from_micros(20); c.timed],
-            run_joined: |_, c, _| vec![Duration::from_micros(64); c.timed],
-            run_spawned: Some(|_, c, k| Duration::from_micros(3 * (c.timed * k) as u64)),
+            stack: Stack::Multiplexing(|runtime, shape, c| match shape {
+                Shape::Spawned(k) => Timing::Whole(Duration::from_micros(3 * (c.timed * k) as u64)),
+                _ => Timing::Each(batches(runtime, c, shape.callers())),
+            }),
         };
         let pipelining = Peer {
             name: "pipe",
-            run_spawned: None,
+            stack: Stack::Pipelining(batches),
             ..fake
         };
         let plan = Plan::parse(

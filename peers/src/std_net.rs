@@ -10,13 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::{Counts, RESPONSE, Runtime};
 
-/// Times sequential round trips.
-pub fn run_sequential(_: Runtime, counts: Counts) -> Vec<Duration> {
-    run_joined(Runtime::MultiThread, counts, 1)
-}
-
 /// Times batches of `inflight` pipelined calls.
-pub fn run_joined(_: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+pub fn run_batches(_: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
     with_connection(|client| {
         let mut samples = Vec::with_capacity(counts.timed);
         for i in 0..counts.warm_up + counts.timed {

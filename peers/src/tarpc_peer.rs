@@ -2,8 +2,6 @@
 //! TCP stream, nodelay), `BaseChannel` spawning each request, the stock
 //! client. The service returns the 7-byte body as a `String`.
 
-use std::time::Duration;
-
 use futures_util::StreamExt;
 use tarpc::server::{BaseChannel, Channel};
 use tarpc::tokio_serde::formats::Bincode;
@@ -12,7 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::LengthDelimitedCodec;
 
 use crate::drive::{self, Caller};
-use crate::{Counts, RESPONSE, Runtime};
+use crate::{Counts, RESPONSE, Runtime, Shape, Timing};
 
 /// The benchmark service: a nil request, a 7-byte response.
 #[tarpc::service]
@@ -31,19 +29,9 @@ impl Ping for PingServer {
     }
 }
 
-/// Times sequential round trips.
-pub fn run_sequential(runtime: Runtime, counts: Counts) -> Vec<Duration> {
-    drive::sequential(runtime, counts, connect())
-}
-
-/// Times batches of `inflight` joined calls on one client.
-pub fn run_joined(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
-    drive::joined(runtime, counts, inflight, connect())
-}
-
-/// Times `callers` spawned tasks sharing one client.
-pub fn run_spawned(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
-    drive::spawned(runtime, counts, callers, connect())
+/// Runs `shape` on one client.
+pub fn run(runtime: Runtime, shape: Shape, counts: Counts) -> Timing {
+    drive::run(runtime, shape, counts, connect())
 }
 
 impl Caller for PingClient {

@@ -14,13 +14,8 @@ use crate::{Counts, RESPONSE, Runtime};
 
 type Conn = Framed<TcpStream, LengthDelimitedCodec>;
 
-/// Times sequential round trips.
-pub fn run_sequential(runtime: Runtime, counts: Counts) -> Vec<Duration> {
-    run_joined(runtime, counts, 1)
-}
-
 /// Times batches of `inflight` pipelined calls.
-pub fn run_joined(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+pub fn run_batches(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
     runtime.build().block_on(async {
         let mut conn = connect().await;
         time_each(counts, async || call(&mut conn, inflight).await).await

@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
@@ -19,24 +18,14 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status};
 
 use crate::drive::{self, Caller};
-use crate::{Counts, RESPONSE, Runtime};
+use crate::{Counts, RESPONSE, Runtime, Shape, Timing};
 
 /// The one method's path.
 const PATH: &str = "/weft.peers.Ping/Ping";
 
-/// Times sequential round trips.
-pub fn run_sequential(runtime: Runtime, counts: Counts) -> Vec<Duration> {
-    drive::sequential(runtime, counts, connect())
-}
-
-/// Times batches of `inflight` joined calls on one channel.
-pub fn run_joined(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
-    drive::joined(runtime, counts, inflight, connect())
-}
-
-/// Times `callers` spawned tasks sharing one channel.
-pub fn run_spawned(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
-    drive::spawned(runtime, counts, callers, connect())
+/// Runs `shape` on one channel.
+pub fn run(runtime: Runtime, shape: Shape, counts: Counts) -> Timing {
+    drive::run(runtime, shape, counts, connect())
 }
 
 impl Caller for tonic::client::Grpc<Channel> {

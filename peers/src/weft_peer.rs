@@ -4,41 +4,19 @@
 //! AES-256-GCM required (Noise handshake), compression negotiated on as by
 //! default (a 7-byte body is below its minimum size, so it stays raw).
 
-use std::time::Duration;
-
 use weft::{Bytes, Client, Config, EncryptionPolicy, Listener, Router, Status};
 
 use crate::drive::{self, Caller};
-use crate::{Counts, RESPONSE, Runtime};
+use crate::{Counts, RESPONSE, Runtime, Shape, Timing};
 
-/// Times sequential round trips, plain.
-pub fn run_sequential_plain(runtime: Runtime, counts: Counts) -> Vec<Duration> {
-    drive::sequential(runtime, counts, connect(false))
+/// Runs `shape`, plain.
+pub fn run_plain(runtime: Runtime, shape: Shape, counts: Counts) -> Timing {
+    drive::run(runtime, shape, counts, connect(false))
 }
 
-/// Times batches of `inflight` joined calls, plain.
-pub fn run_joined_plain(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
-    drive::joined(runtime, counts, inflight, connect(false))
-}
-
-/// Times `callers` spawned tasks, plain.
-pub fn run_spawned_plain(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
-    drive::spawned(runtime, counts, callers, connect(false))
-}
-
-/// Times sequential round trips, encrypted.
-pub fn run_sequential_encrypted(runtime: Runtime, counts: Counts) -> Vec<Duration> {
-    drive::sequential(runtime, counts, connect(true))
-}
-
-/// Times batches of `inflight` joined calls, encrypted.
-pub fn run_joined_encrypted(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
-    drive::joined(runtime, counts, inflight, connect(true))
-}
-
-/// Times `callers` spawned tasks, encrypted.
-pub fn run_spawned_encrypted(runtime: Runtime, counts: Counts, callers: usize) -> Duration {
-    drive::spawned(runtime, counts, callers, connect(true))
+/// Runs `shape`, encrypted.
+pub fn run_encrypted(runtime: Runtime, shape: Shape, counts: Counts) -> Timing {
+    drive::run(runtime, shape, counts, connect(true))
 }
 
 async fn call(client: &Client) {
