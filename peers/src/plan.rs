@@ -17,7 +17,7 @@ use crate::{Peer, Runtime, Shape, measure};
 pub const DEFAULT_ROUNDS: usize = 5;
 /// Timed calls per cell and round when `--calls` is not given (a multiple of
 /// 64, so every default shape makes exactly this many).
-pub const DEFAULT_CALLS: usize = 6400;
+pub const DEFAULT_CALLS: usize = 12_800;
 /// Untimed calls per cell and round before timing starts (split among the
 /// callers like the timed ones) when `--warm-up` is not given.
 pub const DEFAULT_WARM_UP: usize = 256;
@@ -27,7 +27,7 @@ pub const USAGE: &str = "usage: weft-peers [--rounds R] [--calls N] [--warm-up W
     [--shape S[,S...]] [--runtime RT[,RT...]] [--only PEER[,PEER...]]\n\
     shapes: sequential, joined-K, spawned-K (default: sequential,spawned-2,spawned-4,\
     spawned-8,spawned-64,joined-64); runtimes: multi-thread, current-thread (default: both);\n\
-    --calls N: timed calls per cell and round, split among its callers (default 6400)";
+    --calls N: timed calls per cell and round, split among its callers (default 12800)";
 
 /// One run's plan.
 #[derive(Debug, Clone)]
@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn defaults_measure_every_shape_runtime_and_peer() {
         let plan = Plan::parse(&[], peers()).unwrap();
-        assert_eq!((plan.rounds, plan.calls, plan.warm_up), (5, 6400, 256));
+        assert_eq!((plan.rounds, plan.calls, plan.warm_up), (5, 12_800, 256));
         assert_eq!(plan.shapes, Shape::DEFAULT);
         assert_eq!(plan.runtimes, Runtime::ALL);
         assert!(plan.complete);
