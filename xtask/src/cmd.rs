@@ -23,6 +23,7 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
 pub(crate) fn output(program: &str, args: &[&str]) -> Result<String, String> {
     let out = command(program, args)
         .stdout(Stdio::piped())
+        .stderr(Stdio::inherit()) // `output()` would capture it too
         .output()
         .map_err(|e| format!("could not start {program}: {e}"))?;
     check(program, args, out.status)?;
