@@ -56,10 +56,7 @@ where
         config.write_coalesce,
         span,
     );
-    {
-        let mut inner = shared.lock();
-        inner.pump(); // the settings frame
-    }
+    shared.lock().start(); // the settings frame
     tokio::spawn(Driver::new(shared.clone()));
     Ok((
         Connection {

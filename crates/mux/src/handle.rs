@@ -9,10 +9,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use weft_frame::{Metadata, Reason};
 
-use crate::driver::{ACCEPT_ID, Inner, Shared, now};
+use crate::driver::{Deferred, Shared, Waiter};
 use crate::error::{MuxError, StreamError};
 use crate::pipeline::Negotiated;
-use crate::session::{Chunk, OpenError, Recv};
+use crate::session::Chunk;
 
 /// A handle to one multiplexed connection. Cheap to clone; the connection
 /// lives until it closes (shutdown, error, idle timeout, peer), not until
@@ -36,23 +36,7 @@ impl Connection {
         payload: Bytes,
         end: bool,
     ) -> Result<Stream, MuxError> {
-        let mut inner = self.shared.lock();
-        let id = match inner.session.open(metadata.clone(), payload, end, now()) {
-            Ok(id) => id,
-            Err(OpenError::GoingAway) => {
-                inner.pump_app();
-                return Err(MuxError::refused("connection is going away"));
-            }
-            Err(OpenError::IdsExhausted) => {
-                inner.pump_app();
-                return Err(MuxError::ids_exhausted());
-            }
-            Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
-            Err(OpenError::MetadataTooLarge) => return Err(MuxError::metadata_too_large()),
-        };
-        inner.wakers.insert(id, Default::default());
-        inner.pump_app();
-        drop(inner);
+        let id = self.shared.lock().open(metadata.clone(), payload, end)?;
         Ok(Stream::new(self.shared.clone(), id, metadata))
     }
 
@@ -63,22 +47,12 @@ impl Connection {
     /// nothing, so racing opens can still meet a retry-safe refusal; the
     /// rpc client's tower `poll_ready` is built on it.
     pub fn poll_open_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), MuxError>> {
-        let mut inner = self.shared.lock();
-        if let Some(c) = inner.session.close_cause() {
-            return Poll::Ready(Err(MuxError::closed(c.clone())));
-        }
-        if inner.session.open_credit() > 0 {
-            return Poll::Ready(Ok(()));
-        }
-        if !inner.open_waiters.iter().any(|w| w.will_wake(cx.waker())) {
-            inner.open_waiters.push(cx.waker().clone());
-        }
-        Poll::Pending
+        self.shared.lock().poll_open_ready(cx)
     }
 
     /// What the handshake agreed (encryption, compression).
     pub fn negotiated(&self) -> &Negotiated {
-        &self.shared.negotiated
+        self.shared.negotiated()
     }
 
     /// Graceful shutdown: sends `GOAWAY` with the last stream id processed;
@@ -86,42 +60,28 @@ impl Connection {
     /// `drain` (or as soon as no stream is left) the connection closes.
     /// Resolves when it has.
     pub async fn shutdown(&self, drain: Duration) {
-        {
-            let mut inner = self.shared.lock();
-            inner.session.shutdown(now(), drain);
-            inner.pump_app();
-        }
+        self.shared.lock().shutdown(drain);
         self.closed().await;
     }
 
     /// Whether the connection is closed (no stream can make progress).
     pub fn is_closed(&self) -> bool {
-        self.shared.lock().session.is_closed()
+        self.shared.lock().is_closed()
     }
 
     /// Resolves when the connection is gone and its transport shut.
     pub async fn closed(&self) {
-        poll_fn(|cx| {
-            let mut inner = self.shared.lock();
-            if inner.done {
-                return Poll::Ready(());
-            }
-            if !inner.closed_wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                inner.closed_wakers.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await;
+        poll_fn(|cx| self.shared.lock().poll_closed(cx)).await;
     }
 
     /// Flow-control and stream-table figures, for diagnostics and tests.
     pub fn stats(&self) -> crate::session::Stats {
-        self.shared.lock().session.stats()
+        self.shared.lock().stats()
     }
 
     /// Why the connection closed, once it has.
     pub fn close_cause(&self) -> Option<crate::CloseCause> {
-        self.shared.lock().session.close_cause().cloned()
+        self.shared.lock().close_cause()
     }
 }
 
@@ -152,75 +112,19 @@ impl Incoming {
         self.poll_accept_inner(cx, false)
     }
 
-    /// Reads the socket from this task, for every stream.
-    fn read_inline(inner: &mut Inner) {
-        // New streams our read brings need not wake us: we look next.
-        // (`Session::set_reader` stays unset: every stream's data wakes
-        // its reader.)
-        inner.reading_for = Some(ACCEPT_ID);
-        if inner.read_frames() {
-            inner.pump_app();
-        }
-        inner.reading_for = None;
-    }
-
     fn poll_accept_inner(
         &mut self,
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Option<Stream>> {
-        let mut inner = self.shared.lock();
-        let mut tried = !read_inline;
-        if read_inline && inner.read_wake_fired() {
-            // Woken by the socket: read before looking at the queue.
-            tried = true;
-            Self::read_inline(&mut inner);
-        }
-        loop {
-            let out = if let Some(id) = inner.session.accept() {
-                let metadata = inner.session.open_metadata(id).cloned().unwrap_or_default();
-                inner.wakers.insert(id, Default::default());
-                Some((id, metadata))
-            } else if inner.session.accept_finished() {
-                None
-            } else if !tried && inner.read_needed() {
-                // Nothing queued and the socket may have bytes: read it
-                // ourselves, for every stream.
-                tried = true;
-                Self::read_inline(&mut inner);
-                continue;
-            } else {
-                if read_inline {
-                    // The socket wakes this task when bytes arrive; a read
-                    // by anyone else that brings a stream wakes the waiter
-                    // too (`dispatch_events`).
-                    if inner.wait_for_socket(ACCEPT_ID, cx.waker(), !tried) {
-                        tried = true;
-                        Self::read_inline(&mut inner);
-                        continue;
-                    }
-                } else {
-                    match &inner.accept_waker {
-                        Some(old) if old.will_wake(cx.waker()) => {}
-                        _ => inner.accept_waker = Some(cx.waker().clone()),
-                    }
-                }
-                return Poll::Pending;
-            };
-            if read_inline {
-                inner.stop_waiting(ACCEPT_ID);
-            }
-            drop(inner);
-            return Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)));
-        }
+        let out = std::task::ready!(self.shared.lock().poll_accept(cx, read_inline));
+        Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)))
     }
 }
 
 impl Drop for Incoming {
     fn drop(&mut self) {
-        let mut inner = self.shared.lock();
-        inner.session.set_accepting(false);
-        inner.pump_app();
+        self.shared.submit(Deferred::StopAccepting);
     }
 }
 
@@ -295,22 +199,9 @@ impl Stream {
         data: &mut Bytes,
         end: bool,
     ) -> Poll<Result<(), StreamError>> {
-        let mut inner = self.shared.lock();
-        match inner.session.send_some(self.id, metadata, data, end) {
-            Ok(true) => {
-                inner.pump_send();
-                Poll::Ready(Ok(()))
-            }
-            Ok(false) => {
-                // The send buffer is full: wait for room.
-                if let Some(w) = inner.wakers.get_mut(&self.id) {
-                    w.send = Some(cx.waker().clone());
-                }
-                inner.pump_app();
-                Poll::Pending
-            }
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        self.shared
+            .lock()
+            .poll_send(self.id, cx, metadata, data, end)
     }
 
     /// The next chunk, in order. `Ok(None)` only after the peer's explicit
@@ -332,69 +223,12 @@ impl Stream {
         self.poll_recv_inner(cx, false)
     }
 
-    /// Reads the socket from this task, for every stream.
-    fn read_inline(&self, inner: &mut Inner) {
-        // Our own read must not wake us through the stream's event waker.
-        inner.reading_for = Some(self.id);
-        inner.session.set_reader(self.id);
-        if inner.read_frames() {
-            inner.pump_app();
-        }
-        inner.session.set_reader(0);
-        inner.reading_for = None;
-    }
-
     fn poll_recv_inner(
         &mut self,
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
-        let mut inner = self.shared.lock();
-        let mut tried = !read_inline;
-        if read_inline && inner.read_wake_fired() {
-            // Woken by the socket: read before looking at our queue.
-            tried = true;
-            self.read_inline(&mut inner);
-        }
-        loop {
-            let out = match inner.session.recv(self.id) {
-                Recv::Chunk(c) => Ok(Some(c)),
-                Recv::End => Ok(None),
-                Recv::Failed(e) => Err(e),
-                Recv::Pending if !tried && inner.read_needed() => {
-                    // Nothing buffered and the socket may have bytes: read
-                    // it ourselves, for every stream.
-                    tried = true;
-                    self.read_inline(&mut inner);
-                    continue;
-                }
-                Recv::Pending => {
-                    if read_inline {
-                        // The socket wakes this task when bytes arrive; a
-                        // read by anyone else that brings our data wakes
-                        // the waiter too (`dispatch_events`).
-                        if inner.wait_for_socket(self.id, cx.waker(), !tried) {
-                            tried = true;
-                            self.read_inline(&mut inner);
-                            continue;
-                        }
-                    } else if let Some(w) = inner.wakers.get_mut(&self.id) {
-                        match &w.recv {
-                            Some(old) if old.will_wake(cx.waker()) => {}
-                            _ => w.recv = Some(cx.waker().clone()),
-                        }
-                    }
-                    return Poll::Pending;
-                }
-            };
-            if read_inline {
-                inner.stop_waiting(self.id);
-            }
-            if inner.session.has_transmit() {
-                inner.pump_app();
-            }
-            return Poll::Ready(out);
-        }
+        self.shared.lock().poll_recv(self.id, cx, read_inline)
     }
 
     /// Resolves once the stream fails — reset by the peer (or by us), or
@@ -404,47 +238,31 @@ impl Stream {
     /// read went away. The waker is the one [`poll_recv`](Self::poll_recv)
     /// uses, so poll both from the same task.
     pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<StreamError> {
-        let mut inner = self.shared.lock();
-        if let Some(e) = inner.session.failure(self.id) {
-            return Poll::Ready(e);
-        }
-        if let Some(w) = inner.wakers.get_mut(&self.id) {
-            match &w.recv {
-                Some(old) if old.will_wake(cx.waker()) => {}
-                _ => w.recv = Some(cx.waker().clone()),
-            }
-        }
-        Poll::Pending
+        self.shared.lock().poll_reset(self.id, cx)
     }
 
     /// Resets the stream with `reason`: the peer's `recv` fails, queued data
     /// is dropped. Does nothing if the stream already ended both ways.
     pub fn reset(&mut self, reason: Reason) {
-        tracing::debug!(parent: &self.shared.span, stream = self.id, %reason, "stream reset");
-        let mut inner = self.shared.lock();
-        inner.session.reset(self.id, reason);
-        inner.pump_app();
+        tracing::debug!(parent: self.shared.span(), stream = self.id, %reason, "stream reset");
+        self.shared.submit(Deferred::Reset(self.id, reason));
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let mut inner = self.shared.lock();
-        inner.session.release(self.id, now());
-        inner.wakers.remove(&self.id);
-        inner.pump_app();
+        self.shared.submit(Deferred::Release(self.id));
     }
 }
 
-/// A handle whose waits may make it the socket's registered reader
-/// ([`Stream`] under its id, [`Incoming`] under [`ACCEPT_ID`]).
+/// A handle whose waits may make it the socket's registered reader.
 trait SocketWaiter {
     type Output;
     /// Polls, reading the socket inline and registering as its waiter.
     fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Self::Output>;
     fn shared(&self) -> &Shared;
-    /// The id this handle registers under in the read waker.
-    fn wait_id(&self) -> u32;
+    /// Who this handle is to the read waker.
+    fn waiter(&self) -> Waiter;
 }
 
 impl SocketWaiter for Stream {
@@ -455,8 +273,8 @@ impl SocketWaiter for Stream {
     fn shared(&self) -> &Shared {
         &self.shared
     }
-    fn wait_id(&self) -> u32 {
-        self.id
+    fn waiter(&self) -> Waiter {
+        Waiter::Stream(self.id)
     }
 }
 
@@ -468,8 +286,8 @@ impl SocketWaiter for Incoming {
     fn shared(&self) -> &Shared {
         &self.shared
     }
-    fn wait_id(&self) -> u32 {
-        ACCEPT_ID
+    fn waiter(&self) -> Waiter {
+        Waiter::Acceptor
     }
 }
 
@@ -494,9 +312,8 @@ impl<W: SocketWaiter> Future for SocketWait<'_, W> {
 impl<W: SocketWaiter> Drop for SocketWait<'_, W> {
     fn drop(&mut self) {
         if self.waiting {
-            let id = self.waiter.wait_id();
-            let inner = self.waiter.shared().lock();
-            inner.read_wake.clear_recv(id, true);
+            let who = self.waiter.waiter();
+            self.waiter.shared().abandon_socket_wait(who);
         }
     }
 }

@@ -182,9 +182,6 @@ pub struct Session {
     ping_seq: u64,
     /// A deadline may have moved since [`Session::take_timer_changed`].
     timer_changed: bool,
-    /// The stream whose reader is handling input right now (0: none): its
-    /// data needs no [`Event::Readable`], the reader looks next.
-    reader: u32,
 }
 
 /// A connection error detected while handling a frame: close with this.
@@ -246,7 +243,6 @@ impl Session {
             ping_sent: None,
             ping_seq: 0,
             timer_changed: true,
-            reader: CONNECTION_ID,
         };
         s.control.push_back(settings_frame_with_cap(
             config.connection_window - BASELINE_WINDOW,
@@ -302,13 +298,6 @@ impl Session {
             && self.events.is_empty()
             && !self.timer_changed
             && !self.is_closed()
-    }
-
-    /// Says that the reader of stream `id` is handling input now and calls
-    /// [`recv`](Self::recv) for it next, so data for it queues no
-    /// [`Event::Readable`] (0: no such reader). Failures still do.
-    pub fn set_reader(&mut self, id: u32) {
-        self.reader = id;
     }
 
     /// The next event.
@@ -1036,7 +1025,7 @@ impl Session {
                 metadata: frame.metadata,
                 end,
             });
-            if was_empty && id != self.reader {
+            if was_empty {
                 self.events.push_back(Event::Readable(id));
             }
             return Ok(());

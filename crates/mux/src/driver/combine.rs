@@ -1,0 +1,180 @@
+//! The connection's state with a combining hand-off: one owner at a time,
+//! and callers that only need something *done* never wait for it.
+//!
+//! [`Combiner::lock`] takes the state like a mutex. [`Combiner::submit`]
+//! runs an operation now if the state is free and otherwise pushes it
+//! onto a mailbox, without waiting; whoever holds the state applies the
+//! mailbox when it takes the state and again when it lets go. Wake-ups the
+//! owner collects are woken after the state is released ([`Woken`]).
+//!
+//! The hand-off that makes "somebody always applies it" true is a
+//! store-buffering pair, so both sides use a `SeqCst` fence:
+//!
+//! ```text
+//!  submitter                        owner letting go
+//!  push op; pending = true          apply mailbox; unlock
+//!  fence(SeqCst)                    fence(SeqCst)
+//!  try_lock ─► ok: apply it         pending? ─► try_lock ─► apply
+//!           └► busy: the holder         └► no: done
+//!              sees `pending`
+//! ```
+//!
+//! If the submitter's `try_lock` fails, the state was held and that
+//! holder's look at `pending` comes after the fence, so it sees the push;
+//! if the holder saw nothing, the submitter's `try_lock` comes after the
+//! unlock and succeeds. `loom_tests` checks this (and fails without either
+//! fence).
+
+use std::sync::atomic::Ordering;
+
+use super::sync::{AtomicBool, Mutex, MutexGuard, TryLockError, fence};
+use super::wake::Woken;
+
+/// State that can be owned through a [`Combiner`].
+pub(crate) trait Owned {
+    /// An operation submitted by a caller that does not wait for it.
+    type Op;
+    /// Applies submitted operations, oldest first.
+    fn apply(&mut self, ops: &mut Vec<Self::Op>);
+    /// Applies one operation submitted while the state was free.
+    fn apply_now(&mut self, op: Self::Op);
+    /// The spare buffer the mailbox swaps with (keeps both capacities:
+    /// no allocation per submitted operation once warm).
+    fn spare(&mut self) -> &mut Vec<Self::Op>;
+    /// The wake-ups collected while held, to wake after release.
+    fn take_woken(&mut self) -> Woken;
+}
+
+/// The state, its mailbox, and the flag that says the mailbox has work.
+pub(crate) struct Combiner<T: Owned> {
+    state: Mutex<T>,
+    pending: AtomicBool,
+    ops: Mutex<Vec<T::Op>>,
+}
+
+/// The state, held. Dropping it applies the mailbox, releases the state
+/// and wakes what was collected.
+pub(crate) struct Guard<'a, T: Owned> {
+    combiner: &'a Combiner<T>,
+    state: Option<MutexGuard<'a, T>>,
+}
+
+impl<T: Owned> Combiner<T> {
+    pub(crate) fn new(state: T) -> Self {
+        Combiner {
+            state: Mutex::new(state),
+            pending: AtomicBool::new(false),
+            ops: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Takes the state, waiting while another caller holds it; operations
+    /// submitted before are applied first.
+    pub(crate) fn lock(&self) -> Guard<'_, T> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.held(state)
+    }
+
+    /// Takes the state only if nobody holds it.
+    pub(crate) fn try_lock(&self) -> Option<Guard<'_, T>> {
+        match self.state.try_lock() {
+            Ok(state) => Some(self.held(state)),
+            Err(TryLockError::Poisoned(e)) => Some(self.held(e.into_inner())),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    fn held<'a>(&'a self, mut state: MutexGuard<'a, T>) -> Guard<'a, T> {
+        self.apply(&mut state);
+        Guard {
+            combiner: self,
+            state: Some(state),
+        }
+    }
+
+    /// Runs `op` now if the state is free, or leaves it for whoever holds
+    /// it. Never waits for another caller.
+    pub(crate) fn submit(&self, op: T::Op) {
+        if let Some(mut state) = self.try_lock() {
+            state.apply_now(op);
+            return;
+        }
+        self.ops.lock().unwrap_or_else(|e| e.into_inner()).push(op);
+        self.pending.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+        // Free now: apply it ourselves (`held` does). Busy: the holder
+        // sees `pending` after it lets go.
+        drop(self.try_lock());
+    }
+
+    /// Applies the mailbox, if it has anything.
+    fn apply(&self, state: &mut T) {
+        if !self.pending.load(Ordering::Acquire) {
+            return;
+        }
+        self.pending.store(false, Ordering::Relaxed);
+        let mut batch = std::mem::take(state.spare());
+        std::mem::swap(
+            &mut *self.ops.lock().unwrap_or_else(|e| e.into_inner()),
+            &mut batch,
+        );
+        state.apply(&mut batch);
+        batch.clear();
+        *state.spare() = batch;
+    }
+
+    /// Lets go: applies the mailbox, releases the state, wakes what was
+    /// collected, and takes the state back if something was submitted
+    /// after the last look.
+    fn release<'a>(&'a self, mut state: MutexGuard<'a, T>) {
+        loop {
+            self.apply(&mut state);
+            let woken = state.take_woken();
+            drop(state);
+            woken.wake_all();
+            fence(Ordering::SeqCst);
+            if !self.pending.load(Ordering::Relaxed) {
+                return;
+            }
+            state = match self.state.try_lock() {
+                Ok(state) => state,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                // The new holder applies it when it lets go.
+                Err(TryLockError::WouldBlock) => return,
+            };
+        }
+    }
+}
+
+impl<T: Owned> std::ops::Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.state.as_deref().expect("held until drop")
+    }
+}
+
+impl<T: Owned> std::ops::DerefMut for Guard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.state.as_deref_mut().expect("held until drop")
+    }
+}
+
+impl<T: Owned> Drop for Guard<'_, T> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            self.combiner.release(state);
+        }
+    }
+}
+
+impl<T: Owned> std::fmt::Debug for Combiner<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Combiner").finish_non_exhaustive()
+    }
+}
+
+impl<T: Owned> std::fmt::Debug for Guard<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Guard")
+    }
+}

@@ -1,0 +1,224 @@
+//! The tokio side of weft-mux: who owns a connection's state, and when.
+//!
+//! # Ownership
+//! A connection's state — the sans-I/O [`Session`], the socket, the
+//! record pipeline and the wakers — sits in one [`Inner`] behind one
+//! `std::sync::Mutex`. Whoever holds it is the connection's *owner* for
+//! that moment and does everyone's work: it writes every queued frame
+//! (coalesced into one write), reads and handles every frame the socket
+//! has (for all streams), and completes other callers' operations left in
+//! a mailbox ([`Combiner`]). Critical sections never await.
+//!
+//! No caller waits on another for an operation that returns nothing: a
+//! stream's drop, a reset, the acceptor's drop are *submitted* with
+//! [`Shared::submit`] when the state is busy — pushed onto the mailbox,
+//! never blocking — and the owner applies them before it lets go
+//! ([`Guard`]'s drop), or the next owner does when it takes over.
+//!
+//! Wake-ups are collected while the state is held ([`WakeList`]) and
+//! woken only after it is released, so a woken caller never starts on
+//! another core just to find the state still held.
+//!
+//! # Reads and writes
+//! Writes happen inline from whichever side has something to send: a
+//! `send` that finds the writer idle encodes and writes its own frame in
+//! the same call, so a round trip needs no wake-up of a writer task. With
+//! other streams in flight the first call to queue something wakes the
+//! connection task, which yields once so that every caller already
+//! runnable queues its frame too, then writes them in one go
+//! ([`write`](self::write)).
+//!
+//! The socket is always polled with one connection-wide [`ReadWake`]
+//! waker; when bytes arrive it wakes the task of the `recv` or `accept`
+//! currently waiting for them (which then reads the socket itself,
+//! handling frames for every stream) or, if none waits, the connection
+//! task ([`read`](self::read)). So the reply to a request wakes the
+//! requesting task directly, and some task always watches the socket.
+//!
+//! The connection task ([`task`](self::task)) fires timers, finishes
+//! writes the socket was not ready for, watches the socket when nobody
+//! else does, and shuts the transport down at the end.
+//!
+//! Handles ([`crate::handle`]) never touch `Inner`'s fields: they call
+//! the operations in [`ops`](self::ops).
+
+mod combine;
+mod events;
+mod ops;
+mod read;
+mod sync;
+mod task;
+mod wake;
+mod write;
+
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tracing::Span;
+
+use crate::idmap::IdMap;
+use crate::pipeline::{Inbound, Negotiated, Outbound};
+use crate::session::Session;
+
+use combine::Combiner;
+pub(crate) use combine::Guard;
+pub(crate) use ops::Deferred;
+use read::Reader;
+pub(crate) use task::Driver;
+pub(crate) use wake::Waiter;
+use wake::{ReadWake, WakeList};
+use write::Writer;
+
+/// Wakers of one stream's tasks.
+#[derive(Debug, Default)]
+struct StreamWakers {
+    recv: Option<Waker>,
+    send: Option<Waker>,
+}
+
+/// The transport, both directions (no split: the connection lock already
+/// serialises access, and `tokio::io::split` would add a lock per call).
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
+
+struct Io(Box<dyn Transport>);
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Io")
+    }
+}
+
+/// Everything behind the connection's lock.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    io: Io,
+    session: Session,
+    writer: Writer,
+    reader: Reader,
+    /// The waker every socket read registers (see [`ReadWake`]).
+    read_wake: Arc<ReadWake>,
+    read_waker: Waker,
+    /// The last read returned `Pending`: the socket will wake `read_wake`.
+    read_armed: bool,
+    /// Reading stopped because our control queue was full.
+    read_blocked: bool,
+    /// Frames were queued for the connection task's next write instead of
+    /// written by the application call that queued them.
+    flush_owed: bool,
+    /// The connection task holds the lock (it writes whatever is queued).
+    driver_polling: bool,
+    /// Whose task is reading the socket right now: its own events need no
+    /// wake-up (the reader looks next).
+    reading_for: Option<Waiter>,
+    wakers: IdMap<StreamWakers>,
+    accept_waker: Option<Waker>,
+    /// Tasks waiting for room under the peer's stream cap.
+    open_waiters: Vec<Waker>,
+    closed_wakers: Vec<Waker>,
+    /// Wake-ups owed, woken once the lock is released.
+    wake_list: WakeList,
+    /// The connection task is owed a wake-up (also woken after release).
+    driver_owed: bool,
+    driver_waker: Waker,
+    /// The deadline the connection task's timer is armed at.
+    armed: Option<Instant>,
+    /// The driver has finished: the transport is shut or failed.
+    done: bool,
+    /// The transport's write side was shut down (or it was dropped).
+    io_shut: bool,
+    /// The combiner's spare mailbox buffer.
+    spare_ops: Vec<Deferred>,
+}
+
+/// Shared by the driver, the `Connection` handles and every `Stream`.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    state: Combiner<Inner>,
+    /// Also in `Inner`: here so a dropped wait can hand the socket back
+    /// without taking the state.
+    read_wake: Arc<ReadWake>,
+    negotiated: Negotiated,
+    span: Span,
+}
+
+impl Shared {
+    /// Takes the connection's state, waiting if another caller holds it.
+    pub(crate) fn lock(&self) -> Guard<'_, Inner> {
+        self.state.lock()
+    }
+
+    /// Runs `op` now, or leaves it to whoever holds the state (see
+    /// [`Combiner::submit`]): for operations that return nothing.
+    pub(crate) fn submit(&self, op: Deferred) {
+        self.state.submit(op);
+    }
+
+    /// `who`'s wait for socket bytes was dropped while registered: the
+    /// connection task takes the watch back (and reads anything that woke
+    /// us meanwhile).
+    pub(crate) fn abandon_socket_wait(&self, who: Waiter) {
+        self.read_wake.clear_recv(who, true);
+    }
+
+    /// What the handshake agreed.
+    pub(crate) fn negotiated(&self) -> &Negotiated {
+        &self.negotiated
+    }
+
+    /// The connection's span.
+    pub(crate) fn span(&self) -> &Span {
+        &self.span
+    }
+}
+
+/// The current time on tokio's clock (virtual in paused tests).
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Builds the shared state for a connection whose handshake is done.
+/// `buf` holds any bytes read past the handshake.
+pub(crate) fn shared(
+    session: Session,
+    io: Box<dyn Transport>,
+    pipeline: (Inbound, Outbound),
+    buf: BytesMut,
+    negotiated: Negotiated,
+    coalesce: usize,
+    span: Span,
+) -> Arc<Shared> {
+    let read_wake = Arc::new(ReadWake::default());
+    Arc::new(Shared {
+        state: Combiner::new(Inner {
+            io: Io(io),
+            session,
+            writer: Writer::new(pipeline.1, coalesce),
+            reader: Reader::new(pipeline.0, buf),
+            read_waker: Waker::from(read_wake.clone()),
+            read_wake: read_wake.clone(),
+            read_armed: false,
+            read_blocked: false,
+            flush_owed: false,
+            driver_polling: false,
+            reading_for: None,
+            wakers: IdMap::default(),
+            accept_waker: None,
+            open_waiters: Vec::new(),
+            closed_wakers: Vec::new(),
+            wake_list: WakeList::default(),
+            driver_owed: false,
+            driver_waker: Waker::noop().clone(),
+            armed: None,
+            done: false,
+            io_shut: false,
+            spare_ops: Vec::new(),
+        }),
+        read_wake,
+        negotiated,
+        span,
+    })
+}

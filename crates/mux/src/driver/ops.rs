@@ -1,0 +1,294 @@
+//! The operations the handles perform on the connection's state: the
+//! only way `crate::handle` reaches it. [`Deferred`] ones may be left for
+//! whoever holds the state (see [`Combiner`](super::combine::Combiner)).
+
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use weft_frame::{Metadata, Reason};
+
+use super::combine::Owned;
+use super::wake::{Waiter, Woken};
+use super::{Inner, StreamWakers, now};
+use crate::error::{CloseCause, MuxError, StreamError};
+use crate::session::{Chunk, OpenError, Recv, Stats};
+
+/// An operation whose caller does not wait for it.
+#[derive(Debug)]
+pub(crate) enum Deferred {
+    /// A `Stream` handle was dropped: free its slot (resetting it with
+    /// `CANCEL` unless it ended both ways).
+    Release(u32),
+    /// `Stream::reset`.
+    Reset(u32, Reason),
+    /// The `Incoming` handle was dropped: refuse further opens.
+    StopAccepting,
+}
+
+impl Inner {
+    fn apply_op(&mut self, op: Deferred) {
+        match op {
+            Deferred::Release(id) => {
+                self.session.release(id, now());
+                self.wakers.remove(&id);
+            }
+            Deferred::Reset(id, reason) => self.session.reset(id, reason),
+            Deferred::StopAccepting => self.session.set_accepting(false),
+        }
+    }
+}
+
+impl Owned for Inner {
+    type Op = Deferred;
+
+    fn apply(&mut self, ops: &mut Vec<Deferred>) {
+        for op in ops.drain(..) {
+            self.apply_op(op);
+        }
+        self.pump_app();
+    }
+
+    fn apply_now(&mut self, op: Deferred) {
+        self.apply_op(op);
+        self.pump_app();
+    }
+
+    fn spare(&mut self) -> &mut Vec<Deferred> {
+        &mut self.spare_ops
+    }
+
+    fn take_woken(&mut self) -> Woken {
+        Inner::take_woken(self)
+    }
+}
+
+/// Registers `waker` in `slot` unless it already wakes the same task.
+fn register(slot: &mut Option<Waker>, waker: &Waker) {
+    match slot {
+        Some(old) if old.will_wake(waker) => {}
+        _ => *slot = Some(waker.clone()),
+    }
+}
+
+/// `Connection`'s operations.
+impl Inner {
+    /// Writes the first frames (our settings) once the handshake is done.
+    pub(crate) fn start(&mut self) {
+        self.pump();
+    }
+
+    /// Opens a stream (see `Connection::open`); returns its id.
+    pub(crate) fn open(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+        end: bool,
+    ) -> Result<u32, MuxError> {
+        let id = match self.session.open(metadata, payload, end, now()) {
+            Ok(id) => id,
+            Err(OpenError::GoingAway) => {
+                self.pump_app();
+                return Err(MuxError::refused("connection is going away"));
+            }
+            Err(OpenError::IdsExhausted) => {
+                self.pump_app();
+                return Err(MuxError::ids_exhausted());
+            }
+            Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
+            Err(OpenError::MetadataTooLarge) => return Err(MuxError::metadata_too_large()),
+        };
+        self.wakers.insert(id, StreamWakers::default());
+        self.pump_app();
+        Ok(id)
+    }
+
+    /// See `Connection::poll_open_ready`.
+    pub(crate) fn poll_open_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), MuxError>> {
+        if let Some(c) = self.session.close_cause() {
+            return Poll::Ready(Err(MuxError::closed(c.clone())));
+        }
+        if self.session.open_credit() > 0 {
+            return Poll::Ready(Ok(()));
+        }
+        if !self.open_waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            self.open_waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Starts a graceful shutdown (see `Connection::shutdown`).
+    pub(crate) fn shutdown(&mut self, drain: Duration) {
+        self.session.shutdown(now(), drain);
+        self.pump_app();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.session.is_closed()
+    }
+
+    pub(crate) fn close_cause(&self) -> Option<CloseCause> {
+        self.session.close_cause().cloned()
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        self.session.stats()
+    }
+
+    /// Ready once the connection is gone and its transport shut.
+    pub(crate) fn poll_closed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.done {
+            return Poll::Ready(());
+        }
+        if !self.closed_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            self.closed_wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+/// `Incoming`'s operations.
+impl Inner {
+    /// The next stream the peer opened, with its `OPEN` metadata. With
+    /// `read_inline` the caller's task reads the socket itself while it
+    /// waits (see `Incoming::accept`).
+    pub(crate) fn poll_accept(
+        &mut self,
+        cx: &mut Context<'_>,
+        read_inline: bool,
+    ) -> Poll<Option<(u32, Metadata)>> {
+        let mut tried = !read_inline;
+        if read_inline && self.read_wake_fired() {
+            // Woken by the socket: read before looking at the queue.
+            tried = true;
+            self.read_inline(Waiter::Acceptor);
+        }
+        loop {
+            let out = if let Some(id) = self.session.accept() {
+                let metadata = self.session.open_metadata(id).cloned().unwrap_or_default();
+                self.wakers.insert(id, StreamWakers::default());
+                Some((id, metadata))
+            } else if self.session.accept_finished() {
+                None
+            } else if !tried && self.read_needed() {
+                // Nothing queued and the socket may have bytes: read it
+                // ourselves, for every stream.
+                tried = true;
+                self.read_inline(Waiter::Acceptor);
+                continue;
+            } else {
+                if !read_inline {
+                    register(&mut self.accept_waker, cx.waker());
+                } else if self.wait_for_socket(Waiter::Acceptor, cx.waker(), !tried) {
+                    // The socket wakes this task when bytes arrive; a read
+                    // by anyone else that brings a stream wakes the waiter
+                    // too (`dispatch_events`).
+                    tried = true;
+                    self.read_inline(Waiter::Acceptor);
+                    continue;
+                }
+                return Poll::Pending;
+            };
+            if read_inline {
+                self.stop_waiting(Waiter::Acceptor);
+            }
+            return Poll::Ready(out);
+        }
+    }
+}
+
+/// `Stream`'s operations.
+impl Inner {
+    /// Queues data on stream `id` (see `Stream::send_with_metadata`):
+    /// `Ready` once all of it is queued, `Pending` while the send buffer
+    /// is full.
+    pub(crate) fn poll_send(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+        metadata: &mut Metadata,
+        data: &mut Bytes,
+        end: bool,
+    ) -> Poll<Result<(), StreamError>> {
+        match self.session.send_some(id, metadata, data, end) {
+            Ok(true) => {
+                self.pump_send();
+                Poll::Ready(Ok(()))
+            }
+            Ok(false) => {
+                // The send buffer is full: wait for room.
+                if let Some(w) = self.wakers.get_mut(&id) {
+                    w.send = Some(cx.waker().clone());
+                }
+                self.pump_app();
+                Poll::Pending
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    /// The next chunk of stream `id` (see `Stream::recv`). With
+    /// `read_inline` the caller's task reads the socket itself while it
+    /// waits.
+    pub(crate) fn poll_recv(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+        read_inline: bool,
+    ) -> Poll<Result<Option<Chunk>, StreamError>> {
+        let me = Waiter::Stream(id);
+        let mut tried = !read_inline;
+        if read_inline && self.read_wake_fired() {
+            // Woken by the socket: read before looking at our queue.
+            tried = true;
+            self.read_inline(me);
+        }
+        loop {
+            let out = match self.session.recv(id) {
+                Recv::Chunk(c) => Ok(Some(c)),
+                Recv::End => Ok(None),
+                Recv::Failed(e) => Err(e),
+                Recv::Pending if !tried && self.read_needed() => {
+                    // Nothing buffered and the socket may have bytes: read
+                    // it ourselves, for every stream.
+                    tried = true;
+                    self.read_inline(me);
+                    continue;
+                }
+                Recv::Pending => {
+                    if !read_inline {
+                        if let Some(w) = self.wakers.get_mut(&id) {
+                            register(&mut w.recv, cx.waker());
+                        }
+                    } else if self.wait_for_socket(me, cx.waker(), !tried) {
+                        // The socket wakes this task when bytes arrive; a
+                        // read by anyone else that brings our data wakes
+                        // the waiter too (`dispatch_events`).
+                        tried = true;
+                        self.read_inline(me);
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+            };
+            if read_inline {
+                self.stop_waiting(me);
+            }
+            if self.session.has_transmit() {
+                self.pump_app();
+            }
+            return Poll::Ready(out);
+        }
+    }
+
+    /// See `Stream::poll_reset`.
+    pub(crate) fn poll_reset(&mut self, id: u32, cx: &mut Context<'_>) -> Poll<StreamError> {
+        if let Some(e) = self.session.failure(id) {
+            return Poll::Ready(e);
+        }
+        if let Some(w) = self.wakers.get_mut(&id) {
+            register(&mut w.recv, cx.waker());
+        }
+        Poll::Pending
+    }
+}

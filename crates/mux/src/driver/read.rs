@@ -1,0 +1,238 @@
+//! The read side: whoever holds the state reads the socket and handles
+//! every frame it brings, for all streams.
+
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Waker};
+
+use bytes::BytesMut;
+use weft_frame::Reason;
+
+use super::wake::Waiter;
+use super::{Inner, now};
+use crate::error::CloseCause;
+use crate::pipeline::Inbound;
+
+/// The transport's read half, the record pipeline and the read buffer
+/// (received payloads are slices of it).
+pub(super) struct Reader {
+    inbound: Inbound,
+    buf: BytesMut,
+    /// Bytes read during the handshake, or left when our control queue
+    /// filled up, are waiting in `buf`.
+    leftover: bool,
+    eof: bool,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("buffered", &self.buf.len())
+            .field("eof", &self.eof)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    pub(super) fn new(inbound: Inbound, buf: BytesMut) -> Reader {
+        Reader {
+            inbound,
+            leftover: !buf.is_empty(),
+            buf,
+            eof: false,
+        }
+    }
+}
+
+/// Reads below this much free room trigger a reserve of `READ_CHUNK`.
+const READ_MIN: usize = 1024;
+const READ_CHUNK: usize = 16 * 1024;
+/// Read calls per poll before yielding to other tasks.
+const READS_PER_POLL: usize = 16;
+
+impl Inner {
+    /// Reads and handles frames until the socket has nothing more (it is
+    /// then armed to wake [`ReadWake`](super::wake::ReadWake)), the session
+    /// stops reading, or the per-call budget is used (then `ReadWake` is
+    /// woken to continue). Returns whether any bytes arrived.
+    pub(super) fn read_frames(&mut self) -> bool {
+        // Borrowed out for the loop instead of cloned: no reference count
+        // traffic per read.
+        let waker = std::mem::replace(&mut self.read_waker, Waker::noop().clone());
+        let (got, budget_used) = self.read_loop(&mut Context::from_waker(&waker));
+        if budget_used {
+            waker.wake_by_ref();
+        }
+        self.read_waker = waker;
+        got
+    }
+
+    /// Reads the socket from the task of `who` (a waiting `recv` or
+    /// `accept`), for every stream; `who`'s own events need no wake-up.
+    pub(super) fn read_inline(&mut self, who: Waiter) {
+        self.reading_for = Some(who);
+        if self.read_frames() {
+            self.pump_app();
+        }
+        self.reading_for = None;
+    }
+
+    /// [`read_frames`](Self::read_frames)' loop: whether bytes arrived, and
+    /// whether it stopped only because the budget was used.
+    fn read_loop(&mut self, cx: &mut Context<'_>) -> (bool, bool) {
+        let mut got = false;
+        for _ in 0..READS_PER_POLL {
+            if self.reader.eof {
+                return (got, false);
+            }
+            if !self.session.wants_read() {
+                // Resumed by `pump_app` or the driver once the queue drains.
+                self.read_blocked = true;
+                return (got, false);
+            }
+            let r = &mut self.reader;
+            let res = if std::mem::take(&mut r.leftover) {
+                Poll::Ready(Ok(usize::MAX))
+            } else {
+                let room = r.buf.capacity() - r.buf.len();
+                // Frames decoded earlier in this loop may still hold the
+                // buffer, so `reserve` would allocate a new one: first try
+                // to reuse it, then read into the tail left, and allocate
+                // only when nothing is left.
+                if room < READ_MIN && !r.buf.try_reclaim(READ_CHUNK) && room == 0 {
+                    r.buf.reserve(READ_CHUNK);
+                }
+                self.read_wake.fired.store(false, Ordering::Release);
+                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf)
+            };
+            self.read_armed = res.is_pending();
+            match res {
+                Poll::Pending => return (got, false),
+                Poll::Ready(Ok(0)) => {
+                    self.reader.eof = true;
+                    self.decode(true);
+                    return (true, false);
+                }
+                Poll::Ready(Ok(_)) => {
+                    got = true;
+                    self.decode(false);
+                }
+                Poll::Ready(Err(e)) => {
+                    tracing::debug!(error = %e, "read failed");
+                    self.reader.eof = true;
+                    self.session.handle_transport_closed(CloseCause::peer(
+                        Reason::INTERNAL_ERROR,
+                        "transport read failed",
+                    ));
+                    return (true, false);
+                }
+            }
+        }
+        (got, true)
+    }
+
+    /// Whether the socket woke since the last read was armed.
+    pub(super) fn read_wake_fired(&self) -> bool {
+        self.read_armed && self.read_wake.fired.load(Ordering::Acquire)
+    }
+
+    /// Whether the socket may have bytes nobody has read: it is not armed,
+    /// or it fired since.
+    pub(super) fn read_needed(&self) -> bool {
+        !self.read_armed || self.read_wake.fired.load(Ordering::Acquire)
+    }
+
+    fn decode(&mut self, eof: bool) {
+        let mut cached = None;
+        let mut clock = || *cached.get_or_insert_with(now);
+        loop {
+            let r = &mut self.reader;
+            if !eof && r.buf.is_empty() {
+                // Every frame so far was whole: nothing to decode (a header
+                // held by the codec needs more bytes too).
+                break;
+            }
+            let res = if eof {
+                r.inbound.decode_eof(&mut r.buf)
+            } else {
+                r.inbound.decode(&mut r.buf)
+            };
+            match res {
+                Ok(Some(frame)) => self.session.handle_frame_with(frame, &mut clock),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "bad input from peer");
+                    match e.stream_id() {
+                        Some(id) if !e.is_fatal() => self.session.reset(id, e.reason()),
+                        _ => self.session.close(e.reason(), "undecodable input"),
+                    }
+                    if e.is_fatal() {
+                        break;
+                    }
+                }
+            }
+            if self.session.is_closed() {
+                break;
+            }
+            if !self.session.wants_read() {
+                // Our control queue is full: the rest waits in the buffer.
+                self.reader.leftover = !self.reader.buf.is_empty();
+                if !eof {
+                    return;
+                }
+            }
+        }
+        if eof {
+            self.session.handle_transport_closed(CloseCause::peer(
+                Reason::NO_ERROR,
+                "transport closed by peer",
+            ));
+        }
+    }
+
+    /// `who` waits for socket bytes in the task of `waker`; returns whether
+    /// the caller must read once more first. Registered first, checked
+    /// second: a wake-up that fired before we were the waiter went to the
+    /// old waiter, which may never read (its task may be gone, or be the
+    /// one that polled a stream before it moved to ours). So if the socket
+    /// may hold unread bytes, the caller reads — or, if it already read in
+    /// this poll (`may_read` false), the connection task is woken to.
+    pub(super) fn wait_for_socket(&mut self, who: Waiter, waker: &Waker, may_read: bool) -> bool {
+        if let Some((other, w)) = self.read_wake.set_recv(who, waker) {
+            self.park_displaced(other, w);
+        }
+        if !self.read_needed() || self.read_blocked {
+            return false;
+        }
+        if may_read {
+            return true;
+        }
+        self.wake_driver();
+        false
+    }
+
+    /// `who` no longer waits for the socket (its wait returned). If the
+    /// socket may hold bytes nobody has read — it woke us, or reading
+    /// stopped at the per-poll budget — the connection task takes over,
+    /// or nobody would read them.
+    pub(super) fn stop_waiting(&mut self, who: Waiter) {
+        self.read_wake.clear_recv(who, false);
+        if self.read_needed() {
+            self.wake_driver();
+        }
+    }
+
+    /// Keeps the socket waiter that `ReadWake::set_recv` displaced as its
+    /// event waker, so events for it (its stream's data, or an incoming
+    /// stream for the acceptor) read by someone else still wake it.
+    fn park_displaced(&mut self, who: Waiter, waker: Waker) {
+        match who {
+            Waiter::Acceptor => self.accept_waker = Some(waker),
+            Waiter::Stream(id) => {
+                if let Some(slot) = self.wakers.get_mut(&id) {
+                    slot.recv = Some(waker);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Who gets woken when the socket has bytes ([`ReadWake`], [`Waiter`]),
+//! and wake-ups deferred until the connection's state is released
+//! ([`WakeList`], [`Woken`]).
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Wake, Waker};
+
+use super::sync::{AtomicBool, AtomicU32, Mutex, MutexGuard};
+
+/// A task that waits for socket bytes and reads them itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiter {
+    /// A stream's `recv`.
+    Stream(u32),
+    /// `Incoming::accept`.
+    Acceptor,
+}
+
+/// [`ReadWake::waiter_code`]'s encoding: 0 none, a stream id (below
+/// 2^31), or this for the acceptor.
+const ACCEPTOR_CODE: u32 = u32::MAX;
+
+impl Waiter {
+    fn code(self) -> u32 {
+        match self {
+            Waiter::Stream(id) => id,
+            Waiter::Acceptor => ACCEPTOR_CODE,
+        }
+    }
+}
+
+/// The one waker the socket's reads register. On wake it wakes the task
+/// of the [`Waiter`] registered for socket bytes, if any (that task reads
+/// the socket itself), otherwise the connection task. It never takes the
+/// connection's state (a wake may come from inside another connection's).
+#[derive(Debug, Default)]
+pub(crate) struct ReadWake {
+    /// The socket woke since the last read was started.
+    pub(super) fired: AtomicBool,
+    /// The registered waiter's code, readable without the lock (0: none).
+    waiter_code: AtomicU32,
+    waiters: Mutex<ReadWaiters>,
+}
+
+#[derive(Debug, Default)]
+struct ReadWaiters {
+    recv: Option<(Waiter, Waker)>,
+    driver: Option<Waker>,
+}
+
+impl ReadWake {
+    fn waiters(&self) -> MutexGuard<'_, ReadWaiters> {
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn set_driver(&self, waker: &Waker) {
+        let mut w = self.waiters();
+        if !w.driver.as_ref().is_some_and(|d| d.will_wake(waker)) {
+            w.driver = Some(waker.clone());
+        }
+    }
+
+    /// `who` waits for socket bytes in the task of `waker`. Returns the
+    /// other waiter it displaces, which the caller keeps as that waiter's
+    /// event waker (so its data, read by someone else, still wakes it).
+    pub(super) fn set_recv(&self, who: Waiter, waker: &Waker) -> Option<(Waiter, Waker)> {
+        let mut w = self.waiters();
+        let displaced = match &w.recv {
+            Some((i, old)) if *i == who && old.will_wake(waker) => None,
+            _ => w.recv.replace((who, waker.clone())),
+        };
+        self.waiter_code.store(who.code(), Ordering::Release);
+        displaced.filter(|(i, _)| *i != who)
+    }
+
+    /// Takes the waiter if it is `who` (`None`: whoever it is).
+    pub(super) fn take_recv(&self, who: Option<Waiter>) -> Option<Waker> {
+        let current = self.waiter_code.load(Ordering::Acquire);
+        if current == 0 || who.is_some_and(|w| w.code() != current) {
+            return None;
+        }
+        let mut w = self.waiters();
+        match w.recv.take() {
+            Some((i, t)) if who.is_none_or(|who| who == i) => {
+                self.waiter_code.store(0, Ordering::Release);
+                Some(t)
+            }
+            other => {
+                w.recv = other;
+                None
+            }
+        }
+    }
+
+    /// `who` no longer waits (it completed or was dropped); with `handoff`
+    /// the connection task is woken in case bytes arrived meanwhile.
+    pub(super) fn clear_recv(&self, who: Waiter, handoff: bool) {
+        if !handoff && self.waiter_code.load(Ordering::Acquire) != who.code() {
+            return; // not ours (or already taken by a wake): no lock needed
+        }
+        let mut w = self.waiters();
+        if w.recv.as_ref().is_some_and(|(i, _)| *i == who) {
+            w.recv = None;
+            self.waiter_code.store(0, Ordering::Release);
+        }
+        if handoff && let Some(d) = &w.driver {
+            d.wake_by_ref();
+        }
+    }
+
+    /// The socket has bytes: wake whoever reads them.
+    pub(super) fn fire(&self) {
+        self.fired.store(true, Ordering::Release);
+        let target = {
+            let mut w = self.waiters();
+            match w.recv.take() {
+                Some((_, t)) => {
+                    self.waiter_code.store(0, Ordering::Release);
+                    Some(t)
+                }
+                None => w.driver.clone(),
+            }
+        };
+        if let Some(t) = target {
+            t.wake();
+        }
+    }
+}
+
+impl Wake for ReadWake {
+    fn wake(self: Arc<Self>) {
+        self.fire();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.fire();
+    }
+}
+
+/// Wake-ups collected while the connection's state is held.
+#[derive(Debug, Default)]
+pub(crate) struct WakeList(Vec<Waker>);
+
+thread_local! {
+    /// A drained buffer to swap in for the one being woken, so neither
+    /// side allocates once warm.
+    static SPARE: Cell<Vec<Waker>> = const { Cell::new(Vec::new()) };
+}
+
+impl WakeList {
+    pub(crate) fn push(&mut self, waker: Waker) {
+        self.0.push(waker);
+    }
+
+    /// Takes what was collected, to wake once the state is released.
+    pub(crate) fn take(&mut self) -> Woken {
+        if self.0.is_empty() {
+            return Woken(Vec::new());
+        }
+        Woken(std::mem::replace(&mut self.0, SPARE.take()))
+    }
+}
+
+/// Wake-ups taken from a [`WakeList`]; woken by [`wake_all`](Self::wake_all).
+#[derive(Debug, Default)]
+#[must_use]
+pub(crate) struct Woken(Vec<Waker>);
+
+impl Woken {
+    pub(crate) fn wake_all(mut self) {
+        if self.0.capacity() == 0 {
+            return;
+        }
+        self.0.drain(..).for_each(Waker::wake);
+        // Keep the larger of the two buffers as the spare.
+        let other = SPARE.take();
+        SPARE.set(if other.capacity() > self.0.capacity() {
+            other
+        } else {
+            self.0
+        });
+    }
+}

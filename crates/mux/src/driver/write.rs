@@ -1,0 +1,196 @@
+//! The write side: whoever holds the state encodes every queued frame
+//! into one buffer and writes it; with other streams in flight the
+//! connection task does, after one yield, so many calls share a syscall.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BytesMut};
+use weft_frame::Reason;
+
+use super::Inner;
+use crate::error::CloseCause;
+use crate::pipeline::Outbound;
+
+/// The record pipeline and the coalescing buffer.
+pub(super) struct Writer {
+    outbound: Outbound,
+    pub(super) buf: BytesMut,
+    coalesce: usize,
+    needs_flush: bool,
+    pub(super) shut: bool,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("buffered", &self.buf.len())
+            .field("shut", &self.shut)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    pub(super) fn new(outbound: Outbound, coalesce: usize) -> Writer {
+        Writer {
+            outbound,
+            buf: BytesMut::with_capacity(8 * 1024),
+            coalesce,
+            needs_flush: false,
+            shut: false,
+        }
+    }
+
+    /// Whether nothing is buffered or owed a flush.
+    fn is_idle(&self) -> bool {
+        self.buf.is_empty() && !self.needs_flush
+    }
+}
+
+impl Inner {
+    /// Writes what the session has to send and dispatches its events. The
+    /// driver calls this; application calls use [`pump_app`](Self::pump_app).
+    pub(super) fn pump(&mut self) {
+        self.write();
+        self.dispatch_events();
+    }
+
+    /// Writes what the session has to send; a failed write closes it.
+    /// Returns whether the write went well.
+    fn write(&mut self) -> bool {
+        let Err(e) = self.write_out() else {
+            return true;
+        };
+        tracing::debug!(error = %e, "write failed");
+        self.session
+            .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
+        self.writer.buf.clear();
+        self.writer.shut = true;
+        false
+    }
+
+    /// [`pump_app`](Self::pump_app) after `Session::send_some`: the write
+    /// first, and the rest (events, timers, reading resumed) only if the
+    /// write left the session anything to report (a stream that finished
+    /// sending, a failure) or reading waits for the control queue to drain.
+    pub(super) fn pump_send(&mut self) {
+        if self.write() && !self.read_blocked && self.session.is_quiet() {
+            return;
+        }
+        self.pump_app();
+    }
+
+    /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier
+    /// or the connection closed (the driver shuts the transport down).
+    pub(super) fn pump_app(&mut self) {
+        if self.writer.is_idle() && !self.read_blocked && self.session.is_quiet() {
+            // Nothing to write, dispatch or re-arm (the common case after a
+            // read that only brought data).
+            return;
+        }
+        self.pump();
+        let earlier = self.session.take_timer_changed()
+            && self
+                .session
+                .poll_timeout()
+                .is_some_and(|t| self.armed.is_none_or(|a| t < a));
+        let resume_reading = self.read_blocked && self.session.wants_read();
+        if resume_reading {
+            self.read_blocked = false;
+        }
+        if earlier || resume_reading || self.session.is_closed() {
+            self.wake_driver();
+        }
+    }
+
+    /// Encodes queued frames into the buffer and writes it, until the
+    /// session has nothing left or the socket is not writable (the driver's
+    /// waker is registered then).
+    fn write_out(&mut self) -> io::Result<()> {
+        let w = &self.writer;
+        if w.shut {
+            return Ok(());
+        }
+        if w.is_idle() && !self.session.has_transmit() {
+            return Ok(());
+        }
+        if !self.driver_polling && self.defer_write() {
+            return Ok(());
+        }
+        let w = &mut self.writer;
+        let io = &mut self.io.0;
+        let mut cx = Context::from_waker(&self.driver_waker);
+        loop {
+            // `has_transmit` is a few field tests; a `poll_transmit` that
+            // finds nothing still moves an `Option<Frame>` around.
+            while w.buf.len() < w.coalesce && self.session.has_transmit() {
+                let Some(frame) = self.session.poll_transmit() else {
+                    break;
+                };
+                if let Err(e) = w.outbound.encode(&frame, &mut w.buf) {
+                    if e.is_record_limit() && !self.session.is_closed() {
+                        // The key's last record is kept for this GOAWAY;
+                        // the close then shuts the transport (FIN).
+                        self.session
+                            .close(Reason::INTERNAL_ERROR, "record limit reached");
+                        continue;
+                    }
+                    return Err(io::Error::other(e));
+                }
+            }
+            if w.buf.is_empty() {
+                if w.needs_flush {
+                    match Pin::new(&mut **io).poll_flush(&mut cx) {
+                        Poll::Ready(r) => {
+                            w.needs_flush = false;
+                            r?;
+                        }
+                        Poll::Pending => {}
+                    }
+                }
+                return Ok(());
+            }
+            match Pin::new(&mut **io).poll_write(&mut cx, &w.buf) {
+                Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    if n == w.buf.len() {
+                        // All written (the usual case): rewind rather than
+                        // advance, so the next encode needs no shift back.
+                        w.buf.clear();
+                    } else {
+                        w.buf.advance(n);
+                    }
+                    w.needs_flush = true;
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => return Ok(()),
+            }
+        }
+    }
+
+    /// Whether an application call should leave its frames for the
+    /// connection task rather than write them itself. Alone on the
+    /// connection, a call writes at once (lowest latency). With other
+    /// streams in flight, the first call to queue something wakes the
+    /// connection task, which yields once (so the tasks already runnable —
+    /// typically the callers one read of replies woke — queue theirs too)
+    /// and then writes everything in one go: one syscall for many calls.
+    fn defer_write(&mut self) -> bool {
+        if self.flush_owed {
+            return true;
+        }
+        if self.session.stream_count() < 2 {
+            return false;
+        }
+        self.flush_owed = true;
+        self.wake_driver();
+        true
+    }
+
+    /// Whether frames wait in the buffer or the session (the connection
+    /// task must not finish before they are written).
+    pub(super) fn write_pending(&self) -> bool {
+        !self.writer.shut && (!self.writer.buf.is_empty() || self.session.has_transmit())
+    }
+}
