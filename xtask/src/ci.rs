@@ -22,6 +22,20 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     )?;
     // The README's test command, verbatim.
     cmd::run("cargo", &["test", "--workspace"])?;
+    // Issue 13: the driver's hand-off protocols, every interleaving (loom).
+    cmd::run(
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "weft-mux",
+            "--features",
+            "loom",
+            "--lib",
+            "--",
+            "loom",
+        ],
+    )?;
     bench::run(&["--check".to_string()])?;
     coverage::run(&[])?;
     // Issue 7: every fuzz target for 30 s.

@@ -27,7 +27,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::sync::{AtomicBool, Mutex, MutexGuard, TryLockError, fence};
+use super::sync::{AtomicBool, Mutex, MutexGuard, TryLockError, fence, switch_point};
 use super::wake::Woken;
 
 /// State that can be owned through a [`Combiner`].
@@ -130,6 +130,7 @@ impl<T: Owned> Combiner<T> {
         loop {
             self.apply(&mut state);
             let woken = state.take_woken();
+            switch_point();
             drop(state);
             woken.wake_all();
             fence(Ordering::SeqCst);
@@ -176,5 +177,18 @@ impl<T: Owned> std::fmt::Debug for Combiner<T> {
 impl<T: Owned> std::fmt::Debug for Guard<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Guard")
+    }
+}
+
+#[cfg(all(test, feature = "loom"))]
+impl<T: Owned> Combiner<T> {
+    /// The state, without applying the mailbox: what the owners left.
+    pub(super) fn into_state(self) -> T {
+        self.state.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Submitted operations nobody applied.
+    pub(super) fn stranded(&self) -> usize {
+        self.ops.lock().unwrap().len()
     }
 }

@@ -44,6 +44,8 @@
 
 mod combine;
 mod events;
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests;
 mod ops;
 mod read;
 mod sync;

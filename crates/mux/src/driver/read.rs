@@ -139,7 +139,7 @@ impl Inner {
     /// Whether the socket may have bytes nobody has read: it is not armed,
     /// or it fired since.
     pub(super) fn read_needed(&self) -> bool {
-        !self.read_armed || self.read_wake.fired.load(Ordering::Acquire)
+        self.read_wake.may_have_bytes(self.read_armed)
     }
 
     fn decode(&mut self, eof: bool) {
@@ -198,10 +198,11 @@ impl Inner {
     /// may hold unread bytes, the caller reads — or, if it already read in
     /// this poll (`may_read` false), the connection task is woken to.
     pub(super) fn wait_for_socket(&mut self, who: Waiter, waker: &Waker, may_read: bool) -> bool {
-        if let Some((other, w)) = self.read_wake.set_recv(who, waker) {
+        let (displaced, may_have_bytes) = self.read_wake.register(who, waker, self.read_armed);
+        if let Some((other, w)) = displaced {
             self.park_displaced(other, w);
         }
-        if !self.read_needed() || self.read_blocked {
+        if !may_have_bytes || self.read_blocked {
             return false;
         }
         if may_read {
@@ -216,8 +217,7 @@ impl Inner {
     /// stopped at the per-poll budget — the connection task takes over,
     /// or nobody would read them.
     pub(super) fn stop_waiting(&mut self, who: Waiter) {
-        self.read_wake.clear_recv(who, false);
-        if self.read_needed() {
+        if self.read_wake.leave(who, self.read_armed) {
             self.wake_driver();
         }
     }

@@ -5,9 +5,21 @@
 #[cfg(feature = "loom")]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, fence};
 #[cfg(feature = "loom")]
-pub(crate) use loom::sync::{Mutex, MutexGuard, TryLockError};
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(feature = "loom")]
+pub(crate) use std::sync::TryLockError;
 
 #[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, fence};
 #[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::{Mutex, MutexGuard, TryLockError};
+
+/// Where another thread may run in the model: loom switches threads only
+/// at its own operations, and a mutex's unlock is not one, so the window
+/// between the owner's last look at the mailbox and its unlock would
+/// otherwise never be explored. Nothing outside the model.
+#[inline(always)]
+pub(crate) fn switch_point() {
+    #[cfg(feature = "loom")]
+    loom::thread::yield_now();
+}

@@ -65,7 +65,7 @@ impl ReadWake {
     /// `who` waits for socket bytes in the task of `waker`. Returns the
     /// other waiter it displaces, which the caller keeps as that waiter's
     /// event waker (so its data, read by someone else, still wakes it).
-    pub(super) fn set_recv(&self, who: Waiter, waker: &Waker) -> Option<(Waiter, Waker)> {
+    fn set_recv(&self, who: Waiter, waker: &Waker) -> Option<(Waiter, Waker)> {
         let mut w = self.waiters();
         let displaced = match &w.recv {
             Some((i, old)) if *i == who && old.will_wake(waker) => None,
@@ -73,6 +73,36 @@ impl ReadWake {
         };
         self.waiter_code.store(who.code(), Ordering::Release);
         displaced.filter(|(i, _)| *i != who)
+    }
+
+    /// Whether the socket may hold bytes nobody has read: the last read
+    /// did not end armed (`Pending`), or the socket fired since.
+    pub(super) fn may_have_bytes(&self, armed: bool) -> bool {
+        !armed || self.fired.load(Ordering::Acquire)
+    }
+
+    /// `who` waits for socket bytes in the task of `waker`: registered
+    /// first, checked second. A wake that fired before we were the waiter
+    /// went to the old waiter, which may never read (its task may be gone),
+    /// so the caller must read if this says the socket may hold bytes.
+    /// Also returns the waiter displaced (see [`set_recv`](Self::set_recv)).
+    pub(super) fn register(
+        &self,
+        who: Waiter,
+        waker: &Waker,
+        armed: bool,
+    ) -> (Option<(Waiter, Waker)>, bool) {
+        let displaced = self.set_recv(who, waker);
+        (displaced, self.may_have_bytes(armed))
+    }
+
+    /// `who`'s wait returned: it is no longer the waiter. Returns whether
+    /// the socket may hold bytes nobody will read — it woke us (and we
+    /// return without reading), or a read stopped at its budget — so the
+    /// caller must hand reading to the connection task.
+    pub(super) fn leave(&self, who: Waiter, armed: bool) -> bool {
+        self.clear_recv(who, false);
+        self.may_have_bytes(armed)
     }
 
     /// Takes the waiter if it is `who` (`None`: whoever it is).
