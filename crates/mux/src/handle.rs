@@ -30,14 +30,26 @@ impl Connection {
     ///
     /// Fails retry-safe ([`MuxError::is_refused`]) after a `GOAWAY` or when
     /// stream ids run out, and with [`MuxError::is_closed`] once closed.
-    pub async fn open(
+    ///
+    /// (A plain function returning the future, not an `async fn`: if the
+    /// connection's state is busy the call is polled again once it is
+    /// free, rather than waiting for it.)
+    pub fn open(
         &self,
         metadata: Metadata,
         payload: Bytes,
         end: bool,
-    ) -> Result<Stream, MuxError> {
-        let id = self.shared.lock().open(metadata.clone(), payload, end)?;
-        Ok(Stream::new(self.shared.clone(), id, metadata))
+    ) -> impl Future<Output = Result<Stream, MuxError>> + '_ {
+        let mut args = Some((metadata, payload));
+        poll_fn(move |cx| {
+            let Some(mut inner) = self.shared.lock_or_wake(cx.waker()) else {
+                return Poll::Pending;
+            };
+            let (metadata, payload) = args.take().expect("open polled after it completed");
+            let id = inner.open(metadata.clone(), payload, end);
+            drop(inner);
+            Poll::Ready(id.map(|id| Stream::new(self.shared.clone(), id, metadata)))
+        })
     }
 
     /// Polls for room to open one more stream under the cap the peer
@@ -47,7 +59,10 @@ impl Connection {
     /// nothing, so racing opens can still meet a retry-safe refusal; the
     /// rpc client's tower `poll_ready` is built on it.
     pub fn poll_open_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), MuxError>> {
-        self.shared.lock().poll_open_ready(cx)
+        match self.shared.lock_or_wake(cx.waker()) {
+            Some(mut inner) => inner.poll_open_ready(cx),
+            None => Poll::Pending,
+        }
     }
 
     /// What the handshake agreed (encryption, compression).
@@ -71,7 +86,11 @@ impl Connection {
 
     /// Resolves when the connection is gone and its transport shut.
     pub async fn closed(&self) {
-        poll_fn(|cx| self.shared.lock().poll_closed(cx)).await;
+        poll_fn(|cx| match self.shared.lock_or_wake(cx.waker()) {
+            Some(mut inner) => inner.poll_closed(cx),
+            None => Poll::Pending,
+        })
+        .await;
     }
 
     /// Flow-control and stream-table figures, for diagnostics and tests.
@@ -117,7 +136,11 @@ impl Incoming {
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Option<Stream>> {
-        let out = std::task::ready!(self.shared.lock().poll_accept(cx, read_inline));
+        let Some(mut inner) = self.shared.lock_or_wake(cx.waker()) else {
+            return Poll::Pending;
+        };
+        let out = std::task::ready!(inner.poll_accept(cx, read_inline));
+        drop(inner);
         Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)))
     }
 }
@@ -199,9 +222,10 @@ impl Stream {
         data: &mut Bytes,
         end: bool,
     ) -> Poll<Result<(), StreamError>> {
-        self.shared
-            .lock()
-            .poll_send(self.id, cx, metadata, data, end)
+        match self.shared.lock_or_wake(cx.waker()) {
+            Some(mut inner) => inner.poll_send(self.id, cx, metadata, data, end),
+            None => Poll::Pending,
+        }
     }
 
     /// The next chunk, in order. `Ok(None)` only after the peer's explicit
@@ -228,7 +252,10 @@ impl Stream {
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
-        self.shared.lock().poll_recv(self.id, cx, read_inline)
+        match self.shared.lock_or_wake(cx.waker()) {
+            Some(mut inner) => inner.poll_recv(self.id, cx, read_inline),
+            None => Poll::Pending,
+        }
     }
 
     /// Resolves once the stream fails — reset by the peer (or by us), or
@@ -238,7 +265,10 @@ impl Stream {
     /// read went away. The waker is the one [`poll_recv`](Self::poll_recv)
     /// uses, so poll both from the same task.
     pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<StreamError> {
-        self.shared.lock().poll_reset(self.id, cx)
+        match self.shared.lock_or_wake(cx.waker()) {
+            Some(mut inner) => inner.poll_reset(self.id, cx),
+            None => Poll::Pending,
+        }
     }
 
     /// Resets the stream with `reason`: the peer's `recv` fails, queued data

@@ -38,6 +38,8 @@ pub(crate) trait Owned {
     fn apply(&mut self, ops: &mut Vec<Self::Op>);
     /// Applies one operation submitted while the state was free.
     fn apply_now(&mut self, op: Self::Op);
+    /// The operation "wake this task once the state is free".
+    fn wake_op(waker: &std::task::Waker) -> Self::Op;
     /// The spare buffer the mailbox swaps with (keeps both capacities:
     /// no allocation per submitted operation once warm).
     fn spare(&mut self) -> &mut Vec<Self::Op>;
@@ -99,12 +101,29 @@ impl<T: Owned> Combiner<T> {
             state.apply_now(op);
             return;
         }
-        self.ops.lock().unwrap_or_else(|e| e.into_inner()).push(op);
-        self.pending.store(true, Ordering::Release);
-        fence(Ordering::SeqCst);
+        self.push(op);
         // Free now: apply it ourselves (`held` does). Busy: the holder
         // sees `pending` after it lets go.
         drop(self.try_lock());
+    }
+
+    /// Takes the state if it is free; if not, leaves a request to wake
+    /// `waker` once the holder lets go and returns `None`: a task never
+    /// waits for another caller, it is polled again instead.
+    pub(crate) fn lock_or_wake(&self, waker: &std::task::Waker) -> Option<Guard<'_, T>> {
+        if let Some(state) = self.try_lock() {
+            return Some(state);
+        }
+        self.push(T::wake_op(waker));
+        // Free by now: take it (applying the request wakes us once more,
+        // spuriously, which costs one poll).
+        self.try_lock()
+    }
+
+    fn push(&self, op: T::Op) {
+        self.ops.lock().unwrap_or_else(|e| e.into_inner()).push(op);
+        self.pending.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
     }
 
     /// Applies the mailbox, if it has anything.

@@ -30,6 +30,9 @@ impl Owned for Log {
     fn apply_now(&mut self, op: u32) {
         self.applied.push(op);
     }
+    fn wake_op(_: &Waker) -> u32 {
+        1000
+    }
     fn spare(&mut self) -> &mut Vec<u32> {
         &mut self.spare
     }

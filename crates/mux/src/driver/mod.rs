@@ -153,6 +153,12 @@ impl Shared {
         self.state.lock()
     }
 
+    /// Takes the state if it is free, or has the task of `waker` polled
+    /// again once it is (see [`Combiner::lock_or_wake`]).
+    pub(crate) fn lock_or_wake(&self, waker: &Waker) -> Option<Guard<'_, Inner>> {
+        self.state.lock_or_wake(waker)
+    }
+
     /// Runs `op` now, or leaves it to whoever holds the state (see
     /// [`Combiner::submit`]): for operations that return nothing.
     pub(crate) fn submit(&self, op: Deferred) {

@@ -24,6 +24,8 @@ pub(crate) enum Deferred {
     Reset(u32, Reason),
     /// The `Incoming` handle was dropped: refuse further opens.
     StopAccepting,
+    /// A task found the state held: poll it again once it is free.
+    Wake(Waker),
 }
 
 impl Inner {
@@ -35,6 +37,7 @@ impl Inner {
             }
             Deferred::Reset(id, reason) => self.session.reset(id, reason),
             Deferred::StopAccepting => self.session.set_accepting(false),
+            Deferred::Wake(waker) => self.wake_list.push(waker),
         }
     }
 }
@@ -52,6 +55,10 @@ impl Owned for Inner {
     fn apply_now(&mut self, op: Deferred) {
         self.apply_op(op);
         self.pump_app();
+    }
+
+    fn wake_op(waker: &Waker) -> Deferred {
+        Deferred::Wake(waker.clone())
     }
 
     fn spare(&mut self) -> &mut Vec<Deferred> {
