@@ -89,6 +89,30 @@ fn loom_two_submitters_and_an_owner_lose_nothing() {
     });
 }
 
+/// A poll that finds the state held leaves a wake request: the holder
+/// must apply it (the driver's `Wake` op pushes the waker for after
+/// release), or the task would never be polled again.
+#[test]
+fn loom_a_poll_that_finds_the_state_held_is_polled_again() {
+    loom::model(|| {
+        let c = Arc::new(Combiner::new(Log::default()));
+        let owner = {
+            let c = c.clone();
+            thread::spawn(move || {
+                let mut g = c.lock();
+                g.applied.push(100);
+            })
+        };
+        let got = c.lock_or_wake(Waker::noop()).is_some();
+        owner.join().unwrap();
+        let applied = finish(c);
+        assert!(
+            got || applied.contains(&1000),
+            "refused the state and never asked to be woken: {applied:?}"
+        );
+    });
+}
+
 /// Counts wake-ups (std atomics: read only after the threads are joined).
 #[derive(Default)]
 struct Count(AtomicUsize);
