@@ -98,10 +98,7 @@ fn loom_a_poll_that_finds_the_state_held_is_polled_again() {
         let c = Arc::new(Combiner::new(Log::default()));
         let owner = {
             let c = c.clone();
-            thread::spawn(move || {
-                let mut g = c.lock();
-                g.applied.push(100);
-            })
+            thread::spawn(move || c.lock().applied.push(100))
         };
         let got = c.lock_or_wake(Waker::noop()).is_some();
         owner.join().unwrap();
@@ -111,6 +108,65 @@ fn loom_a_poll_that_finds_the_state_held_is_polled_again() {
             "refused the state and never asked to be woken: {applied:?}"
         );
     });
+}
+
+/// The same with the state surely held when the poll comes (loom does
+/// not by itself explore a failing `try_lock`): the owner holds it until
+/// told the poll happened, then lets go.
+#[test]
+fn loom_a_poll_refused_while_held_is_woken_by_the_release() {
+    loom::model(|| {
+        let c = Arc::new(Combiner::new(Log::default()));
+        let got = while_held(&c, || c.lock_or_wake(Waker::noop()).is_some());
+        assert!(!got, "the state was held");
+        assert_eq!(finish(c), [100, 1000], "the wake request was not applied");
+    });
+}
+
+/// A submission while the state is surely held is applied by the owner
+/// when it lets go.
+#[test]
+fn loom_a_submission_while_held_is_applied_by_the_owner() {
+    loom::model(|| {
+        let c = Arc::new(Combiner::new(Log::default()));
+        while_held(&c, || c.submit(7));
+        assert_eq!(finish(c), [7, 100]);
+    });
+}
+
+/// Steps two threads agree on (loom has no barrier).
+type Steps = (loom::sync::Mutex<u8>, loom::sync::Condvar);
+
+fn wait_for(steps: &Steps, n: u8) {
+    let mut s = steps.0.lock().unwrap();
+    while *s < n {
+        s = steps.1.wait(s).unwrap();
+    }
+}
+
+fn tell(steps: &Steps, n: u8) {
+    *steps.0.lock().unwrap() = n;
+    steps.1.notify_all();
+}
+
+/// Runs `f` while another thread holds the state (it records 100), then
+/// lets that owner go and waits for it.
+fn while_held<R>(c: &Arc<Combiner<Log>>, f: impl FnOnce() -> R) -> R {
+    let steps = Arc::new((loom::sync::Mutex::new(0u8), loom::sync::Condvar::new()));
+    let owner = {
+        let (c, steps) = (c.clone(), steps.clone());
+        thread::spawn(move || {
+            let mut g = c.lock();
+            g.applied.push(100);
+            tell(&steps, 1);
+            wait_for(&steps, 2);
+        })
+    };
+    wait_for(&steps, 1);
+    let out = f();
+    tell(&steps, 2);
+    owner.join().unwrap();
+    out
 }
 
 /// Counts wake-ups (std atomics: read only after the threads are joined).
