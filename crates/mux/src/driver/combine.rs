@@ -86,6 +86,7 @@ impl<T: Owned> Combiner<T> {
         }
     }
 
+    #[inline]
     fn held<'a>(&'a self, mut state: MutexGuard<'a, T>) -> Guard<'a, T> {
         self.apply(&mut state);
         Guard {
@@ -126,11 +127,18 @@ impl<T: Owned> Combiner<T> {
         fence(Ordering::SeqCst);
     }
 
-    /// Applies the mailbox, if it has anything.
+    /// Applies the mailbox, if it has anything (one load when it has not:
+    /// this runs at every acquisition and release).
+    #[inline]
     fn apply(&self, state: &mut T) {
-        if !self.pending.load(Ordering::Acquire) {
-            return;
+        if self.pending.load(Ordering::Acquire) {
+            self.apply_pending(state);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn apply_pending(&self, state: &mut T) {
         self.pending.store(false, Ordering::Relaxed);
         let mut batch = std::mem::take(state.spare());
         std::mem::swap(
@@ -151,7 +159,9 @@ impl<T: Owned> Combiner<T> {
             let woken = state.take_woken();
             switch_point();
             drop(state);
-            woken.wake_all();
+            if !woken.is_empty() {
+                woken.wake_all();
+            }
             fence(Ordering::SeqCst);
             if !self.pending.load(Ordering::Relaxed) {
                 return;

@@ -81,6 +81,7 @@ impl Inner {
     }
 
     /// The wake-ups owed, to wake after the state is released.
+    #[inline]
     pub(super) fn take_woken(&mut self) -> Woken {
         if std::mem::take(&mut self.driver_owed) {
             self.wake_list.push(self.driver_waker.clone());

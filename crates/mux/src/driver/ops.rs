@@ -65,6 +65,7 @@ impl Owned for Inner {
         &mut self.spare_ops
     }
 
+    #[inline]
     fn take_woken(&mut self) -> Woken {
         Inner::take_woken(self)
     }

@@ -145,6 +145,11 @@ impl Inner {
     fn decode(&mut self, eof: bool) {
         let mut cached = None;
         let mut clock = || *cached.get_or_insert_with(now);
+        // The stream whose task reads now needs no event for its own data.
+        let reader = match self.reading_for {
+            Some(Waiter::Stream(id)) => id,
+            _ => 0,
+        };
         loop {
             let r = &mut self.reader;
             if !eof && r.buf.is_empty() {
@@ -158,7 +163,7 @@ impl Inner {
                 r.inbound.decode(&mut r.buf)
             };
             match res {
-                Ok(Some(frame)) => self.session.handle_frame_with(frame, &mut clock),
+                Ok(Some(frame)) => self.session.handle_frame_with(frame, &mut clock, reader),
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "bad input from peer");

@@ -185,10 +185,16 @@ impl WakeList {
     }
 
     /// Takes what was collected, to wake once the state is released.
+    #[inline]
     pub(crate) fn take(&mut self) -> Woken {
         if self.0.is_empty() {
             return Woken(Vec::new());
         }
+        self.take_some()
+    }
+
+    #[inline(never)]
+    fn take_some(&mut self) -> Woken {
         Woken(std::mem::replace(&mut self.0, SPARE.take()))
     }
 }
@@ -199,10 +205,13 @@ impl WakeList {
 pub(crate) struct Woken(Vec<Waker>);
 
 impl Woken {
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    #[inline(never)]
     pub(crate) fn wake_all(mut self) {
-        if self.0.capacity() == 0 {
-            return;
-        }
         self.0.drain(..).for_each(Waker::wake);
         // Keep the larger of the two buffers as the spare.
         let other = SPARE.take();

@@ -820,14 +820,23 @@ impl Session {
     /// stream error resets that stream, a connection error queues `GOAWAY`
     /// and closes the session.
     pub fn handle_frame(&mut self, frame: Frame, now: Instant) {
-        self.handle_frame_with(frame, &mut || now);
+        self.handle_frame_with(frame, &mut || now, CONNECTION_ID);
     }
 
     /// [`handle_frame`](Self::handle_frame) with a clock read only when a
     /// rule needs the time (keepalive on, a budget spent, the idle clock
     /// starting), which on the hot path is never.
     #[inline]
-    pub fn handle_frame_with(&mut self, frame: Frame, clock: &mut dyn FnMut() -> Instant) {
+    ///
+    /// `reader` is the stream whose task is handling this input right now
+    /// (`CONNECTION_ID`, 0: none): its data raises no [`Event::Readable`],
+    /// since that reader looks at its queue next. Failures still do.
+    pub fn handle_frame_with(
+        &mut self,
+        frame: Frame,
+        clock: &mut dyn FnMut() -> Instant,
+        reader: u32,
+    ) {
         if self.is_closed() {
             return;
         }
@@ -839,7 +848,7 @@ impl Session {
             self.clock = t;
         }
         let was_idle = self.idle_since.is_some();
-        if let Err(cause) = self.dispatch(frame, &mut now) {
+        if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
         }
@@ -851,7 +860,12 @@ impl Session {
     }
 
     #[inline]
-    fn dispatch(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
+    fn dispatch(
+        &mut self,
+        frame: Frame,
+        now: &mut dyn FnMut() -> Instant,
+        reader: u32,
+    ) -> Result<(), Fatal> {
         let scope = match frame.ty.scope() {
             Some(s) => s,
             None => {
@@ -873,7 +887,7 @@ impl Session {
             return self.on_settings(&frame);
         }
         match frame.ty {
-            FrameType::DATA | FrameType::OPEN => self.on_data(frame, now),
+            FrameType::DATA | FrameType::OPEN => self.on_data(frame, now, reader),
             FrameType::RESET => self.on_reset(&frame, now),
             FrameType::WINDOW_UPDATE => self.on_window_update(&frame, now),
             FrameType::PING => self.on_ping(&frame, now),
@@ -973,7 +987,12 @@ impl Session {
     }
 
     #[inline]
-    fn on_data(&mut self, frame: Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
+    fn on_data(
+        &mut self,
+        frame: Frame,
+        now: &mut dyn FnMut() -> Instant,
+        reader: u32,
+    ) -> Result<(), Fatal> {
         let id = frame.stream_id;
         let open = frame.ty == FrameType::OPEN;
         let len = if open {
@@ -1025,7 +1044,7 @@ impl Session {
                 metadata: frame.metadata,
                 end,
             });
-            if was_empty {
+            if was_empty && id != reader {
                 self.events.push_back(Event::Readable(id));
             }
             return Ok(());
