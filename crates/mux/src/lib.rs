@@ -9,16 +9,21 @@
 //!   and an explicit `now`, and returns frames to send, the next deadline
 //!   and events. It is deterministic and tested in memory with a virtual
 //!   clock.
-//! - A thin tokio driver, [`connect`], generic over
-//!   `AsyncRead + AsyncWrite + Unpin + Send`: it runs the handshake under its
-//!   deadline, then one task per connection reads and decodes frames, fires
-//!   timers and finishes writes. Application calls write their own frames
-//!   inline when the socket is writable, so a round trip needs no extra
-//!   task wake-up on the send side.
+//! - A tokio driver, [`connect`], generic over
+//!   `AsyncRead + AsyncWrite + Unpin + Send`: it runs the handshake under
+//!   its deadline, then one owner at a time holds the connection's state
+//!   and does everyone's work — writes every queued frame, reads every
+//!   frame the socket has — while no caller ever waits for another: a
+//!   drop or reset is left for the owner, a poll that finds the state held
+//!   is polled again once it is free, and wake-ups happen after the state
+//!   is released. A caller alone on the connection writes and reads
+//!   inline, so a round trip needs no extra task wake-up; one task per
+//!   connection fires timers, finishes writes and watches the socket when
+//!   nobody else does.
 //!
 //! ```text
-//!  Stream::send ─► Session (queues, windows) ─► Outbound ─► write (inline, coalesced)
-//!  Stream::recv ◄─ Session (per-stream queue) ◄─ Inbound ◄─ driver task read
+//!  Stream::send ─► Session (queues, windows) ─► Outbound ─► write (inline, or batched by the owner)
+//!  Stream::recv ◄─ Session (per-stream queue) ◄─ Inbound ◄─ read by whoever waits (else the connection task)
 //! ```
 //!
 //! ## Guarantees
