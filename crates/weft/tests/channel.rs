@@ -136,6 +136,17 @@ async fn fail_fast_fails_retry_safe_but_never_on_the_first_poll() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_local_failure_is_not_ready_on_the_first_poll() {
+    let channel = Channel::builder().endpoint(memory_endpoint(Config::new(), Arc::default()));
+    channel.unary("echo", Bytes::new()).await.unwrap();
+    // Connected; a malformed method name fails before anything is sent.
+    let call = channel.unary("no spaces/", Bytes::new());
+    let mut call = std::pin::pin!(call);
+    assert!(first_poll(call.as_mut()).is_pending());
+    assert_eq!(call.await.unwrap_err().code(), Code::INVALID_ARGUMENT);
+}
+
+#[tokio::test(start_paused = true)]
 async fn connections_are_replaced_after_their_call_limit_without_failing_calls() {
     let connects = Arc::new(AtomicUsize::new(0));
     let channel = Channel::builder()

@@ -145,9 +145,9 @@ where
         Poll::Ready(Some(Ok(match change {
             Change::Remove(k) => Change::Remove(k),
             Change::Insert(k, endpoint) => {
-                let pool = Pool::new(endpoint, self.settings.clone());
+                let pool = Pool::new(endpoint, self.settings.clone(), true);
                 if let Some(every) = self.settings.health_interval {
-                    tokio::spawn(health_checks(Arc::downgrade(&pool.shared()), every));
+                    tokio::spawn(health_checks(Arc::downgrade(pool.shared()), every));
                 }
                 Change::Insert(
                     k,

@@ -160,7 +160,7 @@ impl ChannelBuilder {
     /// A channel to one endpoint. Nothing connects until the first call.
     pub fn endpoint(self, endpoint: Endpoint) -> Channel {
         let settings = Arc::new(self.settings);
-        let pool = Pool::new(endpoint, settings.clone());
+        let pool = Pool::new(endpoint, settings.clone(), false);
         Channel::with_route(Route::One(pool), settings)
     }
 
@@ -356,12 +356,15 @@ impl Channel {
                     lease.retire();
                 }
                 drop(lease);
-                if !self.may_retry(method, &status) || !self.shared.budget.withdraw() {
+                let retry = self.may_retry(method, &status) && self.shared.budget.withdraw();
+                // Neither a failure nor a retry completes on the poll that
+                // failed (a local failure needs no I/O): a caller's retry
+                // loop yields to the runtime instead of spinning.
+                tokio::task::yield_now().await;
+                if !retry {
                     return Err(status);
                 }
                 tracing::debug!(method, %status, "retrying");
-                // A retry never completes on the poll that failed.
-                tokio::task::yield_now().await;
             }
         };
         self.bounded(deadline, work).await

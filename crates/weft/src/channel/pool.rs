@@ -48,6 +48,9 @@ pub(crate) struct Inner {
     /// Woken whenever a slot changes state.
     changed: Notify,
     in_flight: AtomicUsize,
+    /// Whether `in_flight` is kept (only a balancer reads it; one shared
+    /// counter touched by every call costs cross-core traffic).
+    count_load: bool,
     /// What the endpoint's health service last said (true until asked).
     serving: AtomicBool,
     generation: AtomicU64,
@@ -74,7 +77,9 @@ pub(crate) struct Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.pool.inner.count_load {
+            self.pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -95,7 +100,8 @@ struct Kicked {
 }
 
 impl Pool {
-    pub(crate) fn new(endpoint: Endpoint, settings: Arc<Settings>) -> Pool {
+    /// A pool; `count_load` keeps its calls-in-flight count (for a balancer).
+    pub(crate) fn new(endpoint: Endpoint, settings: Arc<Settings>, count_load: bool) -> Pool {
         let slots = (0..settings.connections.max(1))
             .map(|_| Mutex::new(Slot::Idle { failures: 0 }))
             .collect();
@@ -106,6 +112,7 @@ impl Pool {
                 slots,
                 changed: Notify::new(),
                 in_flight: AtomicUsize::new(0),
+                count_load,
                 serving: AtomicBool::new(true),
                 generation: AtomicU64::new(0),
                 last_error: Mutex::new(None),
@@ -181,7 +188,9 @@ impl Pool {
             if i != 0 || spent {
                 self.kick();
             }
-            self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+            if self.inner.count_load {
+                self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+            }
             return Some(Lease {
                 client,
                 slot: idx,
