@@ -456,3 +456,35 @@ impl Channel {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_is_clone_send_and_sync_and_its_calls_are_send() {
+        fn shareable<T: Clone + Send + Sync + 'static>() {}
+        fn send<T: Send>(_: &T) {}
+        shareable::<Channel>();
+        let ch = Channel::new("127.0.0.1:1", &crate::Config::new()).unwrap();
+        send(&ch.unary("m", Bytes::new()));
+        send(&ch.server_streaming("m", Bytes::new(), &CallOptions::new()));
+        send(&ch.bidi("m", &CallOptions::new()));
+        assert!(Channel::new("nohost", &crate::Config::new()).is_err());
+    }
+
+    #[test]
+    fn only_retry_safe_failures_or_idempotent_unavailable_are_retried() {
+        let ch = Channel::builder()
+            .idempotent("Get")
+            .connect_lazy("127.0.0.1:1", &crate::Config::new())
+            .unwrap();
+        let lost = Status::unavailable("connection lost");
+        let refused = Status::unavailable("refused").retry_safe();
+        assert!(ch.may_retry("put", &refused));
+        assert!(!ch.may_retry("put", &lost));
+        assert!(ch.may_retry("get", &lost), "idempotent, canonical name");
+        assert!(!ch.may_retry("get", &Status::internal("bug")));
+        assert!(!ch.may_retry("get", &Status::deadline_exceeded("late")));
+    }
+}
