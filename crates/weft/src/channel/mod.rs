@@ -81,10 +81,11 @@ pub struct ChannelBuilder {
 }
 
 impl ChannelBuilder {
-    /// Connections per endpoint. Default 1. Calls from one thread (one
-    /// tokio worker) prefer one connection, so callers on different
-    /// workers use different connections; a connection that is down is
-    /// skipped for a live one.
+    /// Connections per endpoint. Default 1 (two measured slower than one
+    /// for 64 callers on two tokio workers: docs/BENCHMARKS.md). Calls
+    /// from one thread (one tokio worker) prefer one connection, so
+    /// callers on different workers use different connections; a
+    /// connection that is down is skipped for a live one.
     #[must_use]
     pub fn connections(mut self, n: usize) -> ChannelBuilder {
         self.settings.connections = n.max(1);

@@ -391,3 +391,51 @@ impl Drop for Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Router};
+
+    fn pool(n: usize) -> Pool {
+        let endpoint = Endpoint::from_fn("memory", || async {
+            crate::memory(Router::new(), &Config::new()).await
+        });
+        let settings = Settings {
+            connections: n,
+            ..Settings::default()
+        };
+        Pool::new(endpoint, Arc::new(settings), true)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_hint_keeps_its_connection_and_a_dead_one_is_skipped() {
+        let p = pool(2);
+        // The first lease connects every slot.
+        let first = p.lease(0, false).await.unwrap();
+        assert_eq!(first.slot, 0);
+        while !matches!(*lock(&p.inner.slots[1]), Slot::Ready { .. }) {
+            tokio::task::yield_now().await;
+        }
+        let (a, b) = (p.try_lease(0).unwrap(), p.try_lease(1).unwrap());
+        assert_eq!((a.slot, b.slot), (0, 1));
+        assert_ne!(a.generation, b.generation, "two connections");
+        assert_eq!(p.try_lease(2).unwrap().slot, 0, "hint modulo n");
+        assert_eq!(p.in_flight(), 3);
+        drop((first, b));
+        assert_eq!(p.in_flight(), 1);
+        // Slot 0 retired: hint 0 falls over to slot 1 and slot 0 reconnects.
+        a.retire();
+        assert_eq!(p.try_lease(0).unwrap().slot, 1);
+        let again = p.lease(0, false).await.unwrap();
+        let fresh = loop {
+            let l = p.try_lease(0).unwrap();
+            if l.slot == 0 {
+                break l;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_ne!(fresh.generation, a.generation, "a new connection");
+        drop(again);
+    }
+}
