@@ -187,6 +187,29 @@ async fn non_retry_safe_failures_are_not_retried_unless_idempotent() {
     assert_eq!(calls.load(Ordering::SeqCst), 2, "retried once");
 }
 
+#[tokio::test]
+async fn retry_safe_refusals_are_retried_until_the_budget_is_spent() {
+    // A server that refuses every stream (its cap is 0): each attempt is
+    // refused retry-safe, retires its connection and is retried on a new
+    // one, until the budget's reserve of 3 retries is spent.
+    let connects = Arc::new(AtomicUsize::new(0));
+    let refusing = Config::new().max_concurrent_streams(0);
+    let channel = Channel::builder()
+        .retry_budget(Duration::from_secs(1), 3, 0.0)
+        .endpoint(memory_endpoint(refusing, connects.clone()));
+    let e = channel.unary("echo", Bytes::new()).await.unwrap_err();
+    assert_eq!(e.code(), Code::UNAVAILABLE);
+    assert!(e.is_retry_safe(), "{e}");
+    tokio::task::yield_now().await;
+    // Four attempts (one and 3 retries), each on a new connection, and the
+    // replacement of the last refusing one.
+    assert_eq!(connects.load(Ordering::SeqCst), 5);
+    // The budget is spent: the next call is not retried at all.
+    channel.unary("echo", Bytes::new()).await.unwrap_err();
+    tokio::task::yield_now().await;
+    assert_eq!(connects.load(Ordering::SeqCst), 6);
+}
+
 /// Runs `callers` tasks making calls until `total` succeeded or failed;
 /// returns the failures.
 async fn load(channel: &Channel, callers: usize, total: usize) -> Vec<weft::Status> {

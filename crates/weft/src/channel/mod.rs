@@ -133,9 +133,17 @@ impl ChannelBuilder {
 
     /// The retry budget (tower's `TpsBudget`): retries may add `ratio` of
     /// the calls of the last `ttl`, plus `min_per_sec` retries a second.
-    /// Default 10 s, 10 a second, 0.2.
+    /// Default 10 s, 10 a second, 0.2. Clamped to what tower accepts:
+    /// `ttl` 1–60 s, `ratio` 0–1000, `min_per_sec` below 2^31.
     #[must_use]
     pub fn retry_budget(mut self, ttl: Duration, min_per_sec: u32, ratio: f32) -> ChannelBuilder {
+        let ttl = ttl.clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let ratio = if ratio.is_finite() {
+            ratio.clamp(0.0, 1000.0)
+        } else {
+            0.0
+        };
+        let min_per_sec = min_per_sec.min(i32::MAX as u32 - 1);
         self.settings.budget = (ttl, min_per_sec, ratio);
         self
     }
@@ -487,5 +495,17 @@ mod tests {
         assert!(ch.may_retry("get", &lost), "idempotent, canonical name");
         assert!(!ch.may_retry("get", &Status::internal("bug")));
         assert!(!ch.may_retry("get", &Status::deadline_exceeded("late")));
+    }
+
+    #[test]
+    fn a_nonsense_budget_is_clamped_not_a_panic() {
+        let b = Channel::builder()
+            .retry_budget(Duration::ZERO, u32::MAX, f32::NAN)
+            .retry_budget(Duration::from_secs(3600), 1, -1.0);
+        assert_eq!(b.settings.budget, (Duration::from_secs(60), 1, 0.0));
+        let _ = Channel::builder()
+            .retry_budget(Duration::ZERO, u32::MAX, f32::INFINITY)
+            .connect_lazy("127.0.0.1:1", &crate::Config::new())
+            .unwrap();
     }
 }
