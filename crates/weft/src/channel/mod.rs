@@ -10,7 +10,8 @@
 //! # async fn run() -> Result<(), weft::Error> {
 //! use weft::{Bytes, Channel, Config};
 //!
-//! let channel = Channel::builder().connections(2).connect_lazy("127.0.0.1:7878", &Config::new())?;
+//! // Lazy: nothing connects until the first call.
+//! let channel = Channel::new("127.0.0.1:7878", &Config::new())?;
 //! let reply = channel.unary("echo", Bytes::from_static(b"hi")).await;
 //! # let _ = reply; Ok(()) }
 //! ```
