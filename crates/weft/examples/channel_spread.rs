@@ -3,7 +3,7 @@
 //! in-process loopback server. Prints calls/s of each.
 //!
 //! ```text
-//! cargo run --release -p weft --example channel_spread [CALLS_PER_CALLER] [--encrypt]
+//! cargo run --release -p weft --example channel_spread [CALLS_PER_CALLER] [--encrypt] [--workers N]
 //! ```
 
 use std::time::{Duration, Instant};
@@ -47,6 +47,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let per_caller: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(2000);
     let encrypt = args.iter().any(|a| a == "--encrypt");
+    let workers: usize = args
+        .iter()
+        .position(|a| a == "--workers")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let config = if encrypt {
         Config::new().encryption(EncryptionPolicy::Required)
     } else {
@@ -55,6 +60,7 @@ fn main() {
             .compression(false)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("runtime");
@@ -92,7 +98,7 @@ fn main() {
         for (name, t) in &targets {
             let d = time(t, per_caller).await;
             let rate = total / d.as_secs_f64();
-            println!("{name:>15}: {rate:>10.0} calls/s ({CALLERS} callers x {per_caller})");
+            println!("{name:>15}: {rate:>10.0} calls/s ({CALLERS} callers x {per_caller}, {workers} workers)");
             rates.push(rate);
         }
         println!(
