@@ -2,6 +2,7 @@
 //! Any `Stream` of [`Change`]s is a source too.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -69,14 +70,28 @@ pub(crate) fn dns(host_port: &str, config: &Config, every: Duration) -> Result<F
     let Address::Tcp(target) = host_port.parse::<Address>()? else {
         return Err(Error::Address(host_port.to_owned()));
     };
+    Ok(resolving(config.clone(), every, move || {
+        let target = target.clone();
+        async move {
+            let addrs = tokio::net::lookup_host(&target).await?;
+            Ok(addrs.map(|a| a.to_string()).collect())
+        }
+    }))
+}
+
+/// Calls `resolve` now and every `every`, announcing the difference to
+/// the last answer, until the receiving side is dropped.
+fn resolving<F, Fut>(config: Config, every: Duration, resolve: F) -> Fed<String>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future<Output = std::io::Result<BTreeSet<String>>> + Send,
+{
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let config = config.clone();
     tokio::spawn(async move {
         let mut known = BTreeSet::new();
         loop {
-            match tokio::net::lookup_host(&target).await {
-                Ok(addrs) => {
-                    let now: BTreeSet<String> = addrs.map(|a| a.to_string()).collect();
+            match resolve().await {
+                Ok(now) => {
                     for change in diff(&known, &now, &config) {
                         if tx.send(change).await.is_err() {
                             return; // the channel is gone
@@ -84,7 +99,7 @@ pub(crate) fn dns(host_port: &str, config: &Config, every: Duration) -> Result<F
                     }
                     known = now;
                 }
-                Err(e) => tracing::debug!(%target, error = %e, "DNS lookup failed"),
+                Err(e) => tracing::debug!(error = %e, "DNS lookup failed"),
             }
             tokio::select! {
                 () = tokio::time::sleep(every) => {}
@@ -92,7 +107,7 @@ pub(crate) fn dns(host_port: &str, config: &Config, every: Duration) -> Result<F
             }
         }
     });
-    Ok(Fed { rx })
+    Fed { rx }
 }
 
 #[cfg(test)]
@@ -130,5 +145,41 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(dns("unix:/x", &Config::new(), Duration::from_secs(1)).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn re_resolution_adds_and_removes_as_the_answer_changes() {
+        use std::sync::{Arc, Mutex};
+        let answers = Arc::new(Mutex::new(VecDeque::from([
+            Ok(set(&["10.0.0.1:1"])),
+            Ok(set(&["10.0.0.1:1", "10.0.0.2:1"])),
+            Err(std::io::Error::other("lookup failed")),
+            Ok(set(&["10.0.0.2:1"])),
+        ])));
+        let a2 = answers.clone();
+        let mut fed = resolving(Config::new(), Duration::from_secs(30), move || {
+            let next = a2.lock().unwrap().pop_front();
+            async move { next.unwrap_or_else(|| Ok(set(&["10.0.0.2:1"]))) }
+        });
+        let mut seen = Vec::new();
+        let start = tokio::time::Instant::now();
+        while seen.len() < 3 {
+            let c =
+                std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut fed), cx))
+                    .await
+                    .unwrap();
+            let at = (tokio::time::Instant::now() - start).as_secs();
+            seen.push(match c {
+                Change::Insert(k, _) => format!("{at}s +{k}"),
+                Change::Remove(k) => format!("{at}s -{k}"),
+            });
+        }
+        // The failed lookup at 60 s kept the set; the next one removed .1.
+        assert_eq!(
+            seen,
+            ["0s +10.0.0.1:1", "30s +10.0.0.2:1", "90s -10.0.0.1:1"]
+        );
+        drop(fed);
+        assert!(answers.lock().unwrap().is_empty());
     }
 }
