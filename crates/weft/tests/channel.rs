@@ -187,27 +187,50 @@ async fn non_retry_safe_failures_are_not_retried_unless_idempotent() {
     assert_eq!(calls.load(Ordering::SeqCst), 2, "retried once");
 }
 
-#[tokio::test]
-async fn retry_safe_refusals_are_retried_until_the_budget_is_spent() {
-    // A server that refuses every stream (its cap is 0): each attempt is
-    // refused retry-safe, retires its connection and is retried on a new
-    // one, until the budget's reserve of 3 retries is spent.
-    let connects = Arc::new(AtomicUsize::new(0));
-    let refusing = Config::new().max_concurrent_streams(0);
+#[tokio::test(start_paused = true)]
+async fn retries_stop_when_the_budget_is_spent() {
+    // An idempotent method whose handler always fails `UNAVAILABLE`: each
+    // failure is retried until the budget's reserve of 3 retries is spent.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c2 = calls.clone();
+    let router = Router::new().unary("down", move |_ctx, _req: Bytes| {
+        c2.fetch_add(1, Ordering::SeqCst);
+        async { Err::<Bytes, _>(weft::Status::unavailable("down")) }
+    });
     let channel = Channel::builder()
         .retry_budget(Duration::from_secs(1), 3, 0.0)
-        .endpoint(memory_endpoint(refusing, connects.clone()));
-    let e = channel.unary("echo", Bytes::new()).await.unwrap_err();
+        .idempotent("down")
+        .endpoint(Endpoint::from_fn("m", move || {
+            let r = router.clone();
+            async move { weft::memory(r, &Config::new()).await }
+        }));
+    let e = channel.unary("down", Bytes::new()).await.unwrap_err();
     assert_eq!(e.code(), Code::UNAVAILABLE);
-    assert!(e.is_retry_safe(), "{e}");
-    tokio::task::yield_now().await;
-    // Four attempts (one and 3 retries), each on a new connection, and the
-    // replacement of the last refusing one.
-    assert_eq!(connects.load(Ordering::SeqCst), 5);
-    // The budget is spent: the next call is not retried at all.
-    channel.unary("echo", Bytes::new()).await.unwrap_err();
-    tokio::task::yield_now().await;
-    assert_eq!(connects.load(Ordering::SeqCst), 6);
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "one call and 3 retries");
+    // Spent: the next call is sent once.
+    channel.unary("down", Bytes::new()).await.unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test]
+async fn over_the_servers_stream_cap_calls_wait_on_the_same_connection() {
+    // The server takes one stream at a time; eight concurrent calls are
+    // refused past it (retry-safe) and retried as room frees, all on the
+    // one connection: a refusal over the cap does not replace it.
+    let connects = Arc::new(AtomicUsize::new(0));
+    let one_at_a_time = Config::new().max_concurrent_streams(1);
+    let channel = Channel::builder().endpoint(memory_endpoint(one_at_a_time, connects.clone()));
+    let calls = (0..8).map(|i| {
+        let ch = channel.clone();
+        tokio::spawn(async move {
+            let b = Bytes::from(format!("{i}"));
+            assert_eq!(ch.unary("slow", b.clone()).await.unwrap(), b);
+        })
+    });
+    for c in calls.collect::<Vec<_>>() {
+        c.await.unwrap();
+    }
+    assert_eq!(connects.load(Ordering::SeqCst), 1);
 }
 
 /// Runs `callers` tasks making calls until `total` succeeded or failed;

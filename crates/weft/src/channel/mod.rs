@@ -363,7 +363,16 @@ impl Channel {
                     Err(s) => s,
                 };
                 if status.is_retry_safe() {
-                    lease.retire();
+                    if over_stream_cap(&status) {
+                        // The connection is fine; the server's stream cap
+                        // was reached. Wait for room on it (as h2 queues at
+                        // its peer's max concurrent streams) instead of
+                        // replacing it.
+                        let conn = lease.client.connection();
+                        let _ = std::future::poll_fn(|cx| conn.poll_open_ready(cx)).await;
+                    } else {
+                        lease.retire();
+                    }
                 }
                 drop(lease);
                 let retry = self.may_retry(method, &status) && self.shared.budget.withdraw();
@@ -459,6 +468,18 @@ impl Channel {
         )
         .await
     }
+}
+
+/// Whether a retry-safe failure is the refusal of one stream (a
+/// `REFUSED_STREAM` reset, as over the server's concurrent-stream cap, or
+/// a stream above a `GOAWAY`'s last id), as opposed to an `open` refused
+/// because the connection is going away, out of ids or closed. weft-mux
+/// tells them apart only in the text (`StreamError` against `MuxError`).
+/// After a stream refusal the call waits for room on the same connection;
+/// if that connection is going away, the retry's `open` is refused at
+/// once, and that retires it.
+fn over_stream_cap(status: &Status) -> bool {
+    status.message() == "stream refused (safe to retry)"
 }
 
 /// Locks a mutex, ignoring poisoning (the data stays consistent: every
