@@ -75,8 +75,10 @@ async fn call(a: CallArgs) -> Result<(), String> {
         return health(addr, &a.service, &config, a.timeout).await;
     }
     let method = a.method.as_deref().unwrap_or_default();
-    let client = weft::connect(&a.addr, &config)
-        .await
+    // Interactive: an unreachable server is an error now, not a wait.
+    let client = weft::Channel::builder()
+        .fail_fast(true)
+        .connect_lazy(&a.addr, &config)
         .map_err(|e| e.to_string())?;
     let opts = CallOptions::new().timeout(a.timeout);
     let body = Bytes::from(a.body.into_bytes());
