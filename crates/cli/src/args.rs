@@ -101,6 +101,10 @@ pub(crate) struct ServeArgs {
     /// Address to listen on (TCP `host:port`, or `unix:/path`).
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub(crate) addr: String,
+    /// On shutdown, report `NOT_SERVING` on `weft.health/check` for this
+    /// long before sending `GOAWAY` (lets balancers move calls away).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub(crate) health_grace: Duration,
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,
@@ -110,7 +114,8 @@ pub(crate) struct ServeArgs {
 #[derive(Debug, Args)]
 pub(crate) struct CallArgs {
     /// The method, e.g. `echo`, `add`, `count`.
-    pub(crate) method: String,
+    #[arg(required_unless_present = "health")]
+    pub(crate) method: Option<String>,
     /// The request body (JSON text for the demo's JSON methods).
     #[arg(default_value = "")]
     pub(crate) body: String,
@@ -123,6 +128,14 @@ pub(crate) struct CallArgs {
     /// The method streams its response: print each message.
     #[arg(long)]
     pub(crate) stream: bool,
+    /// Ask the server at ADDR for its health (`weft.health/check`) and
+    /// print `SERVING` or `NOT_SERVING` (then exit with failure) instead
+    /// of calling a method.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["method", "stream"])]
+    pub(crate) health: Option<String>,
+    /// With --health: the service to ask about (default: the whole server).
+    #[arg(long, default_value = "", requires = "health")]
+    pub(crate) service: String,
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,
@@ -268,7 +281,7 @@ mod tests {
             panic!("not call")
         };
         assert_eq!(
-            (c.method.as_str(), c.body.as_str()),
+            (c.method.as_deref().unwrap(), c.body.as_str()),
             ("add", "{\"a\":1,\"b\":2}")
         );
         assert_eq!(c.timeout, Duration::from_secs(1));

@@ -14,7 +14,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tokio::time::Instant;
-use weft::{Bytes, Client, Config, Listener};
+use weft::{Bytes, Channel, Config, Listener};
 
 use crate::args::LoadArgs;
 use crate::report::{Report, Tally};
@@ -100,14 +100,19 @@ pub(crate) async fn run(args: &LoadArgs, config: Config) -> Result<Output, Strin
             addr
         }
     };
-    let mut clients = Vec::new();
-    for _ in 0..args.connections {
-        let c = weft::connect(&target, &config)
-            .await
-            .map_err(|e| format!("cannot connect to {target}: {e}"))?;
-        clients.push(c);
-    }
-    let n = clients[0].connection().negotiated();
+    // One probe connection reports what the handshake agreed (and fails
+    // the run early when the server is unreachable); the load runs on a
+    // channel that reconnects and spreads over `connections`.
+    let probe = weft::connect(&target, &config)
+        .await
+        .map_err(|e| format!("cannot connect to {target}: {e}"))?;
+    let n = *probe.connection().negotiated();
+    probe.connection().shutdown(Duration::ZERO).await;
+    let channel = Channel::builder()
+        .connections(args.connections as usize)
+        .connect_lazy(&target, &config)
+        .map_err(|e| format!("cannot connect to {target}: {e}"))?;
+    let clients = [channel];
     let setup = Setup {
         target,
         in_process: server.is_some(),
@@ -120,9 +125,7 @@ pub(crate) async fn run(args: &LoadArgs, config: Config) -> Result<Output, Strin
     let report = drive(args, &clients, payload(args.payload_size)).await;
     if let Some((stop, task)) = server {
         let _ = stop.send(());
-        for c in &clients {
-            c.connection().shutdown(Duration::from_secs(1)).await;
-        }
+        drop(clients);
         let _ = task.await;
     }
     Ok(Output { setup, report })
@@ -137,7 +140,7 @@ struct Counters {
     stop: AtomicBool,
 }
 
-async fn worker(client: Client, payload: Bytes, c: Arc<Counters>, limit: Option<u64>) -> Tally {
+async fn worker(client: Channel, payload: Bytes, c: Arc<Counters>, limit: Option<u64>) -> Tally {
     let mut tally = Tally::default();
     loop {
         if c.stop.load(Ordering::Relaxed) {
@@ -203,7 +206,7 @@ fn sampler(c: Arc<Counters>, done: Arc<AtomicBool>) -> std::thread::JoinHandle<f
 }
 
 /// Runs the workers and the sampler; returns the report.
-async fn drive(args: &LoadArgs, clients: &[Client], payload: Bytes) -> Report {
+async fn drive(args: &LoadArgs, clients: &[Channel], payload: Bytes) -> Report {
     let counters = Arc::new(Counters::default());
     let sampling_done = Arc::new(AtomicBool::new(false));
     let sampling = sampler(counters.clone(), sampling_done.clone());

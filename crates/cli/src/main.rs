@@ -36,35 +36,63 @@ async fn serve(a: ServeArgs) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("weft: serving on {addr}; methods: {}", demo::METHODS);
     println!("weft: Ctrl-C stops (calls in flight finish)");
-    weft::serve(listener, demo::router(), config, async {
+    let health = weft::Health::new();
+    let router = health.install(demo::router());
+    let signal = async {
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("weft: shutting down");
-    })
-    .await
-    .map_err(|e| e.to_string())
+    };
+    let shutdown = health.shutdown_after(signal, a.health_grace);
+    weft::serve(listener, router, config, shutdown)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// `weft call --health ADDR`: prints the answer; `NOT_SERVING` is a failure.
+async fn health(
+    addr: &str,
+    service: &str,
+    config: &Config,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let client = weft::connect(addr, config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = tokio::time::timeout(timeout, weft::health::check(&client, service))
+        .await
+        .map_err(|_| format!("no health answer within {timeout:?}"))?
+        .map_err(|s| s.to_string())?;
+    println!("{}", answer.as_str());
+    match answer {
+        weft::Serving::Serving => Ok(()),
+        weft::Serving::NotServing => Err(format!("{addr} is not serving")),
+    }
 }
 
 async fn call(a: CallArgs) -> Result<(), String> {
     let config = security_config(&a.security)?;
-    let client = weft::connect(&a.addr, &config)
-        .await
+    if let Some(addr) = &a.health {
+        return health(addr, &a.service, &config, a.timeout).await;
+    }
+    let method = a.method.as_deref().unwrap_or_default();
+    // Interactive: an unreachable server is an error now, not a wait.
+    let client = weft::Channel::builder()
+        .fail_fast(true)
+        .connect_lazy(&a.addr, &config)
         .map_err(|e| e.to_string())?;
     let opts = CallOptions::new().timeout(a.timeout);
     let body = Bytes::from(a.body.into_bytes());
     let fail = |s: weft::Status| format!("{s}");
     if a.stream {
         let mut s = client
-            .server_streaming(&a.method, body, &opts)
+            .server_streaming(method, body, &opts)
             .await
             .map_err(fail)?;
         while let Some(m) = s.message().await.map_err(fail)? {
             println!("{}", String::from_utf8_lossy(&m));
         }
     } else {
-        let r = client
-            .unary_with(&a.method, body, &opts)
-            .await
-            .map_err(fail)?;
+        let r = client.unary_with(method, body, &opts).await.map_err(fail)?;
         println!("{}", String::from_utf8_lossy(&r));
     }
     Ok(())
@@ -150,11 +178,19 @@ mod tests {
                 .unwrap(),
         )
         .unwrap();
+        let health = weft::Health::new();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = health.shutdown_after(
+            async {
+                let _ = stopped.await;
+            },
+            std::time::Duration::from_secs(60),
+        );
         tokio::spawn(weft::serve(
             listener,
-            demo::router(),
-            cfg,
-            std::future::pending(),
+            health.install(demo::router()),
+            cfg.clone(),
+            shutdown,
         ));
         let parse = |argv: &[&str]| match Cli::try_parse_from(argv).unwrap().command {
             Command::Call(c) => c,
@@ -189,5 +225,30 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.contains("transport error"), "{e}");
+        let h = parse(&["weft", "call", "--health", &addr]);
+        assert_eq!(h.method, None);
+        call(h).await.unwrap();
+        let e = call(parse(&[
+            "weft",
+            "call",
+            "--health",
+            &addr,
+            "--service",
+            "db",
+        ]))
+        .await
+        .unwrap_err();
+        assert!(e.starts_with("NOT_FOUND"), "{e}");
+        // Shutdown started: NOT_SERVING (during the grace), a failure.
+        stop.send(()).unwrap();
+        tokio::task::yield_now().await;
+        let e = call(parse(&["weft", "call", "--health", &addr]))
+            .await
+            .unwrap_err();
+        assert!(e.contains("not serving"), "{e}");
+        assert!(
+            Cli::try_parse_from(["weft", "call"]).is_err(),
+            "a method or --health"
+        );
     }
 }

@@ -143,9 +143,12 @@ impl Status {
         self.retry_safe
     }
 
-    /// Marks this status retry-safe (see [`Status::is_retry_safe`]).
+    /// Marks this status retry-safe (see [`Status::is_retry_safe`]), for
+    /// a failure built locally where the call provably was not sent (e.g.
+    /// a channel with no connection). The mark is not carried on the wire:
+    /// a handler returning it reaches the caller unmarked.
     #[must_use]
-    pub(crate) fn retry_safe(mut self) -> Status {
+    pub fn retry_safe(mut self) -> Status {
         self.retry_safe = true;
         self
     }

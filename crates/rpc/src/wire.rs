@@ -75,10 +75,15 @@ pub(crate) fn from_stream(e: &StreamError) -> Status {
     }
 }
 
-/// An `open` failure as a status.
+/// An `open` failure as a status. Retry-safe when refused, and when the
+/// connection was already closed: `open` then sent nothing.
 pub(crate) fn from_mux(e: &MuxError) -> Status {
     let s = Status::unavailable(format!("{e}"));
-    if e.is_refused() { s.retry_safe() } else { s }
+    if e.is_refused() || e.close_cause().is_some() {
+        s.retry_safe()
+    } else {
+        s
+    }
 }
 
 /// Reads the messages of one direction of a call, then its end.

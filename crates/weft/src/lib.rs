@@ -36,19 +36,30 @@
 //! Each layer is also its own crate ([`frame`], [`transform`], [`mux`],
 //! [`rpc`]) for users who need only part of the stack.
 //!
+//! - [`Channel`]: a client that stays up: lazy connect, reconnect with
+//!   backoff, several connections per endpoint, balancing over many
+//!   endpoints (static list, discovery stream, DNS), retries of retry-safe
+//!   refusals under a budget. A bare [`Client`] is one connection for ever.
+//! - [`Health`]: the standard `weft.health/check` service.
+//!
 //! ## What this crate does not do
-//! No retries, load balancing, service discovery or TLS certificates:
-//! peers authenticate by a pre-shared key ([`Config::psk`]); without one,
-//! encryption is opportunistic and stops passive eavesdroppers only.
+//! No TLS certificates: peers authenticate by a pre-shared key
+//! ([`Config::psk`]); without one, encryption is opportunistic and stops
+//! passive eavesdroppers only. No retries of calls that may have run,
+//! unless a method is declared idempotent ([`ChannelBuilder::idempotent`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod channel;
 mod config;
 mod error;
+pub mod health;
 mod net;
 
+pub use channel::{Backoff, Channel, ChannelBuilder, Endpoint};
 pub use config::Config;
 pub use error::Error;
+pub use health::{Health, Serving};
 pub use net::{Address, Listener, accept_io, connect, connect_io, memory, serve};
 
 pub use bytes::Bytes;

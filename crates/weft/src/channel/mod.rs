@@ -1,0 +1,533 @@
+//! [`Channel`]: a client that stays up. It connects lazily, replaces
+//! connections that end (idle timeout, `GOAWAY`, record limit, a server
+//! restart), reconnects with backoff, spreads calls over several
+//! connections per endpoint and, over many endpoints, balances with
+//! tower's power-of-two-choices balancer. Calls refused retry-safe are
+//! retried under a retry budget; nothing else is retried unless a method
+//! is declared idempotent.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), weft::Error> {
+//! use weft::{Bytes, Channel, Config};
+//!
+//! // Lazy: nothing connects until the first call.
+//! let channel = Channel::new("127.0.0.1:7878", &Config::new())?;
+//! let reply = channel.unary("echo", Bytes::from_static(b"hi")).await;
+//! # let _ = reply; Ok(()) }
+//! ```
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+use tower::retry::budget::{Budget, TpsBudget};
+use weft_rpc::{
+    BidiCall, CallOptions, Client, ClientStreamingCall, Code, Status, Streaming, method,
+};
+
+mod backoff;
+mod balance;
+mod discover;
+mod endpoint;
+mod pool;
+
+pub use backoff::Backoff;
+pub use discover::Change;
+pub use endpoint::Endpoint;
+
+use balance::Picker;
+use pool::{Lease, Pool};
+
+/// The default cap on calls per connection before it is replaced: with at
+/// most four records per call each way this stays under the 2^24 records
+/// one key may seal.
+pub const DEFAULT_MAX_CALLS_PER_CONNECTION: u64 = 1 << 22;
+
+/// The settings every endpoint of a channel shares.
+#[derive(Debug, Clone)]
+struct Settings {
+    connections: usize,
+    backoff: Backoff,
+    fail_fast: bool,
+    max_calls: Option<u64>,
+    idempotent: HashSet<String>,
+    budget: (Duration, u32, f32),
+    call_timeout: Option<Duration>,
+    health_interval: Option<Duration>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            connections: 1,
+            backoff: Backoff::default(),
+            fail_fast: false,
+            max_calls: Some(DEFAULT_MAX_CALLS_PER_CONNECTION),
+            idempotent: HashSet::new(),
+            budget: (Duration::from_secs(10), 10, 0.2),
+            call_timeout: None,
+            health_interval: None,
+        }
+    }
+}
+
+/// Builds a [`Channel`]. Every setter states its default.
+#[derive(Debug, Clone, Default)]
+pub struct ChannelBuilder {
+    settings: Settings,
+}
+
+impl ChannelBuilder {
+    /// Connections per endpoint. Default 1 (two measured slower than one
+    /// for 64 callers on two tokio workers: docs/BENCHMARKS.md). Calls
+    /// from one thread (one tokio worker) prefer one connection, so
+    /// callers on different workers use different connections; a
+    /// connection that is down is skipped for a live one.
+    #[must_use]
+    pub fn connections(mut self, n: usize) -> ChannelBuilder {
+        self.settings.connections = n.max(1);
+        self
+    }
+
+    /// The reconnect schedule and connect timeout. Default
+    /// [`Backoff::default`] (gRPC's).
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> ChannelBuilder {
+        self.settings.backoff = backoff;
+        self
+    }
+
+    /// Fail a call at once (`UNAVAILABLE`, retry-safe) when its endpoint
+    /// has no connection and every attempt is backing off, instead of
+    /// waiting for a connection up to the call's deadline. Default off
+    /// (wait). Over many endpoints the balancer always waits.
+    #[must_use]
+    pub fn fail_fast(mut self, on: bool) -> ChannelBuilder {
+        self.settings.fail_fast = on;
+        self
+    }
+
+    /// Replace a connection after this many calls (its calls in flight
+    /// finish on it). Default [`DEFAULT_MAX_CALLS_PER_CONNECTION`], which
+    /// keeps a busy encrypted connection below its record limit; `None`
+    /// never replaces a live connection.
+    #[must_use]
+    pub fn max_calls_per_connection(mut self, n: Option<u64>) -> ChannelBuilder {
+        self.settings.max_calls = n.map(|n| n.max(1));
+        self
+    }
+
+    /// Declares `method` idempotent: besides retry-safe refusals, its
+    /// calls are retried (under the same budget) when they fail
+    /// `UNAVAILABLE` after being sent, e.g. when the connection died with
+    /// the call in flight. The server may then run it more than once.
+    #[must_use]
+    pub fn idempotent(mut self, method: &str) -> ChannelBuilder {
+        let name = method::canonicalize(method).map_or_else(|_| method.to_owned(), |m| m.into());
+        self.settings.idempotent.insert(name);
+        self
+    }
+
+    /// The retry budget (tower's `TpsBudget`): retries may add `ratio` of
+    /// the calls of the last `ttl`, plus `min_per_sec` retries a second.
+    /// Default 10 s, 10 a second, 0.2. Clamped to what tower accepts:
+    /// `ttl` 1–60 s, `ratio` 0–1000, `min_per_sec` below 2^31.
+    #[must_use]
+    pub fn retry_budget(mut self, ttl: Duration, min_per_sec: u32, ratio: f32) -> ChannelBuilder {
+        let ttl = ttl.clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let ratio = if ratio.is_finite() {
+            ratio.clamp(0.0, 1000.0)
+        } else {
+            0.0
+        };
+        let min_per_sec = min_per_sec.min(i32::MAX as u32 - 1);
+        self.settings.budget = (ttl, min_per_sec, ratio);
+        self
+    }
+
+    /// A deadline for calls that set none, covering the wait for a
+    /// connection and every retry. Default none (the `Config`'s call
+    /// timeout, if any, still bounds each attempt).
+    #[must_use]
+    pub fn call_timeout(mut self, timeout: Option<Duration>) -> ChannelBuilder {
+        self.settings.call_timeout = timeout;
+        self
+    }
+
+    /// Over many endpoints: ask each connected endpoint's
+    /// `weft.health/check` this often, and send no calls to one that
+    /// answers `NOT_SERVING` until it answers `SERVING`. Default off.
+    #[must_use]
+    pub fn health_check(mut self, interval: Option<Duration>) -> ChannelBuilder {
+        self.settings.health_interval = interval;
+        self
+    }
+
+    /// A channel to one endpoint. Nothing connects until the first call.
+    pub fn endpoint(self, endpoint: Endpoint) -> Channel {
+        let settings = Arc::new(self.settings);
+        let pool = Pool::new(endpoint, settings.clone(), false);
+        Channel::with_route(Route::One(pool), settings)
+    }
+
+    /// A channel to `addr` (`host:port` or `unix:/path`) with `config`.
+    /// Fails only on a malformed address; nothing connects until the
+    /// first call.
+    pub fn connect_lazy(self, addr: &str, config: &crate::Config) -> Result<Channel, crate::Error> {
+        Ok(self.endpoint(Endpoint::new(addr, config)?))
+    }
+
+    /// A channel balanced over a fixed list of endpoints. Must be called
+    /// within a tokio runtime (the balancer runs on a task).
+    pub fn balance_list(self, endpoints: impl IntoIterator<Item = Endpoint>) -> Channel {
+        let changes = endpoints
+            .into_iter()
+            .map(|e| Change::Insert(e.name().to_owned(), e))
+            .collect();
+        self.balance(discover::Fixed::new(changes))
+    }
+
+    /// A channel balanced over the endpoints a discovery stream announces
+    /// (`Change::Insert(key, endpoint)`, `Change::Remove(key)`). Must be
+    /// called within a tokio runtime.
+    pub fn balance<K, S>(self, changes: S) -> Channel
+    where
+        K: std::hash::Hash + Eq + Clone + Send + 'static,
+        S: futures_core::Stream<Item = Change<K, Endpoint>> + Send + 'static,
+    {
+        let settings = Arc::new(self.settings);
+        let picker = Picker::new(changes, settings.clone());
+        Channel::with_route(Route::Balanced(picker), settings)
+    }
+
+    /// A channel balanced over every address `host:port` resolves to,
+    /// resolved again every `every` (addresses that appear are added,
+    /// ones that disappear removed). Must be called within a tokio runtime.
+    pub fn dns(
+        self,
+        host_port: &str,
+        config: &crate::Config,
+        every: Duration,
+    ) -> Result<Channel, crate::Error> {
+        let changes = discover::dns(host_port, config, every)?;
+        Ok(self.balance(changes))
+    }
+}
+
+/// Where a channel's calls go.
+#[derive(Debug)]
+enum Route {
+    One(Pool),
+    Balanced(Picker),
+}
+
+#[derive(Debug)]
+struct Shared {
+    route: Route,
+    settings: Arc<Settings>,
+    budget: TpsBudget,
+}
+
+/// A client that stays up: see the [module docs](self). Cheap to clone,
+/// `Send + Sync`; clones share connections and the retry budget.
+///
+/// Its calls mirror [`Client`]'s. A call's deadline (its options, or the
+/// channel's [`call_timeout`](ChannelBuilder::call_timeout)) covers the
+/// wait for a connection and every retry.
+#[derive(Debug, Clone)]
+pub struct Channel {
+    shared: Arc<Shared>,
+}
+
+/// Each thread's preferred slot among an endpoint's connections.
+fn thread_hint() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static HINT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    HINT.with(|h| *h)
+}
+
+impl Channel {
+    /// A builder with the defaults.
+    pub fn builder() -> ChannelBuilder {
+        ChannelBuilder::default()
+    }
+
+    /// A channel with the default settings to `addr` with `config`
+    /// (lazy: see [`ChannelBuilder::connect_lazy`]).
+    pub fn new(addr: &str, config: &crate::Config) -> Result<Channel, crate::Error> {
+        Channel::builder().connect_lazy(addr, config)
+    }
+
+    fn with_route(route: Route, settings: Arc<Settings>) -> Channel {
+        let (ttl, min, ratio) = settings.budget;
+        Channel {
+            shared: Arc::new(Shared {
+                route,
+                budget: TpsBudget::new(ttl, min, ratio),
+                settings,
+            }),
+        }
+    }
+
+    /// A live connection's client, waiting for one if need be (no retry
+    /// of the call: for calls the channel's shapes do not cover).
+    pub async fn client(&self) -> Result<Client, Status> {
+        let work = async { self.lease().await.map(|l| l.client.clone()) };
+        self.bounded(self.deadline(&CallOptions::new()), work).await
+    }
+
+    async fn lease(&self) -> Result<Lease, Status> {
+        let hint = thread_hint();
+        match &self.shared.route {
+            Route::One(pool) => pool.lease(hint, self.shared.settings.fail_fast).await,
+            Route::Balanced(picker) => picker.lease(hint).await,
+        }
+    }
+
+    fn deadline(&self, opts: &CallOptions) -> Option<Instant> {
+        let timeout = opts
+            .timeout_value()
+            .or(if opts.deadline_at().is_none() {
+                self.shared.settings.call_timeout
+            } else {
+                None
+            })
+            .map(|t| Instant::now() + t);
+        match (opts.deadline_at(), timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    async fn bounded<T>(
+        &self,
+        deadline: Option<Instant>,
+        work: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d, work)
+                .await
+                .unwrap_or_else(|_| Err(Status::deadline_exceeded("deadline exceeded"))),
+            None => work.await,
+        }
+    }
+
+    /// Whether a failed attempt of `method` may be sent again.
+    fn may_retry(&self, method: &str, status: &Status) -> bool {
+        if status.is_retry_safe() {
+            return true;
+        }
+        let idem = &self.shared.settings.idempotent;
+        status.code() == Code::UNAVAILABLE
+            && !idem.is_empty()
+            && method::canonicalize(method).is_ok_and(|m| idem.contains(m.as_ref()))
+    }
+
+    /// The call's deadline, and its options with that deadline fixed so
+    /// that every attempt shares it (not a fresh timeout each).
+    fn fix<'o>(&self, opts: &'o CallOptions) -> (Option<Instant>, Cow<'o, CallOptions>) {
+        let deadline = self.deadline(opts);
+        let opts = match deadline {
+            Some(d) if opts.deadline_at() != Some(d) => Cow::Owned(opts.clone().deadline(d)),
+            _ => Cow::Borrowed(opts),
+        };
+        (deadline, opts)
+    }
+
+    /// Runs `attempt` on a live connection until it succeeds, fails in a
+    /// way that may not be retried, the budget runs out, or the deadline
+    /// passes. `attempt` gets an owned client: a future borrowing one
+    /// through a higher-ranked closure would not be `Send`.
+    async fn run<T, F, Fut>(
+        &self,
+        method: &str,
+        deadline: Option<Instant>,
+        attempt: F,
+    ) -> Result<T, Status>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        let work = async {
+            self.shared.budget.deposit();
+            loop {
+                let lease = self.lease().await?;
+                let status = match attempt(lease.client.clone()).await {
+                    Ok(v) => return Ok(v),
+                    Err(s) => s,
+                };
+                if status.is_retry_safe() {
+                    if over_stream_cap(&status) {
+                        // The connection is fine; the server's stream cap
+                        // was reached. Wait for room on it (as h2 queues at
+                        // its peer's max concurrent streams) instead of
+                        // replacing it.
+                        let conn = lease.client.connection();
+                        let _ = std::future::poll_fn(|cx| conn.poll_open_ready(cx)).await;
+                    } else {
+                        lease.retire();
+                    }
+                }
+                drop(lease);
+                let retry = self.may_retry(method, &status) && self.shared.budget.withdraw();
+                // Neither a failure nor a retry completes on the poll that
+                // failed (a local failure needs no I/O): a caller's retry
+                // loop yields to the runtime instead of spinning.
+                tokio::task::yield_now().await;
+                if !retry {
+                    return Err(status);
+                }
+                tracing::debug!(method, %status, "retrying");
+            }
+        };
+        self.bounded(deadline, work).await
+    }
+
+    /// A unary call on raw bytes.
+    pub async fn unary(&self, method: &str, request: Bytes) -> Result<Bytes, Status> {
+        self.unary_with(method, request, &CallOptions::new()).await
+    }
+
+    /// A unary call with options (deadline, metadata).
+    pub async fn unary_with(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+    ) -> Result<Bytes, Status> {
+        let (deadline, opts) = self.fix(opts);
+        let opts = &*opts;
+        self.run(method, deadline, |c| {
+            let request = request.clone();
+            async move { c.unary_with(method, request, opts).await }
+        })
+        .await
+    }
+
+    /// A unary call on JSON values.
+    #[cfg(feature = "json")]
+    pub async fn unary_json<Req, Resp>(&self, method: &str, request: &Req) -> Result<Resp, Status>
+    where
+        Req: serde::Serialize + Sync + ?Sized,
+        Resp: serde::de::DeserializeOwned,
+    {
+        let plain = CallOptions::new();
+        let (deadline, opts) = self.fix(&plain);
+        let opts = &*opts;
+        self.run(method, deadline, |c| async move {
+            c.unary_json_with(method, request, opts).await
+        })
+        .await
+    }
+
+    /// A server-streaming call. Starting it is retried as a unary call is;
+    /// once messages flow, a failure is the caller's.
+    pub async fn server_streaming(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+    ) -> Result<Streaming, Status> {
+        let (deadline, opts) = self.fix(opts);
+        let opts = &*opts;
+        self.run(method, deadline, |c| {
+            let request = request.clone();
+            async move { c.server_streaming(method, request, opts).await }
+        })
+        .await
+    }
+
+    /// A client-streaming call (its start is retried when retry-safe).
+    pub async fn client_streaming(
+        &self,
+        method: &str,
+        opts: &CallOptions,
+    ) -> Result<ClientStreamingCall, Status> {
+        let (deadline, opts) = self.fix(opts);
+        let opts = &*opts;
+        self.run(method, deadline, |c| async move {
+            c.client_streaming(method, opts).await
+        })
+        .await
+    }
+
+    /// A bidirectional call (its start is retried when retry-safe).
+    pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
+        let (deadline, opts) = self.fix(opts);
+        let opts = &*opts;
+        self.run(
+            method,
+            deadline,
+            |c| async move { c.bidi(method, opts).await },
+        )
+        .await
+    }
+}
+
+/// Whether a retry-safe failure is the refusal of one stream (a
+/// `REFUSED_STREAM` reset, as over the server's concurrent-stream cap, or
+/// a stream above a `GOAWAY`'s last id), as opposed to an `open` refused
+/// because the connection is going away, out of ids or closed. weft-mux
+/// tells them apart only in the text (`StreamError` against `MuxError`).
+/// After a stream refusal the call waits for room on the same connection;
+/// if that connection is going away, the retry's `open` is refused at
+/// once, and that retires it.
+fn over_stream_cap(status: &Status) -> bool {
+    status.message() == "stream refused (safe to retry)"
+}
+
+/// Locks a mutex, ignoring poisoning (the data stays consistent: every
+/// critical section here is a plain assignment).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_is_clone_send_and_sync_and_its_calls_are_send() {
+        fn shareable<T: Clone + Send + Sync + 'static>() {}
+        fn send<T: Send>(_: &T) {}
+        shareable::<Channel>();
+        let ch = Channel::new("127.0.0.1:1", &crate::Config::new()).unwrap();
+        send(&ch.unary("m", Bytes::new()));
+        send(&ch.server_streaming("m", Bytes::new(), &CallOptions::new()));
+        send(&ch.bidi("m", &CallOptions::new()));
+        assert!(Channel::new("nohost", &crate::Config::new()).is_err());
+    }
+
+    #[test]
+    fn only_retry_safe_failures_or_idempotent_unavailable_are_retried() {
+        let ch = Channel::builder()
+            .idempotent("Get")
+            .connect_lazy("127.0.0.1:1", &crate::Config::new())
+            .unwrap();
+        let lost = Status::unavailable("connection lost");
+        let refused = Status::unavailable("refused").retry_safe();
+        assert!(ch.may_retry("put", &refused));
+        assert!(!ch.may_retry("put", &lost));
+        assert!(ch.may_retry("get", &lost), "idempotent, canonical name");
+        assert!(!ch.may_retry("get", &Status::internal("bug")));
+        assert!(!ch.may_retry("get", &Status::deadline_exceeded("late")));
+    }
+
+    #[test]
+    fn a_nonsense_budget_is_clamped_not_a_panic() {
+        let b = Channel::builder()
+            .retry_budget(Duration::ZERO, u32::MAX, f32::NAN)
+            .retry_budget(Duration::from_secs(3600), 1, -1.0);
+        assert_eq!(b.settings.budget, (Duration::from_secs(60), 1, 0.0));
+        let _ = Channel::builder()
+            .retry_budget(Duration::ZERO, u32::MAX, f32::INFINITY)
+            .connect_lazy("127.0.0.1:1", &crate::Config::new())
+            .unwrap();
+    }
+}

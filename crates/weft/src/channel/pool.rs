@@ -1,0 +1,441 @@
+//! The connections of one endpoint: `connections(n)` slots, each idle,
+//! connecting, ready or backing off, replaced when its connection ends.
+//!
+//! Connecting happens on a spawned task, so a caller that gives up (its
+//! deadline passed, its future dropped) does not abort an attempt others
+//! wait for. A task per ready connection waits for its end and frees the
+//! slot; the next call (or the balancer) reconnects it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tower::util::rng::{HasherRng, Rng};
+use weft_rpc::{Client, Status};
+
+use super::{Endpoint, Settings, lock};
+
+/// How long a retired connection (replaced after its call limit or a
+/// retry-safe refusal) lets its calls in flight finish.
+const RETIRE_DRAIN: Duration = Duration::from_secs(60);
+
+/// One connection slot.
+#[derive(Debug)]
+enum Slot {
+    /// No connection; the next use connects. `failures` failed attempts
+    /// in a row came before.
+    Idle { failures: u32 },
+    /// An attempt is under way.
+    Connecting,
+    /// A live connection.
+    Ready {
+        client: Client,
+        generation: u64,
+        calls: u64,
+    },
+    /// The last attempt failed; the next may start at `until`.
+    Backoff { until: Instant, failures: u32 },
+}
+
+/// The state of a pool, shared by its clones and its tasks.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    endpoint: Endpoint,
+    settings: Arc<Settings>,
+    slots: Box<[Mutex<Slot>]>,
+    /// Woken whenever a slot changes state.
+    changed: Notify,
+    in_flight: AtomicUsize,
+    /// Whether `in_flight` is kept (only a balancer reads it; one shared
+    /// counter touched by every call costs cross-core traffic).
+    count_load: bool,
+    /// What the endpoint's health service last said (true until asked).
+    serving: AtomicBool,
+    generation: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    rng: Mutex<HasherRng>,
+}
+
+/// The connections of one endpoint. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Pool {
+    inner: Arc<Inner>,
+}
+
+/// A connection handed to one call: its client, and which slot and
+/// connection it came from (to retire exactly that one). Counts as one
+/// call in flight on the endpoint until dropped.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    pub(crate) client: Client,
+    slot: usize,
+    generation: u64,
+    pool: Pool,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.pool.inner.count_load {
+            self.pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Lease {
+    /// The connection refused the call retry-safe (it is going away or
+    /// out of stream ids): stop using it and connect a new one.
+    pub(crate) fn retire(&self) {
+        self.pool.retire(self.slot, self.generation);
+    }
+}
+
+/// What [`Pool::kick`] found.
+struct Kicked {
+    /// The earliest end of a backoff still running.
+    next: Option<Instant>,
+    /// Whether a slot is connecting or ready.
+    live: bool,
+}
+
+impl Pool {
+    /// A pool; `count_load` keeps its calls-in-flight count (for a balancer).
+    pub(crate) fn new(endpoint: Endpoint, settings: Arc<Settings>, count_load: bool) -> Pool {
+        let slots = (0..settings.connections.max(1))
+            .map(|_| Mutex::new(Slot::Idle { failures: 0 }))
+            .collect();
+        Pool {
+            inner: Arc::new(Inner {
+                endpoint,
+                settings,
+                slots,
+                changed: Notify::new(),
+                in_flight: AtomicUsize::new(0),
+                count_load,
+                serving: AtomicBool::new(true),
+                generation: AtomicU64::new(0),
+                last_error: Mutex::new(None),
+                rng: Mutex::new(HasherRng::new()),
+            }),
+        }
+    }
+
+    /// The shared state (for tasks that hold it weakly).
+    pub(crate) fn shared(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// The pool of `weak`, while it lives.
+    pub(crate) fn upgrade(weak: &Weak<Inner>) -> Option<Pool> {
+        weak.upgrade().map(|inner| Pool { inner })
+    }
+
+    /// Records the health service's answer.
+    pub(crate) fn set_serving(&self, serving: bool) {
+        if self.inner.serving.swap(serving, Ordering::Relaxed) != serving {
+            tracing::debug!(endpoint = self.name(), serving, "health changed");
+            self.inner.changed.notify_waiters();
+        }
+    }
+
+    /// Ready for the balancer: connected, and not reported `NOT_SERVING`.
+    pub(crate) fn is_usable(&self) -> bool {
+        self.inner.serving.load(Ordering::Relaxed) && self.is_ready()
+    }
+
+    /// The endpoint's name.
+    pub(crate) fn name(&self) -> &str {
+        self.inner.endpoint.name()
+    }
+
+    /// Calls in flight on this endpoint (the balancer's load).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Whether some slot holds a live connection.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.inner
+            .slots
+            .iter()
+            .any(|s| matches!(*lock(s), Slot::Ready { .. }))
+    }
+
+    /// A ready connection, preferring slot `hint % n`; starts connecting
+    /// the preferred slot if it is not ready.
+    pub(crate) fn try_lease(&self, hint: usize) -> Option<Lease> {
+        let n = self.inner.slots.len();
+        for i in 0..n {
+            let idx = (hint + i) % n;
+            let mut slot = lock(&self.inner.slots[idx]);
+            let Slot::Ready {
+                client,
+                generation,
+                calls,
+            } = &mut *slot
+            else {
+                continue;
+            };
+            *calls += 1;
+            let (client, generation) = (client.clone(), *generation);
+            let spent = self.inner.settings.max_calls.is_some_and(|m| *calls >= m);
+            if spent {
+                *slot = Slot::Idle { failures: 0 };
+                retire_client(client.clone());
+            }
+            drop(slot);
+            if i != 0 || spent {
+                self.kick();
+            }
+            if self.inner.count_load {
+                self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+            }
+            return Some(Lease {
+                client,
+                slot: idx,
+                generation,
+                pool: self.clone(),
+            });
+        }
+        None
+    }
+
+    /// A ready connection: waits while one is being made (or, with
+    /// `fail_fast`, fails retry-safe when every slot is backing off).
+    /// The caller bounds the wait with its deadline.
+    pub(crate) async fn lease(&self, hint: usize, fail_fast: bool) -> Result<Lease, Status> {
+        loop {
+            if let Some(l) = self.try_lease(hint) {
+                return Ok(l);
+            }
+            let notified = self.inner.changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let kicked = self.kick();
+            if let Some(l) = self.try_lease(hint) {
+                return Ok(l);
+            }
+            if fail_fast && !kicked.live {
+                // Never complete a local failure on the first poll: a
+                // caller's retry loop would spin.
+                tokio::task::yield_now().await;
+                return Err(self.unavailable());
+            }
+            wait(notified, kicked.next).await;
+        }
+    }
+
+    /// Resolves once the pool is usable, connecting idle slots and
+    /// retrying backed-off ones when their backoff ends.
+    pub(crate) async fn ready(&self) {
+        loop {
+            if self.is_usable() {
+                return;
+            }
+            let notified = self.inner.changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let kicked = self.kick();
+            if self.is_usable() {
+                return;
+            }
+            wait(notified, kicked.next).await;
+        }
+    }
+
+    /// `UNAVAILABLE`, retry-safe (nothing was sent), with the last error.
+    pub(crate) fn unavailable(&self) -> Status {
+        let last = lock(&self.inner.last_error).clone();
+        let why = last.as_deref().unwrap_or("not connected");
+        Status::unavailable(format!("{}: {why}", self.name())).retry_safe()
+    }
+
+    /// Starts an attempt on every idle slot and every slot whose backoff
+    /// ended.
+    fn kick(&self) -> Kicked {
+        let now = Instant::now();
+        let mut k = Kicked {
+            next: None,
+            live: false,
+        };
+        for (idx, m) in self.inner.slots.iter().enumerate() {
+            let mut slot = lock(m);
+            let failures = match *slot {
+                Slot::Idle { failures } => failures,
+                Slot::Backoff { until, failures } if until <= now => failures,
+                Slot::Backoff { until, .. } => {
+                    k.next = Some(k.next.map_or(until, |n: Instant| n.min(until)));
+                    continue;
+                }
+                Slot::Connecting | Slot::Ready { .. } => {
+                    k.live = true;
+                    continue;
+                }
+            };
+            *slot = Slot::Connecting;
+            k.live = true;
+            drop(slot);
+            tokio::spawn(connect(self.inner.clone(), idx, failures));
+        }
+        k
+    }
+
+    fn retire(&self, idx: usize, generation: u64) {
+        let mut slot = lock(&self.inner.slots[idx]);
+        if let Slot::Ready {
+            client,
+            generation: g,
+            ..
+        } = &*slot
+            && *g == generation
+        {
+            retire_client(client.clone());
+            *slot = Slot::Idle { failures: 0 };
+            drop(slot);
+            self.inner.changed.notify_waiters();
+            self.kick();
+        }
+    }
+}
+
+/// Waits for a slot change, or until `until`.
+async fn wait(
+    notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    until: Option<Instant>,
+) {
+    match until {
+        Some(t) => {
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(t) => {}
+            }
+        }
+        None => notified.await,
+    }
+}
+
+/// Lets a replaced connection's calls finish, then closes it.
+fn retire_client(client: Client) {
+    tokio::spawn(async move { client.connection().shutdown(RETIRE_DRAIN).await });
+}
+
+/// One connection attempt for slot `idx`, after `failures` failed ones.
+async fn connect(inner: Arc<Inner>, idx: usize, failures: u32) {
+    let start = Instant::now();
+    let timeout = inner.settings.backoff.connect_timeout(failures);
+    let attempt = tokio::time::timeout(timeout, inner.endpoint.connect()).await;
+    let next = match attempt {
+        Ok(Ok(client)) => {
+            let generation = inner.generation.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(watch(
+                Arc::downgrade(&inner),
+                client.clone(),
+                idx,
+                generation,
+            ));
+            Slot::Ready {
+                client,
+                generation,
+                calls: 0,
+            }
+        }
+        Ok(Err(e)) => backoff(&inner, start, failures, e.to_string()),
+        Err(_) => backoff(
+            &inner,
+            start,
+            failures,
+            format!("connect timed out after {timeout:?}"),
+        ),
+    };
+    *lock(&inner.slots[idx]) = next;
+    inner.changed.notify_waiters();
+}
+
+fn backoff(inner: &Inner, start: Instant, failures: u32, error: String) -> Slot {
+    tracing::debug!(endpoint = inner.endpoint.name(), %error, "connect failed");
+    *lock(&inner.last_error) = Some(error);
+    let failures = failures.saturating_add(1);
+    let unit = lock(&inner.rng).next_f64();
+    Slot::Backoff {
+        until: start + inner.settings.backoff.delay(failures, unit),
+        failures,
+    }
+}
+
+/// Frees the slot when its connection ends (idle timeout, `GOAWAY`
+/// drained, transport gone). Holds the pool weakly: a dropped channel is
+/// not kept alive by its connections.
+async fn watch(pool: Weak<Inner>, client: Client, idx: usize, generation: u64) {
+    client.connection().closed().await;
+    let Some(inner) = pool.upgrade() else { return };
+    let mut slot = lock(&inner.slots[idx]);
+    if matches!(&*slot, Slot::Ready { generation: g, .. } if *g == generation) {
+        *slot = Slot::Idle { failures: 0 };
+    }
+    drop(slot);
+    inner.changed.notify_waiters();
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The channel is gone: close its connections instead of leaving
+        // them to their idle timeout.
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        for m in &self.slots {
+            if let Slot::Ready { client, .. } = &*lock(m) {
+                retire_client(client.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Router};
+
+    fn pool(n: usize) -> Pool {
+        let endpoint = Endpoint::from_fn("memory", || async {
+            crate::memory(Router::new(), &Config::new()).await
+        });
+        let settings = Settings {
+            connections: n,
+            ..Settings::default()
+        };
+        Pool::new(endpoint, Arc::new(settings), true)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_hint_keeps_its_connection_and_a_dead_one_is_skipped() {
+        let p = pool(2);
+        // The first lease connects every slot.
+        let first = p.lease(0, false).await.unwrap();
+        assert_eq!(first.slot, 0);
+        while !matches!(*lock(&p.inner.slots[1]), Slot::Ready { .. }) {
+            tokio::task::yield_now().await;
+        }
+        let (a, b) = (p.try_lease(0).unwrap(), p.try_lease(1).unwrap());
+        assert_eq!((a.slot, b.slot), (0, 1));
+        assert_ne!(a.generation, b.generation, "two connections");
+        assert_eq!(p.try_lease(2).unwrap().slot, 0, "hint modulo n");
+        assert_eq!(p.in_flight(), 3);
+        drop((first, b));
+        assert_eq!(p.in_flight(), 1);
+        // Slot 0 retired: hint 0 falls over to slot 1 and slot 0 reconnects.
+        a.retire();
+        assert_eq!(p.try_lease(0).unwrap().slot, 1);
+        let again = p.lease(0, false).await.unwrap();
+        let fresh = loop {
+            let l = p.try_lease(0).unwrap();
+            if l.slot == 0 {
+                break l;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_ne!(fresh.generation, a.generation, "a new connection");
+        drop(again);
+    }
+}

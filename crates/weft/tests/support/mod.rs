@@ -1,0 +1,139 @@
+//! Shared by the channel tests: a demo router, in-process servers with a
+//! shutdown handle, and a TCP proxy that can be killed (every connection
+//! through it cut at once, as when a server process dies).
+#![allow(dead_code, unreachable_pub)] // reason: each test binary uses part of it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use weft::{Config, Health, Listener, Router};
+
+/// `echo`, and `slow` (echo after 2 ms, so calls are in flight).
+pub fn echo_router() -> Router {
+    counted_router(Arc::default())
+}
+
+/// [`echo_router`], counting the calls it serves in `hits`.
+pub fn counted_router(hits: Arc<AtomicUsize>) -> Router {
+    let h2 = hits.clone();
+    Router::new()
+        .unary("echo", move |_ctx, req: Bytes| {
+            hits.fetch_add(1, Ordering::Relaxed);
+            async move { Ok(req) }
+        })
+        .unary("slow", move |_ctx, req: Bytes| {
+            h2.fetch_add(1, Ordering::Relaxed);
+            async move {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                Ok(req)
+            }
+        })
+}
+
+/// A running server.
+pub struct Server {
+    pub addr: String,
+    pub health: Health,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Serves [`echo_router`] on `listener`.
+pub fn serve(listener: Listener) -> Server {
+    serve_router(listener, Arc::default(), Duration::ZERO)
+}
+
+/// Serves [`counted_router`] and the health service; on stop, reports
+/// `NOT_SERVING` for `grace`, then sends `GOAWAY` and drains.
+pub fn serve_router(listener: Listener, hits: Arc<AtomicUsize>, grace: Duration) -> Server {
+    let addr = listener.local_addr().unwrap();
+    let health = Health::new();
+    let router = health.install(counted_router(hits));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = health.shutdown_after(
+        async {
+            let _ = stopped.await;
+        },
+        grace,
+    );
+    let task = tokio::spawn(async move {
+        weft::serve(listener, router, Config::new(), shutdown)
+            .await
+            .unwrap();
+    });
+    Server {
+        addr,
+        health,
+        stop,
+        task,
+    }
+}
+
+impl Server {
+    /// Starts a graceful shutdown without waiting for it.
+    pub fn stop(self) -> tokio::task::JoinHandle<()> {
+        let _ = self.stop.send(());
+        self.task
+    }
+
+    /// Shuts down gracefully and waits until it is done.
+    pub async fn stop_and_wait(self) {
+        self.stop().await.unwrap();
+    }
+}
+
+/// A TCP proxy to a backend.
+pub struct Proxy {
+    pub addr: String,
+    /// Connections accepted.
+    pub accepted: Arc<AtomicUsize>,
+    tasks: JoinSet<()>,
+}
+
+impl Proxy {
+    /// Listens on `addr` (port 0: any) and forwards to `backend`.
+    pub async fn start(addr: &str, backend: String) -> Proxy {
+        let listener = TcpListener::bind(addr).await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let mut tasks = JoinSet::new();
+        let conns = Arc::new(std::sync::Mutex::new(JoinSet::new()));
+        let c2 = conns.clone();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let a2 = accepted.clone();
+        tasks.spawn(async move {
+            // Holding the connection tasks here: aborting this task drops
+            // them, cutting every connection.
+            let _conns = c2;
+            loop {
+                let Ok((mut front, _)) = listener.accept().await else {
+                    return;
+                };
+                a2.fetch_add(1, Ordering::Relaxed);
+                let backend = backend.clone();
+                _conns.lock().unwrap().spawn(async move {
+                    let Ok(mut back) = TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let _ = front.set_nodelay(true);
+                    let _ = back.set_nodelay(true);
+                    let _ = tokio::io::copy_bidirectional(&mut front, &mut back).await;
+                });
+            }
+        });
+        drop(conns);
+        Proxy {
+            addr,
+            accepted,
+            tasks,
+        }
+    }
+
+    /// Closes the listener and cuts every connection.
+    pub fn kill(&mut self) {
+        self.tasks.abort_all();
+    }
+}
