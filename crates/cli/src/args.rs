@@ -144,22 +144,63 @@ pub(crate) struct CallArgs {
 /// `weft load`.
 #[derive(Debug, Args)]
 pub(crate) struct LoadArgs {
-    /// Calls in flight at once, spread over the connections.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// Calls in flight at once, spread over the connections (with --sweep:
+    /// the largest step).
+    #[arg(long, default_value_t = 64, allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) concurrency: u32,
     /// Connections to open.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) connections: u32,
-    /// How long to run, e.g. `5s` (ignored with --calls).
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    /// How long to measure, e.g. `5s` (with --sweep: each step).
+    #[arg(long, value_parser = parse_positive_duration, default_value = "5s",
+          allow_hyphen_values = true)]
     pub(crate) duration: Duration,
     /// Stop after this many calls instead of after --duration.
-    #[arg(long, conflicts_with = "duration")]
+    #[arg(long, conflicts_with = "duration", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) calls: Option<u64>,
+    /// Open loop: start this many calls per second whatever the latency
+    /// (latency counts from each call's intended start, as wrk2 does).
+    /// Without it, the loop is closed: each of --concurrency workers starts
+    /// its next call when the last one returns.
+    #[arg(long, value_parser = parse_rate, allow_hyphen_values = true)]
+    pub(crate) rate: Option<f64>,
+    /// Run steps of doubling concurrency (1, 2, 4, … up to --concurrency),
+    /// or with --rate of rising rates (¼× to 1½× of it), each for
+    /// --duration, and print one row per step with the knee marked.
+    #[arg(long, conflicts_with = "calls")]
+    pub(crate) sweep: bool,
+    /// Run this long before measuring (connections warm, caches hot).
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
+    pub(crate) warmup: Option<Duration>,
+    /// Per-call timeout (default: the run's duration, at least 1 s; 10 s
+    /// with --calls). A call past it fails DEADLINE_EXCEEDED.
+    #[arg(long, value_parser = parse_positive_duration, allow_hyphen_values = true)]
+    pub(crate) timeout: Option<Duration>,
+    /// The method to call.
+    #[arg(long, default_value = "echo")]
+    pub(crate) method: String,
+    /// The request body, as text (default: a --payload-size JSON-ish body).
+    #[arg(long, conflicts_with_all = ["body_file", "payload_size"])]
+    pub(crate) body: Option<String>,
+    /// Read the request body from this file.
+    #[arg(long, conflicts_with = "payload_size")]
+    pub(crate) body_file: Option<std::path::PathBuf>,
+    /// A custom metadata entry `key=value` sent with every call (repeatable).
+    #[arg(long, value_parser = parse_metadata)]
+    pub(crate) metadata: Vec<(String, String)>,
     /// Request payload size in bytes (the `echo` method returns it).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, allow_hyphen_values = true)]
     pub(crate) payload_size: usize,
-    /// Print the report as JSON.
+    /// Exit non-zero when more than this fraction of calls fail (`0.01` or `1%`).
+    #[arg(long, value_parser = parse_fraction, allow_hyphen_values = true)]
+    pub(crate) max_error_rate: Option<f64>,
+    /// Exit non-zero when the p99 latency is not under this, e.g. `2ms`.
+    #[arg(long, value_parser = parse_positive_duration, allow_hyphen_values = true)]
+    pub(crate) p99_under: Option<Duration>,
+    /// Print the report as JSON (arguments, histogram and time series too).
     #[arg(long)]
     pub(crate) json: bool,
     /// Load a remote `weft serve` instead of an in-process server.
@@ -170,12 +211,61 @@ pub(crate) struct LoadArgs {
     pub(crate) security: Security,
 }
 
+/// A duration that must be more than zero.
+pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!(
+            "{s:?} is zero: give a positive duration such as 500ms or 5s"
+        ));
+    }
+    Ok(d)
+}
+
+/// A call rate: a positive, finite number of calls per second.
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= 1e9 => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a rate: give calls per second, a number above 0 (at most 1e9)"
+        )),
+    }
+}
+
+/// A fraction `0.01` or a percentage `1%`, in 0..=1.
+pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "{s:?} is not a fraction in 0..1 (e.g. 0.01) or a percentage (e.g. 1%)"
+        )),
+    }
+}
+
+/// A metadata entry `key=value` (key 1..=255 bytes).
+pub(crate) fn parse_metadata(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && k.len() <= 255 => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not key=value with a 1-255 byte key")),
+    }
+}
+
 /// Parses `250ms`, `5s`, `2m`, `1h` or a bare number of seconds.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
+    if s.starts_with('-') {
+        return Err(format!(
+            "{s:?} is negative: give a duration such as 500ms, 5s, 2m"
+        ));
+    }
     let (num, unit) = s.split_at(split);
     let n: f64 = num
         .parse()
@@ -259,6 +349,65 @@ mod tests {
         assert!(Cli::try_parse_from(["weft", "load", "--concurrency", "0"]).is_err());
         assert!(Cli::try_parse_from(["weft", "load", "--calls", "5", "--duration", "1s"]).is_err());
         assert!(Cli::try_parse_from(["weft", "load", "--encrypt", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn bad_load_values_are_refused_clearly() {
+        let err = |argv: &[&str]| {
+            let mut v = vec!["weft", "load"];
+            v.extend_from_slice(argv);
+            Cli::try_parse_from(v).unwrap_err().to_string()
+        };
+        assert!(err(&["--duration", "0"]).contains("is zero"));
+        assert!(err(&["--duration", "0s"]).contains("is zero"));
+        assert!(err(&["--duration", "-1s"]).contains("is negative"));
+        assert!(err(&["--calls", "0"]).contains("0 is not in 1.."));
+        assert!(err(&["--calls", "-5"]).contains("invalid value '-5'"));
+        assert!(err(&["--concurrency", "-1"]).contains("invalid value '-1'"));
+        assert!(err(&["--rate", "0"]).contains("is not a rate"));
+        assert!(err(&["--rate", "-10"]).contains("is not a rate"));
+        assert!(err(&["--rate", "inf"]).contains("is not a rate"));
+        assert!(err(&["--timeout", "0ms"]).contains("is zero"));
+        assert!(err(&["--max-error-rate", "150%"]).contains("not a fraction"));
+        assert!(err(&["--metadata", "novalue"]).contains("key=value"));
+        assert!(err(&["--body", "x", "--payload-size", "9"]).contains("cannot be used with"));
+    }
+
+    #[test]
+    fn load_modes_and_thresholds_parse() {
+        let cli = Cli::try_parse_from([
+            "weft",
+            "load",
+            "--rate",
+            "1500",
+            "--sweep",
+            "--warmup",
+            "1s",
+            "--method",
+            "add",
+            "--body",
+            "{}",
+            "--metadata",
+            "k=v=w",
+            "--max-error-rate",
+            "1%",
+            "--p99-under",
+            "2ms",
+            "--timeout",
+            "250ms",
+        ])
+        .unwrap();
+        let Command::Load(l) = cli.command else {
+            panic!("not load")
+        };
+        assert_eq!(l.rate, Some(1500.0));
+        assert!(l.sweep);
+        assert_eq!(l.warmup, Some(Duration::from_secs(1)));
+        assert_eq!((l.method.as_str(), l.body.as_deref()), ("add", Some("{}")));
+        assert_eq!(l.metadata, [("k".to_string(), "v=w".to_string())]);
+        assert_eq!(l.max_error_rate, Some(0.01));
+        assert_eq!(l.p99_under, Some(Duration::from_millis(2)));
+        assert_eq!(l.timeout, Some(Duration::from_millis(250)));
     }
 
     #[test]

@@ -105,13 +105,24 @@ async fn load(a: LoadArgs) -> Result<(), String> {
         let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
         println!("{text}");
     } else {
-        print!("{}{}", out.setup.render(), out.report.render());
+        print!("{}", out.render());
     }
-    Ok(())
+    out.verdict(&a)
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings only).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_tracing();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

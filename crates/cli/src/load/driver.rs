@@ -1,0 +1,392 @@
+//! Runs one measured phase: `concurrency` workers keep calls going (back
+//! to back, or paced to a rate) until the phase's end, while a sampler
+//! thread reads the in-flight counter for the Little's-law check.
+//!
+//! What keeps a phase from hanging, whatever the calls do:
+//! - every call races the phase's stop signal, so a call stuck on a stalled
+//!   server is dropped (its stream reset) when the phase ends, and the end
+//!   is a timer of its own, not a check made between calls;
+//! - a worker yields to the runtime through the cooperative budget after
+//!   every call, so calls that fail on their first poll (and never wait)
+//!   cannot pin the runtime's threads and starve the stop timer;
+//! - when every connection is closed the phase ends at once with
+//!   [`Ended::ConnectionLost`] instead of spinning on `UNAVAILABLE`.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::pace::Pace;
+use super::progress::Progress;
+use super::series::{Second, SecondTally};
+use crate::report::Tally;
+
+/// How often the in-flight counter is sampled (from a dedicated thread).
+const SAMPLE_EVERY: Duration = Duration::from_millis(1);
+
+/// One call of the load, as a worker sees it.
+pub(crate) trait Caller: Send + Sync + 'static {
+    /// Makes one call: `Err` carries the status code name.
+    fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_;
+    /// Whether the connection under the calls is closed for good.
+    fn closed(&self) -> bool;
+}
+
+/// When a phase ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum StopAt {
+    /// After this long.
+    After(Duration),
+    /// Once this many calls were started (and have finished).
+    Calls(u64),
+}
+
+/// How a phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "ended")]
+pub(crate) enum Ended {
+    /// It ran its course.
+    Completed,
+    /// Every connection closed (the server went away) this many seconds in.
+    ConnectionLost {
+        /// Seconds into the phase.
+        after_s: f64,
+    },
+}
+
+/// One phase to run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Phase {
+    /// Workers.
+    pub(crate) concurrency: u32,
+    /// Closed or open loop.
+    pub(crate) pace: Pace,
+    /// When it ends.
+    pub(crate) stop: StopAt,
+}
+
+/// What a phase measured.
+#[derive(Debug)]
+pub(crate) struct Measured {
+    /// Every worker's tally, merged.
+    pub(crate) tally: Tally,
+    /// One entry per second of the phase.
+    pub(crate) series: Vec<Second>,
+    /// Wall time from the first call to the end.
+    pub(crate) elapsed: Duration,
+    /// Time-weighted mean of the sampled in-flight counter.
+    pub(crate) mean_in_flight: f64,
+    /// How it ended.
+    pub(crate) ended: Ended,
+}
+
+/// State the workers of one phase share.
+#[derive(Debug)]
+struct Shared {
+    in_flight: AtomicU64,
+    issued: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    stop: CancellationToken,
+    start: Instant,
+    /// Per-second figures, flushed by each worker when its second changes.
+    series: Mutex<Vec<Second>>,
+}
+
+impl Shared {
+    fn flush(&self, s: &SecondTally) {
+        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        s.flush_into(&mut series);
+    }
+}
+
+async fn worker<C: Caller>(caller: Arc<C>, sh: Arc<Shared>, pace: Pace, stop: StopAt) -> Tally {
+    let mut tally = Tally::default();
+    let mut second = SecondTally::default();
+    let limit = match stop {
+        StopAt::Calls(n) => Some(n),
+        StopAt::After(_) => None,
+    };
+    let end = match stop {
+        StopAt::After(d) => Some(sh.start + d),
+        StopAt::Calls(_) => None,
+    };
+    loop {
+        if sh.stop.is_cancelled() {
+            break;
+        }
+        let i = sh.issued.fetch_add(1, Ordering::Relaxed);
+        if limit.is_some_and(|n| i >= n) {
+            break;
+        }
+        let intended = pace.intended(sh.start, i);
+        if end.is_some_and(|e| intended >= e) {
+            break;
+        }
+        if intended > Instant::now() {
+            tokio::select! {
+                biased;
+                _ = sh.stop.cancelled() => break,
+                _ = tokio::time::sleep_until(intended) => {}
+            }
+        }
+        let sent = Instant::now();
+        sh.in_flight.fetch_add(1, Ordering::Relaxed);
+        let outcome = tokio::select! {
+            biased;
+            _ = sh.stop.cancelled() => None,
+            r = caller.call() => Some(r),
+        };
+        sh.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // A call cut short by the end of the phase is not counted, nor one
+        // that completed after it (the window is the phase's duration).
+        let Some(outcome) = outcome else { break };
+        let done = Instant::now();
+        if end.is_some_and(|e| done >= e) {
+            break;
+        }
+        tally.record(outcome, done - intended, done - sent);
+        second.record(done - sh.start, outcome, done - intended, |s| sh.flush(s));
+        sh.completed.fetch_add(1, Ordering::Relaxed);
+        if outcome.is_err() {
+            sh.failed.fetch_add(1, Ordering::Relaxed);
+            if caller.closed() {
+                break;
+            }
+        }
+        // Calls that complete without waiting (a local failure, a ready
+        // response) still give the runtime its turn.
+        tokio::task::coop::consume_budget().await;
+    }
+    sh.flush(&second);
+    tally
+}
+
+/// Samples the in-flight counter from its own OS thread, so the samples
+/// are not biased by the runtime being busy exactly when calls complete.
+/// Returns the time-weighted mean once `done` is set.
+fn sampler(sh: Arc<Shared>, done: Arc<AtomicBool>) -> std::thread::JoinHandle<f64> {
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let mut last = start;
+        let mut weighted = 0.0f64;
+        while !done.load(Ordering::Relaxed) {
+            std::thread::sleep(SAMPLE_EVERY);
+            let now = std::time::Instant::now();
+            let n = sh.in_flight.load(Ordering::Relaxed);
+            weighted += n as f64 * (now - last).as_secs_f64();
+            last = now;
+        }
+        let covered = (last - start).as_secs_f64();
+        if covered > 0.0 {
+            weighted / covered
+        } else {
+            0.0
+        }
+    })
+}
+
+/// Runs `phase` with workers spread over `callers` (one per connection).
+pub(crate) async fn drive<C: Caller>(
+    phase: &Phase,
+    callers: &[Arc<C>],
+    progress: &mut Progress,
+) -> Measured {
+    let sh = Arc::new(Shared {
+        in_flight: AtomicU64::new(0),
+        issued: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        stop: CancellationToken::new(),
+        start: Instant::now(),
+        series: Mutex::new(Vec::new()),
+    });
+    let sampling_done = Arc::new(AtomicBool::new(false));
+    let sampling = sampler(sh.clone(), sampling_done.clone());
+    let mut workers = tokio::task::JoinSet::new();
+    for i in 0..phase.concurrency as usize {
+        let caller = callers[i % callers.len()].clone();
+        workers.spawn(worker(caller, sh.clone(), phase.pace, phase.stop));
+    }
+    let end = match phase.stop {
+        StopAt::After(d) => sh.start + d,
+        // Far enough to never fire; a counted run ends when its workers do.
+        StopAt::Calls(_) => sh.start + Duration::from_secs(86_400 * 365),
+    };
+    let timer = tokio::time::sleep_until(end);
+    tokio::pin!(timer);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut merged = Tally::default();
+    let mut lost = None;
+    loop {
+        tokio::select! {
+            () = &mut timer, if !sh.stop.is_cancelled() => sh.stop.cancel(),
+            _ = tick.tick() => {
+                let at = sh.start.elapsed();
+                if lost.is_none() && callers.iter().all(|c| c.closed()) {
+                    lost = Some(at);
+                    sh.stop.cancel();
+                }
+                progress.update(
+                    at,
+                    sh.completed.load(Ordering::Relaxed),
+                    sh.failed.load(Ordering::Relaxed),
+                );
+            }
+            joined = workers.join_next() => match joined {
+                Some(Ok(t)) => merged.merge(&t),
+                Some(Err(e)) => eprintln!("weft load: a worker failed: {e}"),
+                None => break,
+            },
+        }
+    }
+    let elapsed = match phase.stop {
+        StopAt::After(d) => sh.start.elapsed().min(d),
+        StopAt::Calls(_) => sh.start.elapsed(),
+    };
+    if lost.is_none() && callers.iter().all(|c| c.closed()) {
+        lost = Some(elapsed);
+    }
+    sampling_done.store(true, Ordering::Relaxed);
+    let mean_in_flight = sampling.join().unwrap_or(0.0);
+    let series = std::mem::take(&mut *sh.series.lock().unwrap_or_else(|e| e.into_inner()));
+    Measured {
+        tally: merged,
+        series,
+        elapsed: lost.unwrap_or(elapsed).min(elapsed),
+        mean_in_flight,
+        ended: match lost {
+            Some(at) => Ended::ConnectionLost {
+                after_s: at.as_secs_f64(),
+            },
+            None => Ended::Completed,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails every call on its first poll, as a local rejection does.
+    struct FailsAtOnce;
+
+    impl Caller for FailsAtOnce {
+        #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
+        fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
+            async { Err("INVALID_ARGUMENT") }
+        }
+        fn closed(&self) -> bool {
+            false
+        }
+    }
+
+    /// Never answers, like a stopped (SIGSTOP) server.
+    struct NeverAnswers;
+
+    impl Caller for NeverAnswers {
+        #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
+        fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
+            std::future::pending()
+        }
+        fn closed(&self) -> bool {
+            false
+        }
+    }
+
+    fn phase(stop: StopAt) -> Phase {
+        Phase {
+            concurrency: 4,
+            pace: Pace::Closed,
+            stop,
+        }
+    }
+
+    /// Runs `f` on a one-thread runtime in its own thread; `None` when it
+    /// has not returned within `bound` (the thread is left behind).
+    fn bounded<T: Send + 'static>(
+        bound: Duration,
+        f: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let _ = tx.send(rt.block_on(f));
+        });
+        rx.recv_timeout(bound).ok()
+    }
+
+    #[test]
+    fn calls_failing_on_their_first_poll_still_let_other_tasks_run() {
+        let (m, ticks) = bounded(Duration::from_secs(3), async {
+            // A task that needs the (only) runtime thread every 10 ms, as
+            // the stop timer and the progress bar do.
+            let ticks = Arc::new(AtomicU64::new(0));
+            let t = ticks.clone();
+            let ticker = tokio::spawn(async move {
+                let mut i = tokio::time::interval(Duration::from_millis(10));
+                loop {
+                    i.tick().await;
+                    t.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let callers = [Arc::new(FailsAtOnce)];
+            let m = drive(
+                &phase(StopAt::After(Duration::from_millis(300))),
+                &callers,
+                &mut Progress::hidden(),
+            )
+            .await;
+            ticker.abort();
+            (m, ticks.load(Ordering::Relaxed))
+        })
+        .expect("the phase ends at its duration");
+        assert_eq!(m.tally.latency.len(), 0);
+        assert!(m.tally.errors["INVALID_ARGUMENT"] > 0);
+        assert_eq!(m.ended, Ended::Completed);
+        // About 30 ticks in 300 ms; a worker that never yields allows ~1.
+        assert!(ticks >= 10, "{ticks}");
+    }
+
+    #[test]
+    fn a_server_that_never_answers_ends_at_the_duration() {
+        let m = bounded(Duration::from_secs(3), async {
+            let callers = [Arc::new(NeverAnswers)];
+            drive(
+                &phase(StopAt::After(Duration::from_millis(200))),
+                &callers,
+                &mut Progress::hidden(),
+            )
+            .await
+        })
+        .expect("the phase ends at its duration");
+        // Calls cut by the end are not counted; all four were in flight.
+        assert_eq!(m.tally.latency.len() + m.tally.service.len(), 0);
+        assert!(m.mean_in_flight > 2.0, "{}", m.mean_in_flight);
+        assert!(m.elapsed <= Duration::from_millis(200));
+    }
+
+    #[test]
+    fn a_counted_run_of_immediate_failures_ends() {
+        let m = bounded(Duration::from_secs(3), async {
+            let callers = [Arc::new(FailsAtOnce)];
+            drive(
+                &phase(StopAt::Calls(1000)),
+                &callers,
+                &mut Progress::hidden(),
+            )
+            .await
+        })
+        .expect("a counted phase ends");
+        assert_eq!(m.tally.errors["INVALID_ARGUMENT"], 1000);
+    }
+}
