@@ -12,6 +12,7 @@ use weft_mux::{Connection, Stream};
 
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
+use crate::observe::{self, Traced};
 use crate::wire::{self, Reader};
 use crate::within::{Within, within};
 use crate::{CallOptions, Status, method};
@@ -188,9 +189,10 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
+        let (span, opts) = observe::client_span(method, opts);
         let framed = codec::frame(request, self.max());
-        let prepared = framed.and_then(|f| self.prepare_unary(method, f, opts));
-        self.unary_prepared(prepared, Ok)
+        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts));
+        Traced::new(span, self.unary_prepared(prepared, Ok))
     }
 
     /// A unary call on JSON values.
@@ -219,9 +221,13 @@ impl Client {
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
+        let (span, opts) = observe::client_span(method, opts);
         let body = crate::message::to_json(request, self.max());
-        let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), opts));
-        self.unary_prepared(prepared, |b| crate::message::from_json(&b))
+        let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), &opts));
+        Traced::new(
+            span,
+            self.unary_prepared(prepared, |b| crate::message::from_json(&b)),
+        )
     }
 
     fn prepare_unary(
@@ -261,6 +267,7 @@ impl Client {
     ) -> Result<T, Status> {
         let Prepared { meta, framed, .. } = prepared?;
         let mut stream = self.open(meta, framed, true).await?;
+        observe::client_stream(stream.id());
         let body = {
             let mut reader = Reader::new(self.max());
             read_response(&mut reader, &mut stream).await

@@ -10,8 +10,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use weft_frame::Metadata;
 
-use crate::CallOptions;
 use crate::hash::FastHash;
+use crate::{CallOptions, TraceContext};
 
 /// What the server knows about the other end of a connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,6 +48,8 @@ pub struct Context {
     peer: Arc<PeerInfo>,
     metadata: Metadata,
     cancel: CancelSlot,
+    /// The trace context nested calls continue (see `observe`).
+    trace: Option<TraceContext>,
 }
 
 impl Context {
@@ -65,6 +67,7 @@ impl Context {
             peer: Arc::new(peer),
             metadata,
             cancel: CancelSlot::Detached,
+            trace: None,
         }
     }
 
@@ -82,7 +85,20 @@ impl Context {
             peer,
             metadata,
             cancel: CancelSlot::Call(calls, id),
+            trace: None,
         }
+    }
+
+    /// This call continues `trace`: nested calls carry it.
+    pub(crate) fn with_trace(mut self, trace: Option<TraceContext>) -> Context {
+        self.trace = trace;
+        self
+    }
+
+    /// The W3C trace context of this call (this call's span as the parent),
+    /// when the caller sent one or this call is traced.
+    pub fn trace_context(&self) -> Option<TraceContext> {
+        self.trace
     }
 
     /// The canonical method name.
@@ -113,9 +129,14 @@ impl Context {
     }
 
     /// Options for a call made on behalf of this one: they carry this
-    /// call's deadline, so a nested call gives up when the caller does.
+    /// call's deadline, so a nested call gives up when the caller does, and
+    /// its trace context (`traceparent`), so the nested call joins its trace.
     pub fn call_options(&self) -> CallOptions {
         let o = CallOptions::new();
+        let o = match self.trace {
+            Some(t) => o.metadata(crate::TRACEPARENT, &t.encode()),
+            None => o,
+        };
         match self.deadline {
             Some(d) => o.deadline(d),
             None => o,

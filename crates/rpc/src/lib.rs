@@ -49,6 +49,7 @@ pub mod deadline;
 mod hash;
 mod message;
 pub mod method;
+mod observe;
 mod options;
 mod pool;
 mod router;
@@ -62,6 +63,7 @@ mod within;
 
 pub use client::{BidiCall, Client, ClientStreamingCall, Streaming};
 pub use context::{CancelSignal, Context, PeerInfo};
+pub use observe::{TRACEPARENT, TraceContext};
 pub use options::CallOptions;
 pub use router::{Router, Shape};
 pub use server::Server;

@@ -63,6 +63,20 @@ impl CallOptions {
         self.timeout
     }
 
+    /// The value of custom entry `key`, if set.
+    pub(crate) fn metadata_value(&self, key: &[u8]) -> Option<&[u8]> {
+        self.metadata
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
+    }
+
+    /// Sets custom entry `key`, replacing an earlier one.
+    pub(crate) fn set_metadata(&mut self, key: &[u8], value: &[u8]) {
+        self.metadata.retain(|(k, _)| &**k != key);
+        self.metadata.push((key.into(), value.into()));
+    }
+
     /// Whether the call needs metadata beyond its method name.
     pub(crate) fn is_plain(&self) -> bool {
         self.deadline.is_none() && self.timeout.is_none() && self.metadata.is_empty()

@@ -30,6 +30,7 @@ use weft_mux::{Incoming, Stream};
 use crate::codec::{DEFAULT_MAX_MESSAGE, Framed};
 use crate::context::Calls;
 use crate::message::{Decode, Encode};
+use crate::observe;
 use crate::router::BoxFuture;
 use crate::streams::Slot;
 use crate::wire::{self, Reader};
@@ -76,7 +77,12 @@ impl Server {
     /// completes at once costs no spawn; one that computes for long before
     /// its first `.await` holds up the next call on this connection for
     /// that long (use `tokio::task::spawn_blocking` for heavy work).
-    pub async fn serve_connection(&self, mut incoming: Incoming, peer: PeerInfo) {
+    pub async fn serve_connection(&self, incoming: Incoming, peer: PeerInfo) {
+        let span = observe::connection_span(&peer);
+        tracing::Instrument::instrument(self.serve_streams(incoming, peer), span).await;
+    }
+
+    async fn serve_streams(&self, mut incoming: Incoming, peer: PeerInfo) {
         let peer = Arc::new(peer);
         let calls = Arc::new(Calls::default());
         while let Some(stream) = incoming.accept().await {
@@ -105,6 +111,27 @@ impl Server {
         calls: &Arc<Calls>,
         cx: &mut std::task::Context<'_>,
     ) -> Option<BoxFuture> {
+        let (span, trace) = observe::server_span(stream.metadata(), peer, stream.id());
+        let entered = span.enter();
+        let started = self.start_in_span(stream, peer, calls, cx, trace);
+        drop(entered);
+        match started {
+            Some(call) if !span.is_disabled() => {
+                Some(Box::pin(tracing::Instrument::instrument(call, span)))
+            }
+            other => other,
+        }
+    }
+
+    /// [`start`](Self::start) inside the call's span.
+    fn start_in_span(
+        &self,
+        stream: Stream,
+        peer: &Arc<PeerInfo>,
+        calls: &Arc<Calls>,
+        cx: &mut std::task::Context<'_>,
+        trace: Option<crate::TraceContext>,
+    ) -> Option<BoxFuture> {
         let id = stream.id();
         let meta = stream.metadata();
         let route = match self.router.route(meta.method().unwrap_or("")) {
@@ -131,7 +158,8 @@ impl Server {
             meta.clone(),
             calls.clone(),
             id,
-        );
+        )
+        .with_trace(trace);
         route.handler.start(
             ServerCall {
                 stream,
@@ -174,6 +202,7 @@ impl Drop for CallGuard {
 
 async fn reject(mut stream: Stream, status: Status) {
     tracing::debug!(id = stream.id(), %status, "call rejected");
+    observe::server_finished(&status);
     let _ = wire::finish(&mut stream, &status).await;
 }
 
@@ -232,6 +261,9 @@ fn cut_short(status: &Status) -> bool {
     matches!(status.code(), Code::DEADLINE_EXCEEDED | Code::CANCELLED)
 }
 
+/// The status of a call that succeeded.
+static OK: Status = Status::ok();
+
 /// Sends the call's one response message and its OK trailers, or its
 /// error status; records whether the call ended cleanly.
 async fn respond(
@@ -239,6 +271,10 @@ async fn respond(
     result: Result<Option<Framed>, Status>,
     guard: &mut CallGuard,
 ) {
+    observe::server_finished(match &result {
+        Ok(_) => &OK,
+        Err(status) => status,
+    });
     let (sent, cut) = match result {
         Ok(Some(framed)) => (
             wire::send(stream, framed, Some(wire::trailers(&Status::ok()))).await,
