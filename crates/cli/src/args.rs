@@ -105,6 +105,9 @@ pub(crate) struct ServeArgs {
     /// long before sending `GOAWAY` (lets balancers move calls away).
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     pub(crate) health_grace: Duration,
+    /// Serve Prometheus metrics (text format) on this `ip:port`.
+    #[arg(long)]
+    pub(crate) metrics: Option<String>,
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,

@@ -10,6 +10,7 @@ use weft::{Bytes, CallOptions, Config, EncryptionPolicy, Listener};
 mod args;
 mod demo;
 mod load;
+mod metrics;
 mod report;
 
 use args::{CallArgs, Cli, Command, LoadArgs, Security, ServeArgs};
@@ -32,6 +33,10 @@ pub(crate) fn security_config(s: &Security) -> Result<Config, String> {
 
 async fn serve(a: ServeArgs) -> Result<(), String> {
     let config = security_config(&a.security)?;
+    if let Some(m) = &a.metrics {
+        let at = metrics::install(m)?;
+        println!("weft: metrics on http://{at}/metrics");
+    }
     let listener = Listener::bind(&a.addr).await.map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("weft: serving on {addr}; methods: {}", demo::METHODS);

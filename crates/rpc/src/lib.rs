@@ -48,6 +48,7 @@ mod context;
 pub mod deadline;
 mod hash;
 mod message;
+mod meter;
 pub mod method;
 mod observe;
 mod options;

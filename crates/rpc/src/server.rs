@@ -30,6 +30,7 @@ use weft_mux::{Incoming, Stream};
 use crate::codec::{DEFAULT_MAX_MESSAGE, Framed};
 use crate::context::Calls;
 use crate::message::{Decode, Encode};
+use crate::meter::{CallMeter, ConnectionMeter, Meters};
 use crate::observe;
 use crate::router::BoxFuture;
 use crate::streams::Slot;
@@ -83,6 +84,8 @@ impl Server {
     }
 
     async fn serve_streams(&self, mut incoming: Incoming, peer: PeerInfo) {
+        let _open = ConnectionMeter::open();
+        let mut meters = Meters::default();
         let peer = Arc::new(peer);
         let calls = Arc::new(Calls::default());
         while let Some(stream) = incoming.accept().await {
@@ -90,7 +93,9 @@ impl Server {
             let mut stream = Some(stream);
             let pending = poll_fn(|cx| {
                 Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
-                    stream.take().and_then(|s| self.start(s, &peer, &calls, cx))
+                    stream
+                        .take()
+                        .and_then(|s| self.start(s, &peer, &calls, &mut meters, cx))
                 })))
             })
             .await;
@@ -109,11 +114,12 @@ impl Server {
         stream: Stream,
         peer: &Arc<PeerInfo>,
         calls: &Arc<Calls>,
+        meters: &mut Meters,
         cx: &mut std::task::Context<'_>,
     ) -> Option<BoxFuture> {
         let (span, trace) = observe::server_span(stream.metadata(), peer, stream.id());
         let entered = span.enter();
-        let started = self.start_in_span(stream, peer, calls, cx, trace);
+        let started = self.start_in_span(stream, peer, calls, meters, cx, trace);
         drop(entered);
         match started {
             Some(call) if !span.is_disabled() => {
@@ -129,6 +135,7 @@ impl Server {
         stream: Stream,
         peer: &Arc<PeerInfo>,
         calls: &Arc<Calls>,
+        meters: &mut Meters,
         cx: &mut std::task::Context<'_>,
         trace: Option<crate::TraceContext>,
     ) -> Option<BoxFuture> {
@@ -170,6 +177,7 @@ impl Server {
                     calls: calls.clone(),
                     id,
                     clean: false,
+                    meter: meters.start(&route.name),
                 },
             },
             cx,
@@ -192,6 +200,7 @@ struct CallGuard {
     calls: Arc<Calls>,
     id: u32,
     clean: bool,
+    meter: CallMeter,
 }
 
 impl Drop for CallGuard {
@@ -271,10 +280,15 @@ async fn respond(
     result: Result<Option<Framed>, Status>,
     guard: &mut CallGuard,
 ) {
-    observe::server_finished(match &result {
+    let status = match &result {
         Ok(_) => &OK,
         Err(status) => status,
-    });
+    };
+    observe::server_finished(status);
+    guard.meter.finish(status.code());
+    if let Ok(Some(framed)) = &result {
+        guard.meter.sent(framed);
+    }
     let (sent, cut) = match result {
         Ok(Some(framed)) => (
             wire::send(stream, framed, Some(wire::trailers(&Status::ok()))).await,
@@ -305,7 +319,9 @@ where
     } = call;
     let work = async {
         let mut reader = Reader::new(max);
-        let req = Req::decode(reader.single(&mut stream).await?)?;
+        let req = reader.single(&mut stream).await?;
+        guard.meter.received(req.len());
+        let req = Req::decode(req)?;
         let handler = catch(call_handler(|| f(ctx, req))?);
         tokio::select! {
             biased;
