@@ -206,6 +206,9 @@ pub(crate) struct LoadArgs {
     /// Print the report as JSON (arguments, histogram and time series too).
     #[arg(long)]
     pub(crate) json: bool,
+    /// Also write the report with plots to this HTML file.
+    #[arg(long)]
+    pub(crate) report: Option<std::path::PathBuf>,
     /// Load a remote `weft serve` instead of an in-process server.
     #[arg(long)]
     pub(crate) addr: Option<String>,

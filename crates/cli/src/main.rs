@@ -112,6 +112,10 @@ async fn load(a: LoadArgs) -> Result<(), String> {
     } else {
         print!("{}", out.render());
     }
+    if let Some(path) = &a.report {
+        std::fs::write(path, out.html())
+            .map_err(|e| format!("--report {}: {e}", path.display()))?;
+    }
     out.verdict(&a)
 }
 

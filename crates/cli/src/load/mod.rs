@@ -22,6 +22,7 @@ mod driver;
 mod histogram;
 mod pace;
 mod progress;
+mod report_html;
 mod series;
 mod sweep;
 
@@ -175,6 +176,11 @@ impl Output {
             Body::Sweep { rows, knee } => s += &sweep::render(rows, *knee),
         }
         s
+    }
+
+    /// The report as an HTML page with plots (`--report`).
+    pub(crate) fn html(&self) -> String {
+        report_html::render(self)
     }
 
     /// `Err` with the reason when the run failed or missed a threshold:

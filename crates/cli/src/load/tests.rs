@@ -400,6 +400,29 @@ async fn a_sweep_prints_one_row_per_step() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_html_report_plots_the_series_and_the_histogram() {
+    let out = load(
+        &["--duration", "2100ms", "--concurrency", "2"],
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let Body::Run(r) = &out.body else {
+        panic!("a run")
+    };
+    let html = out.html();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
+    assert_eq!(html.matches("<svg ").count(), 2);
+    assert_eq!(html.matches("</svg>").count(), 2);
+    // One bar per histogram bucket, one point per second on each line.
+    assert_eq!(html.matches("class=\"bucket\"").count(), r.histogram.len());
+    let throughput = html.split("data-name=\"calls/s\" d=\"").nth(1).unwrap();
+    let d = throughput.split('"').next().unwrap();
+    assert_eq!(d.split(' ').count(), r.series.len(), "{d}");
+    assert!(html.contains("<pre>weft load: 127.0.0.1:"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_and_metadata_reach_any_method() {
     let out = load(
         &[
