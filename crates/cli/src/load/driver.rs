@@ -3,9 +3,13 @@
 //! thread reads the in-flight counter for the Little's-law check.
 //!
 //! What keeps a phase from hanging, whatever the calls do:
-//! - every call races the phase's stop signal, so a call stuck on a stalled
-//!   server is dropped (its stream reset) when the phase ends, and the end
-//!   is a timer of its own, not a check made between calls;
+//! - at the phase's end (a timer of its own, not a check made between
+//!   calls) no new call starts; calls in flight get [`DRAIN`] to finish,
+//!   uncounted, then every call still running is dropped (its stream
+//!   reset), since each call races the phase's cut signal. Draining first
+//!   keeps a sweep's connection healthy: resetting dozens of streams at
+//!   once looks like a rapid-reset attack to the server, which closes the
+//!   connection (`ENHANCE_YOUR_CALM`);
 //! - a worker yields to the runtime through the cooperative budget after
 //!   every call, so calls that fail on their first poll (and never wait)
 //!   cannot pin the runtime's threads and starve the stop timer;
@@ -18,13 +22,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::pace::Pace;
+use super::pace::{self, Pace};
 use super::progress::Progress;
 use super::series::{Second, SecondTally};
 use crate::report::Tally;
+
+/// How long calls in flight at the end of a phase may take to finish
+/// before they are cut.
+pub(crate) const DRAIN: Duration = Duration::from_secs(1);
 
 /// How often the in-flight counter is sampled (from a dedicated thread).
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
@@ -83,6 +92,8 @@ pub(crate) struct Measured {
     pub(crate) mean_in_flight: f64,
     /// How it ended.
     pub(crate) ended: Ended,
+    /// Open loop: the latest the pacer released a slot.
+    pub(crate) pacer_late: Option<Duration>,
 }
 
 /// State the workers of one phase share.
@@ -92,7 +103,12 @@ struct Shared {
     issued: AtomicU64,
     completed: AtomicU64,
     failed: AtomicU64,
+    /// No new calls.
     stop: CancellationToken,
+    /// Calls in flight are dropped.
+    cut: CancellationToken,
+    /// Open loop: one permit per call slot that is due (see `pace::pacer`).
+    slots: Option<Arc<Semaphore>>,
     start: Instant,
     /// Per-second figures, flushed by each worker when its second changes.
     series: Mutex<Vec<Second>>,
@@ -120,6 +136,17 @@ async fn worker<C: Caller>(caller: Arc<C>, sh: Arc<Shared>, pace: Pace, stop: St
         if sh.stop.is_cancelled() {
             break;
         }
+        if let Some(slots) = &sh.slots {
+            // Open loop: wait until the pacer has released a slot.
+            tokio::select! {
+                biased;
+                _ = sh.stop.cancelled() => break,
+                p = slots.acquire() => match p {
+                    Ok(p) => p.forget(),
+                    Err(_) => break,
+                },
+            }
+        }
         let i = sh.issued.fetch_add(1, Ordering::Relaxed);
         if limit.is_some_and(|n| i >= n) {
             break;
@@ -128,18 +155,11 @@ async fn worker<C: Caller>(caller: Arc<C>, sh: Arc<Shared>, pace: Pace, stop: St
         if end.is_some_and(|e| intended >= e) {
             break;
         }
-        if intended > Instant::now() {
-            tokio::select! {
-                biased;
-                _ = sh.stop.cancelled() => break,
-                _ = tokio::time::sleep_until(intended) => {}
-            }
-        }
         let sent = Instant::now();
         sh.in_flight.fetch_add(1, Ordering::Relaxed);
         let outcome = tokio::select! {
             biased;
-            _ = sh.stop.cancelled() => None,
+            _ = sh.cut.cancelled() => None,
             r = caller.call() => Some(r),
         };
         sh.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -203,11 +223,23 @@ pub(crate) async fn drive<C: Caller>(
         completed: AtomicU64::new(0),
         failed: AtomicU64::new(0),
         stop: CancellationToken::new(),
+        cut: CancellationToken::new(),
+        slots: phase.pace.per_second().map(|_| Arc::new(Semaphore::new(0))),
         start: Instant::now(),
         series: Mutex::new(Vec::new()),
     });
     let sampling_done = Arc::new(AtomicBool::new(false));
     let sampling = sampler(sh.clone(), sampling_done.clone());
+    let pacing = match (phase.pace, &sh.slots) {
+        (Pace::Open { per_second }, Some(slots)) => Some(pace::pacer(
+            per_second,
+            sh.start,
+            phase.stop,
+            slots.clone(),
+            sh.stop.clone(),
+        )),
+        _ => None,
+    };
     let mut workers = tokio::task::JoinSet::new();
     for i in 0..phase.concurrency as usize {
         let caller = callers[i % callers.len()].clone();
@@ -220,6 +252,8 @@ pub(crate) async fn drive<C: Caller>(
     };
     let timer = tokio::time::sleep_until(end);
     tokio::pin!(timer);
+    let cut = tokio::time::sleep_until(end + DRAIN);
+    tokio::pin!(cut);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut merged = Tally::default();
@@ -227,11 +261,13 @@ pub(crate) async fn drive<C: Caller>(
     loop {
         tokio::select! {
             () = &mut timer, if !sh.stop.is_cancelled() => sh.stop.cancel(),
+            () = &mut cut, if !sh.cut.is_cancelled() => sh.cut.cancel(),
             _ = tick.tick() => {
                 let at = sh.start.elapsed();
                 if lost.is_none() && callers.iter().all(|c| c.closed()) {
                     lost = Some(at);
                     sh.stop.cancel();
+                    sh.cut.cancel();
                 }
                 progress.update(
                     at,
@@ -254,6 +290,8 @@ pub(crate) async fn drive<C: Caller>(
         lost = Some(elapsed);
     }
     sampling_done.store(true, Ordering::Relaxed);
+    sh.stop.cancel();
+    let pacer_late = pacing.and_then(|p| p.join().ok());
     let mean_in_flight = sampling.join().unwrap_or(0.0);
     let series = std::mem::take(&mut *sh.series.lock().unwrap_or_else(|e| e.into_inner()));
     Measured {
@@ -261,6 +299,7 @@ pub(crate) async fn drive<C: Caller>(
         series,
         elapsed: lost.unwrap_or(elapsed).min(elapsed),
         mean_in_flight,
+        pacer_late,
         ended: match lost {
             Some(at) => Ended::ConnectionLost {
                 after_s: at.as_secs_f64(),

@@ -32,6 +32,9 @@ use driver::{Caller, Ended, Phase, StopAt};
 use pace::Pace;
 use progress::Progress;
 
+/// Pacer lateness (ms) above which the report says so.
+const PACER_LATE_NOTE_MS: f64 = 1.0;
+
 /// What was loaded and how.
 #[derive(Debug, Serialize)]
 pub(crate) struct Setup {
@@ -135,6 +138,8 @@ pub(crate) struct Single {
     pub(crate) histogram: Vec<histogram::Bucket>,
     /// Throughput, p99 and errors per second.
     pub(crate) series: Vec<series::SeriesRow>,
+    /// Open loop: the latest the pacer released a call slot, ms.
+    pub(crate) pacer_late_ms: Option<f64>,
 }
 
 /// A single run or a sweep.
@@ -170,6 +175,12 @@ impl Output {
         match &self.body {
             Body::Run(r) => {
                 s += &r.report.render();
+                if let Some(late) = r.pacer_late_ms.filter(|&l| l >= PACER_LATE_NOTE_MS) {
+                    s += &format!(
+                        "pacer       released call slots up to {late:.1} ms late: this machine starved \
+                         the load generator of CPU, and the latencies include that\n"
+                    );
+                }
                 s += &histogram::render(&r.histogram);
                 s += &render_series(&r.series);
             }
@@ -471,6 +482,7 @@ async fn measure<C: Caller>(args: &LoadArgs, callers: &[Arc<C>]) -> (Body, Ended
                 report: Report::new(&m.tally, m.elapsed, m.mean_in_flight),
                 histogram: Vec::new(),
                 series: Vec::new(),
+                pacer_late_ms: None,
             };
             return (Body::Run(empty), m.ended);
         }
@@ -494,6 +506,7 @@ async fn measure<C: Caller>(args: &LoadArgs, callers: &[Arc<C>]) -> (Body, Ended
             report: Report::new(&m.tally, m.elapsed, m.mean_in_flight),
             histogram: histogram::buckets(&m.tally.latency),
             series: series::rows(&m.series, m.elapsed),
+            pacer_late_ms: m.pacer_late.map(|d| d.as_secs_f64() * 1e3),
         };
         return (Body::Run(single), m.ended);
     }

@@ -8,10 +8,60 @@
 //! schedule, call `i` at `start + i / rate`, and measures each call's
 //! latency from that intended start, as wrk2 does: time a call spent
 //! waiting for a free worker counts.
+//!
+//! The schedule is kept by [`pacer`], an OS thread that releases one
+//! semaphore permit per slot as it falls due, waking every
+//! [`PACER_TICK`]: tokio's timer ticks in whole milliseconds and fires a
+//! millisecond's slots at once, which would turn a smooth rate into bursts
+//! (and their queueing into latency the server did not cause).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::driver::StopAt;
+
+/// How often the pacer releases the slots that fell due.
+pub(crate) const PACER_TICK: Duration = Duration::from_micros(50);
+
+/// Releases one permit on `slots` per call slot of an open loop at
+/// `per_second` that began at `start`, as each falls due, until `stop`
+/// (or the phase's last slot). Returns how late, at worst, it released a
+/// slot: more than a tick or two means this machine starved the generator
+/// of CPU, and open-loop latencies include that.
+pub(crate) fn pacer(
+    per_second: f64,
+    start: Instant,
+    end: StopAt,
+    slots: Arc<Semaphore>,
+    stop: CancellationToken,
+) -> std::thread::JoinHandle<Duration> {
+    let start = start.into_std();
+    std::thread::spawn(move || {
+        let total = match end {
+            StopAt::Calls(n) => n,
+            StopAt::After(d) => (d.as_secs_f64() * per_second).ceil() as u64,
+        };
+        let mut released = 0u64;
+        let mut worst = 0.0f64;
+        while released < total && !stop.is_cancelled() {
+            let elapsed = start.elapsed().as_secs_f64();
+            // Slot i is due at i / rate: slots 0..=floor(elapsed × rate).
+            let due = ((elapsed * per_second).floor() as u64 + 1).min(total);
+            if due > released {
+                // The oldest slot released now was due at released / rate.
+                worst = worst.max(elapsed - released as f64 / per_second);
+                slots.add_permits(usize::try_from(due - released).unwrap_or(usize::MAX));
+                released = due;
+            }
+            std::thread::sleep(PACER_TICK);
+        }
+        Duration::from_secs_f64(worst.max(0.0))
+    })
+}
 
 /// Later than any run ends.
 const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
@@ -61,6 +111,34 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pacer_releases_each_slot_once_then_stops() {
+        let slots = Arc::new(Semaphore::new(0));
+        let stop = CancellationToken::new();
+        // 1000 slots at a million a second: due within a millisecond.
+        let p = pacer(
+            1e6,
+            Instant::now(),
+            StopAt::Calls(1000),
+            slots.clone(),
+            stop.clone(),
+        );
+        p.join().unwrap();
+        assert_eq!(slots.available_permits(), 1000);
+        // A stopped pacer releases no more, however many slots remain.
+        let slots = Arc::new(Semaphore::new(0));
+        stop.cancel();
+        let p = pacer(
+            1.0,
+            Instant::now(),
+            StopAt::After(Duration::from_secs(3600)),
+            slots.clone(),
+            stop,
+        );
+        p.join().unwrap();
+        assert!(slots.available_permits() <= 1);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_open_loop_follows_its_schedule() {

@@ -1,9 +1,10 @@
 //! `--sweep`: steps of rising load, one row each, with the knee marked.
 //!
 //! Over concurrency (closed loop): 1, 2, 4, … up to `--concurrency`. The
-//! knee is the last step before throughput stops rising (less than
-//! [`STILL_RISING`] more) while p99 jumps (at least [`P99_JUMP`] times):
-//! past it, more calls in flight only queue.
+//! knee is the first step that reaches [`NEAR_PEAK`] of the sweep's best
+//! throughput, when a later step exists: past it, more calls in flight
+//! add little throughput and only queue, so p99 grows. (Comparing each
+//! step with the one before alone is fooled by one noisy step.)
 //!
 //! Over rates (open loop, `--rate R`): R × ¼, ½, ¾, 1, 1¼, 1½. The knee
 //! is the last step the server keeps up with: the next one delivers less
@@ -17,9 +18,9 @@ use serde::Serialize;
 use super::pace::Pace;
 use crate::report::{Little, Report};
 
-/// Throughput growth below which a step no longer counts as rising.
-pub(crate) const STILL_RISING: f64 = 1.10;
-/// p99 growth that counts as a jump.
+/// Fraction of the best throughput at which a concurrency step is the knee.
+pub(crate) const NEAR_PEAK: f64 = 0.90;
+/// p99 growth that counts as a jump (rate steps).
 pub(crate) const P99_JUMP: f64 = 1.5;
 /// Fraction of the offered rate a step must deliver to keep up.
 pub(crate) const KEEPS_UP: f64 = 0.95;
@@ -104,23 +105,33 @@ impl Row {
     }
 }
 
-/// Whether going from `a` to `b` is past the knee.
-fn past_knee(a: &Row, b: &Row) -> bool {
+/// Whether a rate step `b` after `a` is past the knee: it falls short of
+/// its offered rate, or its p99 jumps.
+fn past_rate_knee(a: &Row, b: &Row, rate: f64) -> bool {
     let jump = match (a.p99_us, b.p99_us) {
         (Some(x), Some(y)) => y >= x * P99_JUMP,
         (Some(_), None) => true,
         _ => false,
     };
-    match b.rate {
-        Some(rate) => b.throughput < rate * KEEPS_UP || jump,
-        None => b.throughput < a.throughput * STILL_RISING && jump,
-    }
+    b.throughput < rate * KEEPS_UP || jump
 }
 
-/// Marks the knee: the last row before the first step past it. Returns
-/// its index, or `None` when every step still scaled (load harder).
+/// Marks the knee and returns its index, or `None` when it was not
+/// reached (throughput still rising at the last step: load harder).
 pub(crate) fn mark_knee(rows: &mut [Row]) -> Option<usize> {
-    let i = (1..rows.len()).find(|&i| past_knee(&rows[i - 1], &rows[i]))? - 1;
+    let i = if rows.first()?.rate.is_some() {
+        (1..rows.len()).find(|&i| {
+            let rate = rows[i].rate.unwrap_or(f64::INFINITY);
+            past_rate_knee(&rows[i - 1], &rows[i], rate)
+        })? - 1
+    } else {
+        let best = rows.iter().map(|r| r.throughput).fold(0.0, f64::max);
+        let i = rows.iter().position(|r| r.throughput >= best * NEAR_PEAK)?;
+        if i + 1 == rows.len() {
+            return None;
+        }
+        i
+    };
     rows[i].knee = true;
     Some(i)
 }
@@ -160,7 +171,7 @@ pub(crate) fn render(rows: &[Row], knee: Option<usize>) -> String {
         Some(i) => {
             let _ = writeln!(
                 s,
-                "knee        at {} in flight{}: past it throughput stops rising and p99 jumps",
+                "knee        at {} in flight{}: past it throughput barely rises and calls queue (p99 grows)",
                 rows[i].concurrency,
                 rows[i]
                     .rate
@@ -218,7 +229,9 @@ mod tests {
             row(4, None, 35_000.0, 130.0),
             // Flat throughput, p99 doubles: past the knee.
             row(8, None, 36_000.0, 260.0),
-            row(16, None, 36_500.0, 520.0),
+            // One noisy step does not move the knee.
+            row(16, None, 20_000.0, 900.0),
+            row(32, None, 36_500.0, 520.0),
         ];
         assert_eq!(mark_knee(&mut rows), Some(2));
         assert!(rows[2].knee && !rows[3].knee);

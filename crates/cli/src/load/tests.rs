@@ -423,6 +423,25 @@ async fn the_html_report_plots_the_series_and_the_histogram() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_to_64_in_flight_keeps_its_connection() {
+    // Cutting every call in flight at each step's end reset dozens of
+    // streams at once; the server took that for a rapid-reset attack and
+    // closed the connection before the last step.
+    let out = load(&["--sweep", "--duration", "150ms"], Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(out.ended, Ended::Completed);
+    let Body::Sweep { rows, .. } = &out.body else {
+        panic!("a sweep")
+    };
+    assert_eq!(rows.len(), 7);
+    assert!(
+        rows.iter().all(|r| r.errors == 0 && r.throughput > 0.0),
+        "{rows:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_and_metadata_reach_any_method() {
     let out = load(
         &[
