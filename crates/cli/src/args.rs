@@ -150,11 +150,11 @@ pub(crate) struct LoadArgs {
     /// Calls in flight at once, spread over the connections (with --sweep:
     /// the largest step).
     #[arg(long, default_value_t = 64, allow_hyphen_values = true,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+          value_parser = parse_concurrency)]
     pub(crate) concurrency: u32,
     /// Connections to open.
     #[arg(long, default_value_t = 1, allow_hyphen_values = true,
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+          value_parser = parse_connections)]
     pub(crate) connections: u32,
     /// How long to measure, e.g. `5s` (with --sweep: each step).
     #[arg(long, value_parser = parse_positive_duration, default_value = "5s",
@@ -162,7 +162,7 @@ pub(crate) struct LoadArgs {
     pub(crate) duration: Duration,
     /// Stop after this many calls instead of after --duration.
     #[arg(long, conflicts_with = "duration", allow_hyphen_values = true,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = parse_calls)]
     pub(crate) calls: Option<u64>,
     /// Open loop: start this many calls per second whatever the latency
     /// (latency counts from each call's intended start, as wrk2 does).
@@ -215,6 +215,29 @@ pub(crate) struct LoadArgs {
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,
+}
+
+/// A whole number in `lo..=hi`.
+fn count(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a whole number from {lo} to {hi}")),
+    }
+}
+
+/// `--concurrency`: 1 to 100,000.
+pub(crate) fn parse_concurrency(s: &str) -> Result<u32, String> {
+    count(s, 1, 100_000).map(|n| n as u32)
+}
+
+/// `--connections`: 1 to 1024.
+pub(crate) fn parse_connections(s: &str) -> Result<u32, String> {
+    count(s, 1, 1024).map(|n| n as u32)
+}
+
+/// `--calls`: at least 1.
+pub(crate) fn parse_calls(s: &str) -> Result<u64, String> {
+    count(s, 1, u64::MAX)
 }
 
 /// A duration that must be more than zero.
@@ -367,9 +390,10 @@ mod tests {
         assert!(err(&["--duration", "0"]).contains("is zero"));
         assert!(err(&["--duration", "0s"]).contains("is zero"));
         assert!(err(&["--duration", "-1s"]).contains("is negative"));
-        assert!(err(&["--calls", "0"]).contains("0 is not in 1.."));
-        assert!(err(&["--calls", "-5"]).contains("invalid value '-5'"));
-        assert!(err(&["--concurrency", "-1"]).contains("invalid value '-1'"));
+        assert!(err(&["--calls", "0"]).contains("\"0\" is not a whole number from 1"));
+        assert!(err(&["--calls", "-5"]).contains("\"-5\" is not a whole number from 1"));
+        assert!(err(&["--concurrency", "-1"]).contains("from 1 to 100000"));
+        assert!(err(&["--connections", "2000"]).contains("from 1 to 1024"));
         assert!(err(&["--rate", "0"]).contains("is not a rate"));
         assert!(err(&["--rate", "-10"]).contains("is not a rate"));
         assert!(err(&["--rate", "inf"]).contains("is not a rate"));
