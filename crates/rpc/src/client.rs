@@ -334,9 +334,17 @@ impl Client {
         end: bool,
         opts: &CallOptions,
     ) -> Result<Call, Status> {
-        let (meta, deadline) = self.prepare(method, opts)?;
-        let stream = within(deadline, self.open(meta, first, end)).await?;
+        let (span, opts) = observe::client_span(method, opts);
+        let opened = async {
+            let (meta, deadline) = self.prepare(method, &opts)?;
+            Ok((
+                within(deadline, self.open(meta, first, end)).await?,
+                deadline,
+            ))
+        };
+        let (stream, deadline) = observe::client_opened(&span, opened.await)?;
         Ok(Call {
+            span,
             stream,
             reader: Reader::new(self.max()),
             max: self.max(),
@@ -379,6 +387,8 @@ struct Call {
     send_ended: bool,
     /// Set once the call has a final outcome: later reads repeat it.
     outcome: Option<Result<(), Status>>,
+    /// The call's `rpc.client` span (disabled when nobody listens).
+    span: tracing::Span,
 }
 
 impl Call {
@@ -392,6 +402,7 @@ impl Call {
             Ok(None) => wire::status_of(self.reader.trailers()),
             Err(e) => Err(e),
         };
+        observe::client_ended(&self.span, &r);
         self.outcome = Some(r.clone());
         r.map(|()| None)
     }
@@ -512,7 +523,9 @@ impl ClientStreamingCall {
     pub async fn finish(mut self) -> Result<Bytes, Status> {
         self.call.close_send().await?;
         let c = &mut self.call;
-        within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await
+        let r = within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await;
+        observe::client_ended(&c.span, &r);
+        r
     }
 
     /// Ends the request stream and decodes the JSON response.

@@ -277,6 +277,35 @@ pub(crate) fn client_span<'a>(method: &str, opts: &'a CallOptions) -> (Span, Cow
     (span, Cow::Owned(with))
 }
 
+/// A streaming call's open: records the stream id, or the failure.
+pub(crate) fn client_opened<T>(
+    span: &Span,
+    opened: Result<(weft_mux::Stream, T), Status>,
+) -> Result<(weft_mux::Stream, T), Status> {
+    if !span.is_disabled() {
+        match &opened {
+            Ok((s, _)) => {
+                span.record("rpc.weft.stream_id", s.id());
+            }
+            Err(e) => client_ended(span, &Err::<(), _>(e.clone())),
+        }
+    }
+    opened
+}
+
+/// A streaming call's outcome, on its span.
+pub(crate) fn client_ended<T>(span: &Span, r: &Result<T, Status>) {
+    if span.is_disabled() {
+        return;
+    }
+    let code = match r {
+        Ok(_) => Code::OK,
+        Err(s) => s.code(),
+    };
+    span.record("rpc.response.status_code", code.name());
+    span.in_scope(|| tracing::debug!(rpc.response.status_code = code.name(), "call finished"));
+}
+
 pin_project! {
     /// A client call future inside its span; records the outcome at the end.
     #[derive(Debug)]

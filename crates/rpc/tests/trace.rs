@@ -148,3 +148,39 @@ async fn a_failed_call_records_its_code_on_both_spans() {
         "NOT_FOUND"
     );
 }
+
+#[tokio::test]
+async fn a_streaming_call_has_spans_on_both_sides_too() {
+    let capture = Capture::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let p = common::pair(Router::new().server_streaming(
+        "svc/list",
+        |_ctx, _req: Bytes, mut sink| async move {
+            for i in 0..3u8 {
+                sink.send(Bytes::from(vec![i])).await?;
+            }
+            Ok(())
+        },
+    ))
+    .await;
+    let mut s = p
+        .client
+        .server_streaming("svc/list", Bytes::new(), &weft_rpc::CallOptions::new())
+        .await
+        .unwrap();
+    let mut n = 0;
+    while s.message().await.unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 3);
+    let c = capture.find("rpc.client", "list");
+    let s = capture.find("rpc.server", "list");
+    assert_eq!(c.fields["rpc.response.status_code"], "OK", "{c:?}");
+    assert_eq!(s.fields["rpc.response.status_code"], "OK", "{s:?}");
+    assert_eq!(
+        c.fields["rpc.weft.stream_id"],
+        s.fields["rpc.weft.stream_id"]
+    );
+    assert_eq!(s.fields["parent_id"], c.fields["span_id"]);
+}
