@@ -13,8 +13,10 @@
 //! - a worker yields to the runtime through the cooperative budget after
 //!   every call, so calls that fail on their first poll (and never wait)
 //!   cannot pin the runtime's threads and starve the stop timer;
-//! - when every connection is closed the phase ends at once with
-//!   [`Ended::ConnectionLost`] instead of spinning on `UNAVAILABLE`.
+//! - when calls have failed `UNAVAILABLE` with none succeeding for
+//!   [`LOST_AFTER`] (the server is gone and reconnecting fails), the phase
+//!   ends with [`Ended::ConnectionLost`] instead of failing calls until
+//!   its end.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,10 +32,15 @@ use super::pace::{self, Pace};
 use super::progress::Progress;
 use super::series::{Second, SecondTally};
 use crate::report::Tally;
+use weft::Code;
 
 /// How long calls in flight at the end of a phase may take to finish
 /// before they are cut.
 pub(crate) const DRAIN: Duration = Duration::from_secs(1);
+
+/// How long calls may fail `UNAVAILABLE`, none succeeding, before the
+/// server counts as gone.
+pub(crate) const LOST_AFTER: Duration = Duration::from_secs(1);
 
 /// How often the in-flight counter is sampled (from a dedicated thread).
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
@@ -42,8 +49,6 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 pub(crate) trait Caller: Send + Sync + 'static {
     /// Makes one call: `Err` carries the status code name.
     fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_;
-    /// Whether the connection under the calls is closed for good.
-    fn closed(&self) -> bool;
 }
 
 /// When a phase ends.
@@ -61,7 +66,8 @@ pub(crate) enum StopAt {
 pub(crate) enum Ended {
     /// It ran its course.
     Completed,
-    /// Every connection closed (the server went away) this many seconds in.
+    /// The server went away this many seconds in: from then on every
+    /// call failed `UNAVAILABLE` for [`LOST_AFTER`].
     ConnectionLost {
         /// Seconds into the phase.
         after_s: f64,
@@ -102,7 +108,9 @@ struct Shared {
     in_flight: AtomicU64,
     issued: AtomicU64,
     completed: AtomicU64,
+    succeeded: AtomicU64,
     failed: AtomicU64,
+    unavailable: AtomicU64,
     /// No new calls.
     stop: CancellationToken,
     /// Calls in flight are dropped.
@@ -173,12 +181,15 @@ async fn worker<C: Caller>(caller: Arc<C>, sh: Arc<Shared>, pace: Pace, stop: St
         tally.record(outcome, done - intended, done - sent);
         second.record(done - sh.start, outcome, done - intended, |s| sh.flush(s));
         sh.completed.fetch_add(1, Ordering::Relaxed);
-        if outcome.is_err() {
-            sh.failed.fetch_add(1, Ordering::Relaxed);
-            if caller.closed() {
-                break;
+        match outcome {
+            Ok(()) => sh.succeeded.fetch_add(1, Ordering::Relaxed),
+            Err(code) => {
+                if code == Code::UNAVAILABLE.name() {
+                    sh.unavailable.fetch_add(1, Ordering::Relaxed);
+                }
+                sh.failed.fetch_add(1, Ordering::Relaxed)
             }
-        }
+        };
         // Calls that complete without waiting (a local failure, a ready
         // response) still give the runtime its turn.
         tokio::task::coop::consume_budget().await;
@@ -211,7 +222,32 @@ fn sampler(sh: Arc<Shared>, done: Arc<AtomicBool>) -> std::thread::JoinHandle<f6
     })
 }
 
-/// Runs `phase` with workers spread over `callers` (one per connection).
+/// Tells a gone server from the driver's ticks: calls failing
+/// `UNAVAILABLE` and none succeeding, tick after tick.
+#[derive(Debug, Default)]
+struct Liveness {
+    succeeded: u64,
+    unavailable: u64,
+    /// When the current run of dead ticks began.
+    dead_since: Option<Duration>,
+}
+
+impl Liveness {
+    /// The counters at `at`; `Some(when it went away)` once dead for
+    /// [`LOST_AFTER`].
+    fn tick(&mut self, at: Duration, succeeded: u64, unavailable: u64) -> Option<Duration> {
+        let dead = succeeded == self.succeeded && unavailable > self.unavailable;
+        (self.succeeded, self.unavailable) = (succeeded, unavailable);
+        if !dead {
+            self.dead_since = None;
+            return None;
+        }
+        let since = *self.dead_since.get_or_insert(at);
+        (at - since >= LOST_AFTER).then_some(since)
+    }
+}
+
+/// Runs `phase` with workers spread over `callers`.
 pub(crate) async fn drive<C: Caller>(
     phase: &Phase,
     callers: &[Arc<C>],
@@ -221,7 +257,9 @@ pub(crate) async fn drive<C: Caller>(
         in_flight: AtomicU64::new(0),
         issued: AtomicU64::new(0),
         completed: AtomicU64::new(0),
+        succeeded: AtomicU64::new(0),
         failed: AtomicU64::new(0),
+        unavailable: AtomicU64::new(0),
         stop: CancellationToken::new(),
         cut: CancellationToken::new(),
         slots: phase.pace.per_second().map(|_| Arc::new(Semaphore::new(0))),
@@ -258,14 +296,20 @@ pub(crate) async fn drive<C: Caller>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut merged = Tally::default();
     let mut lost = None;
+    let mut watch = Liveness::default();
     loop {
         tokio::select! {
             () = &mut timer, if !sh.stop.is_cancelled() => sh.stop.cancel(),
             () = &mut cut, if !sh.cut.is_cancelled() => sh.cut.cancel(),
             _ = tick.tick() => {
                 let at = sh.start.elapsed();
-                if lost.is_none() && callers.iter().all(|c| c.closed()) {
-                    lost = Some(at);
+                let gone = watch.tick(
+                    at,
+                    sh.succeeded.load(Ordering::Relaxed),
+                    sh.unavailable.load(Ordering::Relaxed),
+                );
+                if lost.is_none() && gone.is_some() {
+                    lost = gone;
                     sh.stop.cancel();
                     sh.cut.cancel();
                 }
@@ -286,9 +330,6 @@ pub(crate) async fn drive<C: Caller>(
         StopAt::After(d) => sh.start.elapsed().min(d),
         StopAt::Calls(_) => sh.start.elapsed(),
     };
-    if lost.is_none() && callers.iter().all(|c| c.closed()) {
-        lost = Some(elapsed);
-    }
     sampling_done.store(true, Ordering::Relaxed);
     sh.stop.cancel();
     let pacer_late = pacing.and_then(|p| p.join().ok());
@@ -321,9 +362,6 @@ mod tests {
         fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
             async { Err("INVALID_ARGUMENT") }
         }
-        fn closed(&self) -> bool {
-            false
-        }
     }
 
     /// Never answers, like a stopped (SIGSTOP) server.
@@ -333,9 +371,6 @@ mod tests {
         #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
         fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
             std::future::pending()
-        }
-        fn closed(&self) -> bool {
-            false
         }
     }
 
@@ -412,6 +447,23 @@ mod tests {
         assert_eq!(m.tally.latency.len() + m.tally.service.len(), 0);
         assert!(m.mean_in_flight > 2.0, "{}", m.mean_in_flight);
         assert!(m.elapsed <= Duration::from_millis(200));
+    }
+
+    #[test]
+    fn only_a_stretch_of_unavailable_with_no_success_is_a_gone_server() {
+        let mut w = Liveness::default();
+        let ms = Duration::from_millis;
+        assert_eq!(w.tick(ms(100), 10, 0), None);
+        // Failing, but some calls still succeed: not gone.
+        assert_eq!(w.tick(ms(200), 11, 5), None);
+        // Nothing completes at all (a stalled server): not gone either.
+        assert_eq!(w.tick(ms(300), 11, 5), None);
+        for t in 4..=13 {
+            assert_eq!(w.tick(ms(t * 100), 11, 5 + t), None, "{t}");
+        }
+        assert_eq!(w.tick(ms(1400), 11, 30), Some(ms(400)));
+        // A success resets it.
+        assert_eq!(w.tick(ms(1500), 12, 31), None);
     }
 
     #[test]

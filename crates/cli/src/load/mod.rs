@@ -1,7 +1,7 @@
 //! `weft load`: a load generator in the spirit of oha, wrk2 and ghz.
 //!
-//! `concurrency` workers spread over `connections` connections call one
-//! method (`echo` by default) for `duration` (or until `calls` have been
+//! `concurrency` workers on one `weft::Channel` of `connections`
+//! connections (failing fast while it cannot reconnect) call one method (`echo` by default) for `duration` (or until `calls` have been
 //! issued), back to back (closed loop) or on a schedule (`--rate`, open
 //! loop; see [`pace`]). `--sweep` runs steps of rising load and marks the
 //! knee ([`sweep`]). The report has percentiles, min/mean/stddev, a
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use weft::{Bytes, CallOptions, Client, Config, Listener};
+use weft::{Bytes, CallOptions, Channel, Config, Listener};
 
 mod driver;
 mod histogram;
@@ -336,10 +336,10 @@ fn call_timeout(a: &LoadArgs) -> Duration {
     })
 }
 
-/// One connection's calls.
+/// The calls of the run, on a channel spread over `--connections`.
 #[derive(Debug)]
 struct RpcCaller {
-    client: Client,
+    channel: Channel,
     method: Arc<str>,
     body: Bytes,
     opts: CallOptions,
@@ -349,22 +349,17 @@ struct RpcCaller {
 
 impl Caller for RpcCaller {
     fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
-        let want = self.body.len();
-        let echo = self.echo;
-        let call = self
-            .client
-            .unary_with(&self.method, self.body.clone(), &self.opts);
         async move {
-            match call.await {
-                Ok(r) if !echo || r.len() == want => Ok(()),
+            let r = self
+                .channel
+                .unary_with(&self.method, self.body.clone(), &self.opts)
+                .await;
+            match r {
+                Ok(r) if !self.echo || r.len() == self.body.len() => Ok(()),
                 Ok(_) => Err("DATA_LOSS"),
                 Err(s) => Err(s.code().name()),
             }
         }
-    }
-
-    fn closed(&self) -> bool {
-        self.client.is_closed()
     }
 }
 
@@ -409,14 +404,16 @@ pub(crate) async fn run(args: &LoadArgs, config: Config) -> Result<Output, Strin
             (a, Some(s))
         }
     };
-    let mut clients = Vec::new();
-    for _ in 0..args.connections {
-        let c = weft::connect(&target, &config)
-            .await
-            .map_err(|e| format!("cannot connect to {target}: {e}"))?;
-        clients.push(c);
-    }
-    let n = clients[0].connection().negotiated();
+    // One probe connection reports what the handshake agreed (and fails
+    // the run early when the server is unreachable); the load runs on a
+    // channel spread over `connections`. It fails calls fast while it
+    // cannot reconnect, so a server that went away shows as UNAVAILABLE
+    // (and ends the run) rather than as calls waiting out their timeout.
+    let probe = weft::connect(&target, &config)
+        .await
+        .map_err(|e| format!("cannot connect to {target}: {e}"))?;
+    let n = *probe.connection().negotiated();
+    probe.connection().shutdown(Duration::ZERO).await;
     let peer_limit = usize::try_from(n.peer_max_message).unwrap_or(usize::MAX);
     check_size(source.size()?, peer_limit, "server's")?;
     let body = source.load()?;
@@ -436,25 +433,22 @@ pub(crate) async fn run(args: &LoadArgs, config: Config) -> Result<Output, Strin
     for (k, v) in &args.metadata {
         opts = opts.metadata(k.as_bytes(), v.as_bytes());
     }
-    let method: Arc<str> = method.into();
-    let callers: Vec<Arc<RpcCaller>> = clients
-        .iter()
-        .map(|c| {
-            Arc::new(RpcCaller {
-                client: c.clone(),
-                method: method.clone(),
-                echo: &*method == "echo",
-                body: body.clone(),
-                opts: opts.clone(),
-            })
-        })
-        .collect();
+    let channel = Channel::builder()
+        .connections(args.connections as usize)
+        .fail_fast(true)
+        .connect_lazy(&setup.target, &config)
+        .map_err(|e| format!("cannot connect to {}: {e}", setup.target))?;
+    let callers = [Arc::new(RpcCaller {
+        channel,
+        echo: method == "echo",
+        method: method.into(),
+        body,
+        opts,
+    })];
     let (body, ended) = measure(args, &callers).await;
     if let Some(s) = server {
         let _ = s.stop.send(());
-        for c in &clients {
-            c.connection().shutdown(Duration::from_secs(1)).await;
-        }
+        drop(callers);
         let _ = s.task.await;
     }
     Ok(Output {
