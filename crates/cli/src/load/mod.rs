@@ -348,6 +348,7 @@ struct RpcCaller {
 }
 
 impl Caller for RpcCaller {
+    #[allow(clippy::manual_async_fn)] // reason: the trait spells out the `Send` bound
     fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
         async move {
             let r = self
