@@ -1,6 +1,9 @@
 //! What one side offers and configures, and what the handshake agreed.
 
 use weft_frame::Limits;
+use zeroize::Zeroize;
+
+use crate::RekeyLimits;
 
 /// Which side of the connection this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,9 +58,6 @@ pub const DEFAULT_MAX_MESSAGE: u32 = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_RATIO: u32 = 100;
 /// Default size below which payloads are never compressed: 256 bytes.
 pub const DEFAULT_COMPRESSION_MIN_SIZE: usize = 256;
-/// Default records per key and direction before the connection must close:
-/// 2^24 (nonces 0 to 2^24 - 1).
-pub const DEFAULT_RECORD_LIMIT: u64 = 1 << 24;
 
 /// What one side offers in the handshake. It travels inside the handshake
 /// and is bound into the transcript hash.
@@ -108,10 +108,10 @@ pub struct HandshakeConfig {
     /// `max_ratio` times its size. Default [`DEFAULT_MAX_RATIO`] (100). It
     /// is sent to the peer, whose compressor then never exceeds it.
     pub max_ratio: u32,
-    /// Records sealed (and opened) per key before the connection must close.
-    /// Default [`DEFAULT_RECORD_LIMIT`] (2^24); must be at most that. Lower it
-    /// only to test the limit.
-    pub record_limit: u64,
+    /// When our send key is replaced (by records and by bytes under one
+    /// key). Default [`RekeyLimits::default`]: 2^20 records or 1 GiB.
+    /// Lower it only to test key updates.
+    pub rekey: RekeyLimits,
 }
 
 impl Default for HandshakeConfig {
@@ -122,7 +122,16 @@ impl Default for HandshakeConfig {
             limits: Limits::default(),
             compression_min_size: DEFAULT_COMPRESSION_MIN_SIZE,
             max_ratio: DEFAULT_MAX_RATIO,
-            record_limit: DEFAULT_RECORD_LIMIT,
+            rekey: RekeyLimits::default(),
+        }
+    }
+}
+
+impl Drop for HandshakeConfig {
+    /// Zeroes the pre-shared key.
+    fn drop(&mut self) {
+        if let Some(psk) = &mut self.psk {
+            psk.zeroize();
         }
     }
 }
@@ -135,7 +144,7 @@ impl std::fmt::Debug for HandshakeConfig {
             .field("limits", &self.limits)
             .field("compression_min_size", &self.compression_min_size)
             .field("max_ratio", &self.max_ratio)
-            .field("record_limit", &self.record_limit)
+            .field("rekey", &self.rekey)
             .finish()
     }
 }

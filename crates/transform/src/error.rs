@@ -24,10 +24,15 @@ pub(crate) enum TransformErrorKind {
     Open,
     /// A record's payload is shorter than the authentication tag.
     ShortRecord,
-    /// The per-key record limit was reached on the sending side.
+    /// The nonces of the send direction are used up: no key update is
+    /// possible (2^64 - 1 records; never in practice).
     SendLimit,
-    /// The peer sent more records than the per-key limit allows.
+    /// The peer sent more records or bytes under one key than the hard
+    /// per-key limits allow (it did not update its key in time).
     ReceiveLimit,
+    /// A `KEY_UPDATE` record that authenticated but is malformed or out of
+    /// order, or one handed to the sending half by its caller.
+    KeyUpdate(&'static str),
     /// `COMPRESSED` on a connection that did not negotiate compression, or on
     /// a frame type that never carries a compressed payload.
     UnexpectedCompression,
@@ -93,6 +98,7 @@ impl TransformError {
             | TransformErrorKind::Open
             | TransformErrorKind::ShortRecord
             | TransformErrorKind::ReceiveLimit
+            | TransformErrorKind::KeyUpdate(_)
             | TransformErrorKind::Poisoned => Reason::PROTOCOL_ERROR,
         }
     }
@@ -103,13 +109,23 @@ impl TransformError {
         matches!(self.kind, TransformErrorKind::Open)
     }
 
-    /// Whether the per-key record limit was reached (ours or the peer's).
-    /// Always fatal: open a new connection.
+    /// Whether a key limit ended the connection: our nonces are used up
+    /// so no key update is possible (never in practice), or the peer
+    /// exceeded a hard per-key limit without updating its key. Always
+    /// fatal. A healthy connection never sees it: keys are updated long
+    /// before (see [`RekeyLimits`](crate::RekeyLimits)).
     pub fn is_record_limit(&self) -> bool {
         matches!(
             self.kind,
             TransformErrorKind::SendLimit | TransformErrorKind::ReceiveLimit
         )
+    }
+
+    /// Whether a `KEY_UPDATE` record was malformed or out of order (one that
+    /// fails to authenticate is [`is_authentication`](Self::is_authentication)).
+    /// Always fatal.
+    pub fn is_key_update(&self) -> bool {
+        matches!(self.kind, TransformErrorKind::KeyUpdate(_))
     }
 
     /// Whether a compressed payload would exceed the size or ratio limit.
@@ -154,12 +170,13 @@ impl std::fmt::Display for TransformError {
             TransformErrorKind::ShortRecord => {
                 f.write_str("record shorter than its authentication tag")
             }
-            TransformErrorKind::SendLimit => {
-                f.write_str("record limit of this key reached: open a new connection")
-            }
+            TransformErrorKind::SendLimit => f.write_str(
+                "nonces of this direction used up, no key update possible: open a new connection",
+            ),
             TransformErrorKind::ReceiveLimit => {
-                f.write_str("peer sent more records than the per-key limit")
+                f.write_str("peer exceeded the per-key record or byte limit without a key update")
             }
+            TransformErrorKind::KeyUpdate(what) => write!(f, "bad key update: {what}"),
             TransformErrorKind::UnexpectedCompression => {
                 f.write_str("compressed frame where compression was not negotiated")
             }

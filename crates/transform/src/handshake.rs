@@ -13,6 +13,7 @@ use crate::offer::{
     OFFER_LEN, SELECT_COMPRESSED, SELECT_ENCRYPTED, SELECT_REFUSED, WireOffer, select,
 };
 use crate::pipeline::PipelineParams;
+use crate::rekey::{OpenKey, SendKey};
 use crate::{EncryptionPolicy, HandshakeConfig, Negotiated, Role, Session};
 
 /// Largest handshake message (the payload of a `HANDSHAKE` frame) accepted.
@@ -246,8 +247,11 @@ impl Handshake {
         };
         let (seal, open) = match (&keys, encrypted) {
             (Some(k), true) => {
-                let (s, o) = k.ciphers(initiator, self.config.record_limit);
-                (Some(s), Some(o))
+                let (s, o) = k.ciphers(initiator, u64::MAX);
+                (
+                    Some(SendKey::new(s, self.config.rekey)),
+                    Some(OpenKey::new(o)),
+                )
             }
             _ => (None, None),
         };

@@ -15,8 +15,12 @@
 //! Encryption is on iff neither side's policy is off; compression iff both
 //! offer it. Keys are separate per direction, nonces count from 0 and never
 //! wrap, and any record that fails to authenticate is fatal to the
-//! connection. A disabled pipeline ([`passthrough`]) is the frame codec
-//! plus one branch. In steady state nothing in the pipeline allocates.
+//! connection. Each direction updates its key on its own, long before the
+//! AES-GCM usage limits ([`RekeyLimits`]): the sender seals a `KEY_UPDATE`
+//! record and switches to Noise's `Rekey()` of its key, the receiver follows
+//! when it opens that record, so a connection never closes for a key limit.
+//! A disabled pipeline ([`passthrough`]) is the frame codec plus one branch.
+//! In steady state nothing in the pipeline allocates.
 //!
 //! The byte-exact protocol is in docs/PROTOCOL.md (sections 3 to 5); what
 //! each mode protects against is in docs/SECURITY.md.
@@ -26,8 +30,7 @@
 //! bytes and returning bytes, and its deadline is the driver's job
 //! (`weft-mux`). It does not know about streams beyond the stream id it
 //! reports with a per-frame decompression error, never retries a handshake
-//! with weaker settings, does not rekey (a connection closes before a key's
-//! record limit instead), and authenticates nothing without a pre-shared key
+//! with weaker settings, and authenticates nothing without a pre-shared key
 //! (`Noise_NN` stops passive eavesdroppers only).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
@@ -39,15 +42,20 @@ mod handshake;
 pub mod noise;
 mod offer;
 mod pipeline;
+mod rekey;
 
 pub use compress::{LEVEL as DEFLATE_LEVEL, STATIC_BLOCKS as DEFLATE_STATIC_BLOCKS, deflate_flags};
 pub use config::{
-    DEFAULT_COMPRESSION_MIN_SIZE, DEFAULT_MAX_MESSAGE, DEFAULT_MAX_RATIO, DEFAULT_RECORD_LIMIT,
-    EncryptionPolicy, HandshakeConfig, Negotiated, Offer, Role,
+    DEFAULT_COMPRESSION_MIN_SIZE, DEFAULT_MAX_MESSAGE, DEFAULT_MAX_RATIO, EncryptionPolicy,
+    HandshakeConfig, Negotiated, Offer, Role,
 };
 pub use error::{HandshakeError, TransformError};
 pub use handshake::{Handshake, MAX_HANDSHAKE_MESSAGE};
 pub use pipeline::{Inbound, Outbound, Session, passthrough};
+pub use rekey::{
+    DEFAULT_REKEY_BYTES, DEFAULT_REKEY_RECORDS, KeyUpdates, MAX_BYTES_PER_KEY, MAX_RECORDS_PER_KEY,
+    RekeyLimits, key_updates,
+};
 
 /// Runs a whole handshake between two in-memory peers and returns
 /// (initiator's session, responder's session). For tests and benches; a real

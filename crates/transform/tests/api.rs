@@ -79,7 +79,10 @@ fn invalid_configurations_are_rejected_up_front() {
         }),
         with(&|c| c.offer.max_message = 0),
         with(&|c| c.max_ratio = 0),
-        with(&|c| c.record_limit = 0),
+        with(&|c| c.rekey.records = 1),
+        with(&|c| c.rekey.records = weft_transform::MAX_RECORDS_PER_KEY + 1),
+        with(&|c| c.rekey.bytes = 0),
+        with(&|c| c.rekey.bytes = weft_transform::MAX_BYTES_PER_KEY / 2 + 1),
     ] {
         assert!(e.is_config(), "{e}");
         assert!(e.to_string().contains("invalid configuration"));

@@ -7,7 +7,10 @@
 //!   peer built from snow and docs/PROTOCOL.md alone, in both roles: equal
 //!   handshake hashes and one sealed record each way (the snow side seals
 //!   and opens records with ring directly, using snow's split keys);
-//! - wrong pre-shared keys fail in both directions.
+//! - wrong pre-shared keys fail in both directions;
+//! - key updates (section 5.1): our `Rekey()` equals snow's, and a peer
+//!   that seals and opens `KEY_UPDATE` records with ring alone follows
+//!   weft's updates and is followed by weft, both ways.
 // These checks need real AES-256-GCM: the fuzz-only null cipher feature
 // (see Cargo.toml) authenticates nothing, so they do not build with it.
 #![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
@@ -19,8 +22,11 @@ use common::{handshake_frame, json_payload, offer_bytes, prologue};
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use weft_frame::preface::PREFACE;
 use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header, Metadata};
+use weft_transform::noise::CipherState;
 use weft_transform::noise::{HandshakeState, Pattern, RingEphemeral};
-use weft_transform::{EncryptionPolicy, Handshake, HandshakeConfig, Offer, Role, Session};
+use weft_transform::{
+    EncryptionPolicy, Handshake, HandshakeConfig, Offer, RekeyLimits, Role, Session,
+};
 
 fn snow_builder(
     pattern: Pattern,
@@ -138,6 +144,20 @@ impl RingRecords {
         }
     }
 
+    /// Noise's `Rekey()` written from the spec with ring: the key becomes
+    /// the first 32 bytes of the encryption of 32 zero bytes under nonce
+    /// 2^64 - 1 with empty associated data; the counter is kept.
+    fn rekey(&mut self) {
+        let mut k = [0u8; 32];
+        let mut n = [0xffu8; 12];
+        n[..4].fill(0);
+        let _tag = self
+            .key
+            .seal_in_place_separate_tag(Nonce::assume_unique_for_key(n), Aad::empty(), &mut k)
+            .unwrap();
+        self.key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &k).unwrap());
+    }
+
     fn nonce(&mut self) -> Nonce {
         let mut n = [0u8; 12];
         n[4..].copy_from_slice(&self.n.to_be_bytes());
@@ -184,7 +204,16 @@ fn weft_against_snow(
     role: Role,
     psk: Option<[u8; 32]>,
 ) -> (Session, RingRecords, RingRecords, Vec<u8>) {
+    weft_against_snow_with(role, psk, RekeyLimits::default())
+}
+
+fn weft_against_snow_with(
+    role: Role,
+    psk: Option<[u8; 32]>,
+    rekey: RekeyLimits,
+) -> (Session, RingRecords, RingRecords, Vec<u8>) {
     let config = HandshakeConfig {
+        rekey,
         offer: Offer {
             encryption: EncryptionPolicy::Required,
             compression: false,
@@ -309,4 +338,93 @@ fn weft_handshake_rejects_a_snow_peer_with_another_psk() {
         out.is_empty() || out[..] == PREFACE,
         "no reply to a wrong key"
     );
+}
+
+#[test]
+fn our_rekey_equals_snows() {
+    let b = || snow_builder(Pattern::NN, b"rekey", None);
+    let mut init = b().build_initiator().unwrap();
+    let mut resp = b().build_responder().unwrap();
+    let mut buf = [0u8; 256];
+    let mut out = [0u8; 256];
+    let n = init.write_message(&[], &mut buf).unwrap();
+    resp.read_message(&buf[..n], &mut out).unwrap();
+    let n = resp.write_message(&[], &mut buf).unwrap();
+    init.read_message(&buf[..n], &mut out).unwrap();
+    let (k1, _) = init.dangerously_get_raw_split();
+    let mut resp = resp.into_transport_mode().unwrap();
+    let mut ours = CipherState::new(&k1);
+    for round in 0..3u8 {
+        // Rekey() keeps the nonce: record `round` under the key after it.
+        ours.rekey();
+        resp.rekey_incoming();
+        let mut ct = Vec::new();
+        ours.encrypt(&[], &[round; 5], &mut ct).unwrap();
+        let n = resp.read_message(&ct, &mut out).unwrap();
+        assert_eq!(&out[..n], &[round; 5]);
+    }
+}
+
+#[test]
+fn key_updates_interoperate_with_a_peer_built_from_the_document_both_ways() {
+    let rekey = RekeyLimits {
+        records: 3,
+        ..RekeyLimits::default()
+    };
+    for role in [Role::Initiator, Role::Responder] {
+        let (mut session, mut send, mut recv, _) = weft_against_snow_with(role, None, rekey);
+        let frame = |i: u8| {
+            Frame::new(
+                FrameType::PING,
+                Flags::NONE,
+                0,
+                bytes::Bytes::from(vec![i; 8]),
+            )
+        };
+        // weft to the peer: it follows every KEY_UPDATE it opens.
+        let mut wire = BytesMut::new();
+        for i in 0..20 {
+            session.outbound.encode(&frame(i), &mut wire).unwrap();
+        }
+        let (mut pings, mut updates) = (0u8, 0u64);
+        while !wire.is_empty() {
+            let len = HEADER_LEN
+                + Header::parse(wire[..HEADER_LEN].try_into().unwrap())
+                    .unwrap()
+                    .body_len();
+            let record = wire.split_to(len);
+            let (header, body) = recv.open(&record);
+            if header.ty == FrameType::KEY_UPDATE {
+                updates += 1;
+                assert_eq!(body, updates.to_be_bytes(), "generation");
+                recv.rekey();
+            } else {
+                assert_eq!(body, vec![pings; 8]);
+                pings += 1;
+            }
+        }
+        assert_eq!((pings, updates), (20, 9));
+        // The peer to weft: its updates, sealed by hand, are followed.
+        for generation in 1..=4u64 {
+            let mut wire = send.seal(&frame(0));
+            let update = Frame::new(
+                FrameType::KEY_UPDATE,
+                Flags::NONE,
+                0,
+                bytes::Bytes::from(generation.to_be_bytes().to_vec()),
+            );
+            wire.extend_from_slice(&send.seal(&update));
+            send.rekey();
+            wire.extend_from_slice(&send.seal(&frame(1)));
+            assert_eq!(
+                session.inbound.decode(&mut wire).unwrap().unwrap(),
+                frame(0)
+            );
+            assert_eq!(
+                session.inbound.decode(&mut wire).unwrap().unwrap(),
+                frame(1)
+            );
+        }
+        assert_eq!(session.inbound.key_updates(), 4);
+    }
 }

@@ -6,6 +6,8 @@
 //!   <- e, ee     <- e, ee
 //! ```
 
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
 use super::{CipherState, DH_LEN, Ephemeral, NoiseError, SymmetricState, TAG_LEN};
 
 /// The handshake pattern.
@@ -28,8 +30,9 @@ impl Pattern {
     }
 }
 
-/// The keys and hash a finished handshake yields.
-#[derive(Debug)]
+/// The keys and hash a finished handshake yields. The keys are zeroed on
+/// drop and never printed.
+#[derive(Zeroize, ZeroizeOnDrop)]
 pub struct TransportKeys {
     /// Initiator-to-responder key (Noise's `c1`).
     pub initiator_to_responder: [u8; 32],
@@ -37,6 +40,14 @@ pub struct TransportKeys {
     pub responder_to_initiator: [u8; 32],
     /// The handshake hash `h`.
     pub handshake_hash: [u8; 32],
+}
+
+impl std::fmt::Debug for TransportKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportKeys")
+            .field("handshake_hash", &self.handshake_hash)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TransportKeys {
@@ -70,6 +81,14 @@ impl std::fmt::Debug for HandshakeState {
             .field("initiator", &self.initiator)
             .field("step", &self.step)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for HandshakeState {
+    /// Zeroes the pre-shared key (the chaining key is zeroed by its
+    /// `SymmetricState`).
+    fn drop(&mut self) {
+        self.psk.zeroize();
     }
 }
 
@@ -199,11 +218,12 @@ impl HandshakeState {
     fn ee(&mut self) -> Result<(), NoiseError> {
         let e = self.e.take().ok_or(NoiseError::OutOfTurn)?;
         let re = self.re.ok_or(NoiseError::OutOfTurn)?;
-        let shared = e.diffie_hellman(&re)?;
+        let mut shared = e.diffie_hellman(&re)?;
         if shared == [0u8; DH_LEN] {
             return Err(NoiseError::InvalidKeyShare);
         }
         self.ss.mix_key(&shared);
+        shared.zeroize();
         Ok(())
     }
 }
