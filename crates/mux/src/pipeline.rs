@@ -9,6 +9,7 @@
 //! place.
 
 pub use weft_transform::{
-    EncryptionPolicy, Handshake, HandshakeConfig, HandshakeError, Inbound, Negotiated, Offer,
-    Outbound, Role as HandshakeRole, Session as Established, TransformError, passthrough,
+    EncryptionPolicy, Handshake, HandshakeConfig, HandshakeError, Inbound, KeyUpdates, Negotiated,
+    Offer, Outbound, RekeyLimits, Role as HandshakeRole, Session as Established, TransformError,
+    key_updates, passthrough,
 };

@@ -83,6 +83,18 @@ impl Config {
         self
     }
 
+    /// When this side replaces its record key: after `records` records or
+    /// `bytes` plaintext bytes under one key, whichever comes first.
+    /// Default 2^20 records or 1 GiB (docs/SECURITY.md, "Key updates");
+    /// records 2 to 2^24, bytes 1 to 2^37, checked at connect. Lower it
+    /// only to test key updates: the connection never closes for a key
+    /// limit either way.
+    #[must_use]
+    pub fn rekey_after(mut self, records: u64, bytes: u64) -> Config {
+        self.handshake.rekey = weft_transform::RekeyLimits { records, bytes };
+        self
+    }
+
     /// Per-frame deflate, on when both peers enable it. Default on.
     #[must_use]
     pub fn compression(mut self, on: bool) -> Config {
