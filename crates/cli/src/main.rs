@@ -162,7 +162,7 @@ mod tests {
             c.handshake_config().offer.encryption,
             EncryptionPolicy::Required
         );
-        assert_eq!(c.handshake_config().psk, Some([0xab; 32]));
+        assert_eq!(c.handshake_config().psk, Some([0xab; 32].into()));
     }
 
     #[tokio::test]

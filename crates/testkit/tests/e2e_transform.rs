@@ -149,7 +149,7 @@ async fn item_15_wrong_psk_is_one_generic_failure() {
     let (mut seen, mut server_seen) = (Vec::new(), Vec::new());
     for (i, key) in [[1u8; 32], [0x42 ^ 0x80; 32]].into_iter().enumerate() {
         let hs = HandshakeConfig {
-            psk: Some(key),
+            psk: Some(key.into()),
             ..server.client_handshake()
         };
         // The client learns only that the server hung up.

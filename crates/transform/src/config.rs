@@ -1,9 +1,10 @@
 //! What one side offers and configures, and what the handshake agreed.
 
 use weft_frame::Limits;
-use zeroize::Zeroize;
 
-use crate::RekeyLimits;
+use crate::identity::KeyHex;
+use crate::noise::StaticKey;
+use crate::{AllowList, Psk, RekeyLimits};
 
 /// Which side of the connection this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,8 +98,25 @@ pub struct HandshakeConfig {
     /// A 32-byte pre-shared key. `Some` runs `Noise_NNpsk0_25519_AESGCM_SHA256`
     /// (both sides prove they hold the key); `None` runs `Noise_NN`
     /// (opportunistic encryption, stops passive eavesdroppers only) or, when
-    /// this side's encryption is off, a plain hello. Default `None`.
-    pub psk: Option<[u8; 32]>,
+    /// this side's encryption is off, a plain hello. With an
+    /// [`identity`](Self::identity) it is mixed into XX or IK
+    /// (`XXpsk3`/`IKpsk2`). Default `None`.
+    pub psk: Option<Psk>,
+    /// This side's static key pair. `Some` makes this side an identity
+    /// peer: it only runs `Noise_XX` or `Noise_IK` (never NN or NNpsk0, so
+    /// nothing can downgrade it), and the peer must have a key pair too.
+    /// Default `None`.
+    pub identity: Option<StaticKey>,
+    /// Initiator only: the responder's public key, pinned. With an
+    /// identity it runs `Noise_IK` (one round trip, the server must prove
+    /// it holds this key); without one it is a configuration error.
+    /// Default `None` (XX: the server's key is learnt, not checked).
+    pub server_key: Option<[u8; 32]>,
+    /// Responder only: the client public keys accepted. `None` accepts any
+    /// client key pair (the handler still sees which); `Some` rejects every
+    /// key not on the list with an error naming it. Shared and reloadable
+    /// ([`AllowList::replace`]). Default `None`.
+    pub allow: Option<AllowList>,
     /// Frame limits our decoder enforces. Default [`Limits::default`].
     pub limits: Limits,
     /// Payloads shorter than this many bytes are never compressed.
@@ -119,6 +137,9 @@ impl Default for HandshakeConfig {
         HandshakeConfig {
             offer: Offer::default(),
             psk: None,
+            identity: None,
+            server_key: None,
+            allow: None,
             limits: Limits::default(),
             compression_min_size: DEFAULT_COMPRESSION_MIN_SIZE,
             max_ratio: DEFAULT_MAX_RATIO,
@@ -127,20 +148,14 @@ impl Default for HandshakeConfig {
     }
 }
 
-impl Drop for HandshakeConfig {
-    /// Zeroes the pre-shared key.
-    fn drop(&mut self) {
-        if let Some(psk) = &mut self.psk {
-            psk.zeroize();
-        }
-    }
-}
-
 impl std::fmt::Debug for HandshakeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandshakeConfig")
             .field("offer", &self.offer)
-            .field("psk", &self.psk.map(|_| "<redacted>"))
+            .field("psk", &self.psk.as_ref().map(|_| "<redacted>"))
+            .field("identity", &self.identity)
+            .field("server_key", &self.server_key.as_ref().map(KeyHex))
+            .field("allow", &self.allow)
             .field("limits", &self.limits)
             .field("compression_min_size", &self.compression_min_size)
             .field("max_ratio", &self.max_ratio)
@@ -158,8 +173,12 @@ pub struct Negotiated {
     pub compressed: bool,
     /// The Noise handshake hash (channel binding); `None` after a plain hello.
     pub handshake_hash: Option<[u8; 32]>,
-    /// Both sides proved they hold the same pre-shared key.
+    /// The peer is authenticated: it proved it holds our pre-shared key, or
+    /// a static key that our allow-list (server) or pin (client) accepted.
     pub authenticated: bool,
+    /// The peer's static public key, which it proved to hold (XX and IK);
+    /// `None` without identities.
+    pub peer_key: Option<[u8; 32]>,
     /// The peer's frame limits: never send it a frame beyond them.
     pub peer_limits: Limits,
     /// The peer's decompressed message limit.
@@ -177,6 +196,7 @@ impl Default for Negotiated {
             compressed: false,
             handshake_hash: None,
             authenticated: false,
+            peer_key: None,
             peer_limits: Limits::default(),
             peer_max_message: DEFAULT_MAX_MESSAGE,
             peer_max_ratio: DEFAULT_MAX_RATIO,

@@ -39,6 +39,8 @@ mod compress;
 mod config;
 mod error;
 mod handshake;
+mod handshake_kind;
+mod identity;
 pub mod noise;
 mod offer;
 mod pipeline;
@@ -51,6 +53,9 @@ pub use config::{
 };
 pub use error::{HandshakeError, TransformError};
 pub use handshake::{Handshake, MAX_HANDSHAKE_MESSAGE};
+pub use handshake_kind::RejectReason;
+pub use identity::{AllowList, KeyHex, KeyParseError, Psk, parse_key_hex};
+pub use noise::StaticKey;
 pub use pipeline::{Inbound, Outbound, Session, passthrough};
 pub use rekey::{
     DEFAULT_REKEY_BYTES, DEFAULT_REKEY_RECORDS, KeyUpdates, MAX_BYTES_PER_KEY, MAX_RECORDS_PER_KEY,

@@ -8,6 +8,7 @@ use weft_frame::{Flags, Frame, FrameCodec, FrameType, HEADER_LEN, Header, Limits
 use crate::Negotiated;
 use crate::compress::{Compressor, Decompressor};
 use crate::error::{TransformError, TransformErrorKind};
+use crate::handshake_kind::{FirstFrame, peek_rejection};
 use crate::noise::TAG_LEN;
 use crate::rekey::{OpenKey, SendKey};
 
@@ -77,6 +78,7 @@ impl PipelineParams {
             open: self.open,
             aad: None,
             poisoned: false,
+            watch: None,
         };
         (outbound, inbound)
     }
@@ -258,6 +260,17 @@ pub struct Inbound {
     /// as received, reserved byte included.
     aad: Option<[u8; HEADER_LEN]>,
     poisoned: bool,
+    /// After an XX handshake (initiator), until the first frame: the
+    /// server may reject our key there.
+    watch: Option<RejectionWatch>,
+}
+
+/// What an [`Inbound`] watching for a rejection needs to report it.
+#[derive(Clone, Copy)]
+struct RejectionWatch {
+    our_key: Option<[u8; 32]>,
+    /// The `plain` flag to restore once the first frame is not one.
+    plain: bool,
 }
 
 impl std::fmt::Debug for Inbound {
@@ -337,7 +350,35 @@ impl Inbound {
         }
     }
 
+    /// Treats a rejection as the first frame as the server's verdict on
+    /// our key (XX initiator), until another frame arrives.
+    pub(crate) fn watch_for_rejection(&mut self, our_key: Option<[u8; 32]>) {
+        self.watch = Some(RejectionWatch {
+            our_key,
+            plain: self.plain,
+        });
+        self.plain = false;
+    }
+
     fn decode_transformed(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
+        if let Some(w) = self.watch {
+            match peek_rejection(src) {
+                FirstFrame::Unknown => return Ok(None),
+                FirstFrame::Rejection(reason) => {
+                    return Err(fatal(TransformErrorKind::Rejected {
+                        reason,
+                        our_key: w.our_key,
+                    }));
+                }
+                FirstFrame::Other => {
+                    self.watch = None;
+                    self.plain = w.plain && !self.poisoned;
+                    if self.plain {
+                        return self.decode(src);
+                    }
+                }
+            }
+        }
         loop {
             match self.decode_record(src)? {
                 // A key update: consumed here, the next record follows.

@@ -21,7 +21,7 @@ fn responder_error(message: &[u8], config: HandshakeConfig) -> weft_transform::H
     let mut hs = Handshake::new(Role::Responder, config).unwrap();
     let mut input = BytesMut::from(&PREFACE[..]);
     input.extend_from_slice(&handshake_frame(message));
-    hs.handle_input(&mut input).unwrap_err()
+    common::rejection(&mut hs, &mut input)
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn invalid_configurations_are_rejected_up_front() {
 #[test]
 fn malformed_messages_are_protocol_errors() {
     let psk_config = HandshakeConfig {
-        psk: Some([1; 32]),
+        psk: Some([1; 32].into()),
         ..HandshakeConfig::default()
     };
     // Unknown kind.
@@ -216,7 +216,7 @@ fn handshake_state_is_reported_and_bytes_after_it_are_left_alone() {
 #[test]
 fn config_debug_hides_the_psk() {
     let c = HandshakeConfig {
-        psk: Some([0xab; 32]),
+        psk: Some([0xab; 32].into()),
         ..HandshakeConfig::default()
     };
     let text = format!("{c:?}");

@@ -229,7 +229,8 @@ fn a_replayed_or_reordered_key_update_fails_authentication() {
 
 #[test]
 fn an_authentic_but_malformed_key_update_is_a_clear_fatal_error() {
-    let cases: [(&str, fn(&mut CipherState) -> BytesMut); 4] = [
+    type Make = fn(&mut CipherState) -> BytesMut;
+    let cases: [(&str, Make); 4] = [
         ("generation skipped", |c| key_update(c, 2)),
         ("generation zero", |c| key_update(c, 0)),
         ("short body", |c| {

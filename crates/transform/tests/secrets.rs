@@ -21,7 +21,7 @@ fn psk_config(psk: [u8; 32]) -> HandshakeConfig {
             encryption: EncryptionPolicy::Required,
             ..Offer::default()
         },
-        psk: Some(psk),
+        psk: Some(psk.into()),
         ..HandshakeConfig::default()
     }
 }

@@ -79,7 +79,7 @@ impl Config {
     /// encryption that stops passive eavesdroppers only.
     #[must_use]
     pub fn psk(mut self, key: [u8; 32]) -> Config {
-        self.handshake.psk = Some(key);
+        self.handshake.psk = Some(key.into());
         self
     }
 
@@ -278,7 +278,7 @@ mod tests {
             .connection_window(2 << 20);
         let h = c.handshake_config();
         assert_eq!(h.offer.encryption, EncryptionPolicy::Required);
-        assert_eq!(h.psk, Some([1; 32]));
+        assert_eq!(h.psk, Some([1; 32].into()));
         assert!(!h.offer.compression);
         assert_eq!(h.compression_min_size, 1000);
         assert_eq!(

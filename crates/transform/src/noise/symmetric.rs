@@ -61,6 +61,11 @@ impl SymmetricState {
         }
     }
 
+    /// Whether a key is in place (`HasKey()`): encrypted fields carry a tag.
+    pub(crate) fn has_key(&self) -> bool {
+        self.cipher.is_some()
+    }
+
     pub(crate) fn handshake_hash(&self) -> [u8; HASH_LEN] {
         self.h
     }
