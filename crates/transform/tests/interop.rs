@@ -423,3 +423,79 @@ fn key_updates_interoperate_with_a_peer_built_from_the_document_both_ways() {
         assert_eq!(session.inbound.key_updates(), 4);
     }
 }
+
+/// Our Noise layer against snow for a static-key pattern, in one role:
+/// equal hashes, each side learns the other's static key, and one transport
+/// message each way.
+fn static_pattern_round(pattern: Pattern, we_initiate: bool) {
+    use weft_transform::StaticKey;
+    use weft_transform::noise::StaticKeys;
+    let psk = pattern.has_psk().then_some([0x24; 32]);
+    let (ours_priv, theirs_priv) = ([0x11; 32], [0x22; 32]);
+    let ours_pub = StaticKey::from_private(ours_priv).public_key();
+    let theirs_pub = StaticKey::from_private(theirs_priv).public_key();
+    let prologue = b"static interop";
+    let keys = StaticKeys {
+        local: Some(StaticKey::from_private(ours_priv)),
+        remote: (we_initiate && pattern.needs_remote_static()).then_some(theirs_pub),
+    };
+    let e: Box<dyn weft_transform::noise::Ephemeral> =
+        Box::new(common::FixedEphemeral::new([0x33; 32]));
+    let mut us = HandshakeState::with_static(pattern, we_initiate, prologue, psk, e, keys).unwrap();
+    let mut b = snow::Builder::new(pattern.protocol_name().parse().unwrap())
+        .prologue(prologue)
+        .unwrap()
+        .local_private_key(&theirs_priv)
+        .unwrap();
+    if !we_initiate && pattern.needs_remote_static() {
+        b = b.remote_public_key(&ours_pub).unwrap();
+    }
+    let psk_ref = psk.as_ref();
+    if let Some(k) = psk_ref {
+        let at = if pattern == Pattern::XXpsk3 { 3 } else { 2 };
+        b = b.psk(at, k).unwrap();
+    }
+    let mut them = if we_initiate {
+        b.build_responder().unwrap()
+    } else {
+        b.build_initiator().unwrap()
+    };
+    let mut buf = [0u8; 1024];
+    for i in 0..pattern.message_count() {
+        let payload = format!("message {i}").into_bytes();
+        let ours_turn = (i % 2 == 0) == we_initiate;
+        let mut got = Vec::new();
+        if ours_turn {
+            let mut wire = Vec::new();
+            us.write_message(&payload, &mut wire).unwrap();
+            let n = them.read_message(&wire, &mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+        } else {
+            let n = them.write_message(&payload, &mut buf).unwrap();
+            us.read_message(&buf[..n], &mut got).unwrap();
+        }
+        assert_eq!(got, payload, "{pattern:?} message {i}");
+    }
+    assert!(us.is_finished() && them.is_handshake_finished());
+    assert_eq!(us.handshake_hash().to_vec(), them.get_handshake_hash());
+    assert_eq!(us.remote_static(), Some(theirs_pub));
+    assert_eq!(them.get_remote_static(), Some(&ours_pub[..]));
+    let (mut send, mut recv) = us.split().unwrap().ciphers(we_initiate, u64::MAX);
+    let mut them = them.into_transport_mode().unwrap();
+    let mut wire = Vec::new();
+    send.encrypt(&[], b"to snow", &mut wire).unwrap();
+    let n = them.read_message(&wire, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"to snow");
+    let n = them.write_message(b"to weft", &mut buf).unwrap();
+    let mut got = Vec::new();
+    recv.decrypt(&[], &buf[..n], &mut got).unwrap();
+    assert_eq!(got, b"to weft");
+}
+
+#[test]
+fn noise_xx_and_ik_interoperate_with_snow_both_ways() {
+    for pattern in [Pattern::XX, Pattern::XXpsk3, Pattern::IK, Pattern::IKpsk2] {
+        static_pattern_round(pattern, true);
+        static_pattern_round(pattern, false);
+    }
+}
