@@ -90,7 +90,10 @@ enum State {
 /// The driver loops under its deadline: write what
 /// [`poll_transmit`](Self::poll_transmit) appends, read socket bytes into a
 /// `BytesMut`, call [`handle_input`](Self::handle_input), until
-/// [`is_complete`](Self::is_complete). **When it is complete, call
+/// [`is_complete`](Self::is_complete). After `handle_input`, write again
+/// before reading whenever [`has_transmit`](Self::has_transmit) is true
+/// (XX has three messages: the responder's reply comes before it is
+/// complete). **When it is complete, call
 /// `poll_transmit` once more and write those bytes** (the responder's reply
 /// is produced by the input that completes it), then call
 /// [`into_session`](Self::into_session). Bytes after the handshake stay in
@@ -221,6 +224,13 @@ impl Handshake {
                 },
             }
         }
+    }
+
+    /// Whether [`poll_transmit`](Self::poll_transmit) has bytes to send.
+    /// A driver sends them before it waits for input: a responder in XX
+    /// has its reply to send before the third message can come.
+    pub fn has_transmit(&self) -> bool {
+        !self.transmit.is_empty()
     }
 
     /// Whether the handshake finished: successfully, or (responder only)
