@@ -48,7 +48,8 @@ pub(crate) fn choose(psk: bool, identity: bool, pinned: bool, encryption_off: bo
     }
 }
 
-/// Why a responder rejected a handshake (the byte after [`REJECT`]).
+/// Why a responder rejected a handshake: the byte after `ff` in its
+/// rejection message (docs/PROTOCOL.md section 3.9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectReason {

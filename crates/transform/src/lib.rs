@@ -1,11 +1,16 @@
 //! # weft-transform: the per-frame pipeline and the handshake that sets it up
 //!
 //! After the connection preface, each side runs a [`Handshake`]: one
-//! `HANDSHAKE` frame each way carrying a Noise message
-//! (`Noise_NNpsk0_25519_AESGCM_SHA256` with a pre-shared key,
-//! `Noise_NN_25519_AESGCM_SHA256` without) whose payload is that side's
-//! [`Offer`]. The offers are bound into the transcript, the initiator
-//! re-checks the responder's selection, and the result is a [`Session`]:
+//! `HANDSHAKE` frame each way (two from the initiator for XX) carrying a
+//! Noise message whose payload is that side's [`Offer`]:
+//! `Noise_NN_25519_AESGCM_SHA256` without credentials, `NNpsk0` with a
+//! pre-shared key, and with static key pairs ([`StaticKey`], a peer's
+//! identity) `XX` (or `IK` when the client pins the server's key), each
+//! with the PSK mixed in when there is one (`XXpsk3`, `IKpsk2`). A server
+//! checks client keys against its [`AllowList`]; a responder that refuses
+//! says why ([`RejectReason`]). The offers are bound into the transcript,
+//! the initiator re-checks the responder's selection, and the result is a
+//! [`Session`]:
 //!
 //! ```text
 //!  Frame ──► Outbound: deflate (if negotiated, big enough, shrinks) ──► AES-256-GCM seal ──► wire bytes
@@ -30,8 +35,9 @@
 //! bytes and returning bytes, and its deadline is the driver's job
 //! (`weft-mux`). It does not know about streams beyond the stream id it
 //! reports with a per-frame decompression error, never retries a handshake
-//! with weaker settings, and authenticates nothing without a pre-shared key
-//! (`Noise_NN` stops passive eavesdroppers only).
+//! with weaker settings, and authenticates nothing without a pre-shared key,
+//! an allow-list or a pinned key (`Noise_NN` stops passive eavesdroppers
+//! only).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
