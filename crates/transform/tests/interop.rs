@@ -8,6 +8,8 @@
 //!   handshake hashes and one sealed record each way (the snow side seals
 //!   and opens records with ring directly, using snow's split keys);
 //! - wrong pre-shared keys fail in both directions;
+//! - weft's XX and IK handshakes (kinds 03, 05) against a snow peer in
+//!   both roles;
 //! - key updates (section 5.1): our `Rekey()` equals snow's, and a peer
 //!   that seals and opens `KEY_UPDATE` records with ring alone follows
 //!   weft's updates and is followed by weft, both ways.
@@ -497,5 +499,128 @@ fn noise_xx_and_ik_interoperate_with_snow_both_ways() {
     for pattern in [Pattern::XX, Pattern::XXpsk3, Pattern::IK, Pattern::IKpsk2] {
         static_pattern_round(pattern, true);
         static_pattern_round(pattern, false);
+    }
+}
+
+/// weft's whole handshake with static keys (XX or IK, kind `kind`) in
+/// `role` against a snow peer speaking docs/PROTOCOL.md; then one record
+/// each way.
+fn weft_identity_against_snow(role: Role, pattern: Pattern, kind: u8) {
+    use weft_transform::{KeyHex, StaticKey};
+    let (weft_priv, snow_priv) = ([0x31; 32], [0x42; 32]);
+    let weft_pub = StaticKey::from_private(weft_priv).public_key();
+    let snow_pub = StaticKey::from_private(snow_priv).public_key();
+    let ik = pattern.needs_remote_static();
+    let config = HandshakeConfig {
+        offer: Offer {
+            encryption: EncryptionPolicy::Required,
+            compression: false,
+            ..Offer::default()
+        },
+        identity: Some(StaticKey::from_private(weft_priv)),
+        server_key: (role == Role::Initiator && ik).then_some(snow_pub),
+        ..HandshakeConfig::default()
+    };
+    let mut weft = Handshake::new(role, config).unwrap();
+    let mut b = snow::Builder::new(pattern.protocol_name().parse().unwrap())
+        .prologue(Box::leak(prologue().into_boxed_slice()))
+        .unwrap()
+        .local_private_key(&snow_priv)
+        .unwrap();
+    if role == Role::Responder && ik {
+        b = b.remote_public_key(&weft_pub).unwrap();
+    }
+    let offer = offer_bytes(2, false, 65_536, 100);
+    let mut buf = [0u8; 1024];
+    let framed = |body: &[u8]| {
+        let mut msg = vec![kind];
+        msg.extend_from_slice(body);
+        handshake_frame(&msg)
+    };
+    let mut from_weft = BytesMut::new();
+    weft.poll_transmit(&mut from_weft);
+    let _ = from_weft.split_to(PREFACE.len());
+    let mut them = if role == Role::Responder {
+        let mut them = b.build_initiator().unwrap();
+        let n = them.write_message(&offer, &mut buf).unwrap();
+        let mut to_weft = BytesMut::from(&PREFACE[..]);
+        to_weft.extend_from_slice(&framed(&buf[..n]));
+        weft.handle_input(&mut to_weft).unwrap();
+        weft.poll_transmit(&mut from_weft);
+        assert_eq!(from_weft[HEADER_LEN], kind);
+        let n = them
+            .read_message(&from_weft[HEADER_LEN + 1..], &mut buf)
+            .unwrap();
+        assert_eq!(n, 21, "responder offer + selection");
+        if !ik {
+            assert!(
+                !weft.is_complete(),
+                "XX: the third message is still to come"
+            );
+            let n = them.write_message(&[], &mut buf).unwrap();
+            weft.handle_input(&mut BytesMut::from(&framed(&buf[..n])[..]))
+                .unwrap();
+        }
+        them
+    } else {
+        let mut them = b.build_responder().unwrap();
+        assert_eq!(from_weft[HEADER_LEN], kind);
+        let n = them
+            .read_message(&from_weft[HEADER_LEN + 1..], &mut buf)
+            .unwrap();
+        assert_eq!(n, 20, "initiator offer");
+        let mut reply = offer.clone();
+        reply.push(0x01);
+        let n = them.write_message(&reply, &mut buf).unwrap();
+        let mut to_weft = BytesMut::from(&PREFACE[..]);
+        to_weft.extend_from_slice(&framed(&buf[..n]));
+        weft.handle_input(&mut to_weft).unwrap();
+        if !ik {
+            let mut third = BytesMut::new();
+            weft.poll_transmit(&mut third);
+            assert_eq!(third[HEADER_LEN], kind);
+            let n = them
+                .read_message(&third[HEADER_LEN + 1..], &mut buf)
+                .unwrap();
+            assert_eq!(n, 0, "the third message has no payload");
+        }
+        them
+    };
+    assert!(
+        weft.is_complete() && them.is_handshake_finished(),
+        "{pattern:?} {role:?}"
+    );
+    assert_eq!(them.get_remote_static(), Some(&weft_pub[..]));
+    let hash = them.get_handshake_hash().to_vec();
+    let (k1, k2) = them.dangerously_get_raw_split();
+    let mut session = weft.into_session().unwrap();
+    assert_eq!(session.negotiated.handshake_hash.unwrap().to_vec(), hash);
+    assert_eq!(
+        session.negotiated.peer_key.map(|k| KeyHex(&k).to_string()),
+        Some(KeyHex(&snow_pub).to_string())
+    );
+    let (mut send, mut recv) = if role == Role::Responder {
+        (RingRecords::new(k1), RingRecords::new(k2))
+    } else {
+        (RingRecords::new(k2), RingRecords::new(k1))
+    };
+    let frame = Frame::new(
+        FrameType::PING,
+        Flags::NONE,
+        0,
+        bytes::Bytes::from_static(&[3; 8]),
+    );
+    let mut wire = BytesMut::new();
+    session.outbound.encode(&frame, &mut wire).unwrap();
+    assert_eq!(recv.open(&wire).1, vec![3; 8]);
+    let mut wire = send.seal(&frame);
+    assert_eq!(session.inbound.decode(&mut wire).unwrap().unwrap(), frame);
+}
+
+#[test]
+fn weft_xx_and_ik_handshakes_interoperate_with_a_snow_peer_in_both_roles() {
+    for role in [Role::Initiator, Role::Responder] {
+        weft_identity_against_snow(role, Pattern::XX, 0x03);
+        weft_identity_against_snow(role, Pattern::IK, 0x05);
     }
 }
