@@ -52,7 +52,21 @@ fn keygen(a: &KeygenArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Server logs on stderr: by default warnings, and each failed handshake
+/// with its peer and reason (a rejected key names the key). `RUST_LOG`
+/// overrides.
+fn init_server_log() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,weft::net=debug"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 async fn serve(a: ServeArgs) -> Result<(), String> {
+    init_server_log();
     let mut config = security_config(&a.security)?;
     if let Some(path) = a.allow {
         let list = keys::watched_allow_list(path)?;
