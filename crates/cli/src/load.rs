@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use weft::{Bytes, Channel, Config, Listener};
 
 use crate::args::LoadArgs;
-use crate::report::{Report, Tally};
+use crate::report::{KeyUpdateCount, Report, Tally};
 
 /// How often the in-flight counter is sampled (from a dedicated thread).
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
@@ -207,6 +207,7 @@ fn sampler(c: Arc<Counters>, done: Arc<AtomicBool>) -> std::thread::JoinHandle<f
 
 /// Runs the workers and the sampler; returns the report.
 async fn drive(args: &LoadArgs, clients: &[Channel], payload: Bytes) -> Report {
+    let updates_before = weft::transform::key_updates();
     let counters = Arc::new(Counters::default());
     let sampling_done = Arc::new(AtomicBool::new(false));
     let sampling = sampler(counters.clone(), sampling_done.clone());
@@ -254,7 +255,13 @@ async fn drive(args: &LoadArgs, clients: &[Channel], payload: Bytes) -> Report {
     sampling_done.store(true, Ordering::Relaxed);
     let mean_in_flight = sampling.join().unwrap_or(0.0);
     bar.finish_and_clear();
-    Report::new(&merged, elapsed, mean_in_flight)
+    let mut report = Report::new(&merged, elapsed, mean_in_flight);
+    let after = weft::transform::key_updates();
+    report.key_updates = KeyUpdateCount {
+        sent: after.sent - updates_before.sent,
+        received: after.received - updates_before.received,
+    };
+    report
 }
 
 fn tracing_error(e: &tokio::task::JoinError) {

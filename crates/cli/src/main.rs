@@ -9,10 +9,11 @@ use weft::{Bytes, CallOptions, Config, EncryptionPolicy, Listener};
 
 mod args;
 mod demo;
+mod keys;
 mod load;
 mod report;
 
-use args::{CallArgs, Cli, Command, LoadArgs, Security, ServeArgs};
+use args::{CallArgs, Cli, Command, KeygenArgs, LoadArgs, Security, ServeArgs};
 
 /// The endpoint configuration of the security flags: `--encrypt on`
 /// requires encryption (the handshake fails against a peer with it off).
@@ -27,11 +28,57 @@ pub(crate) fn security_config(s: &Security) -> Result<Config, String> {
     if let Some(k) = s.key()? {
         c = c.psk(k);
     }
+    if let Some(path) = &s.key {
+        c = c.identity(keys::read_private_key(path)?);
+    }
     Ok(c)
 }
 
+/// `config` with the server's public key pinned, if one was given.
+fn pinned(config: Config, server_key: Option<&str>) -> Result<Config, String> {
+    match server_key {
+        Some(hex) => Ok(config.server_key(keys::parse_public_key(hex)?)),
+        None => Ok(config),
+    }
+}
+
+fn keygen(a: &KeygenArgs) -> Result<(), String> {
+    let public = keys::keygen(&a.file)?;
+    eprintln!(
+        "weft: private key written to {} (mode 0600)",
+        a.file.display()
+    );
+    println!("{public}");
+    Ok(())
+}
+
+/// Server logs on stderr: by default warnings, and each failed handshake
+/// with its peer and reason (a rejected key names the key). `RUST_LOG`
+/// overrides.
+fn init_server_log() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,weft::net=debug"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 async fn serve(a: ServeArgs) -> Result<(), String> {
-    let config = security_config(&a.security)?;
+    init_server_log();
+    let mut config = security_config(&a.security)?;
+    if let Some(path) = a.allow {
+        let list = keys::watched_allow_list(path)?;
+        println!("weft: {} client keys allowed", list.len());
+        config = config.allow(list);
+    }
+    if let Some(k) = &config.handshake_config().identity {
+        println!(
+            "weft: server key {}",
+            weft::transform::KeyHex(&k.public_key())
+        );
+    }
     let listener = Listener::bind(&a.addr).await.map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("weft: serving on {addr}; methods: {}", demo::METHODS);
@@ -70,7 +117,7 @@ async fn health(
 }
 
 async fn call(a: CallArgs) -> Result<(), String> {
-    let config = security_config(&a.security)?;
+    let config = pinned(security_config(&a.security)?, a.server_key.as_deref())?;
     if let Some(addr) = &a.health {
         return health(addr, &a.service, &config, a.timeout).await;
     }
@@ -99,7 +146,7 @@ async fn call(a: CallArgs) -> Result<(), String> {
 }
 
 async fn load(a: LoadArgs) -> Result<(), String> {
-    let config = security_config(&a.security)?;
+    let config = pinned(security_config(&a.security)?, a.server_key.as_deref())?;
     let out = load::run(&a, config).await?;
     if a.json {
         let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
@@ -127,6 +174,7 @@ fn main() -> ExitCode {
             Command::Serve(a) => serve(a).await,
             Command::Call(a) => call(a).await,
             Command::Load(a) => load(a).await,
+            Command::Keygen(a) => keygen(&a),
         }
     });
     match r {
@@ -162,7 +210,7 @@ mod tests {
             c.handshake_config().offer.encryption,
             EncryptionPolicy::Required
         );
-        assert_eq!(c.handshake_config().psk, Some([0xab; 32]));
+        assert_eq!(c.handshake_config().psk, Some([0xab; 32].into()));
     }
 
     #[tokio::test]

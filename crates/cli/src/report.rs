@@ -113,6 +113,19 @@ pub(crate) struct Report {
     pub(crate) errors_by_code: BTreeMap<String, u64>,
     /// Little's-law check.
     pub(crate) little: Little,
+    /// Key updates (`KEY_UPDATE` records) this process sent and received
+    /// during the run, over all its connections (both ends when the server
+    /// is in-process).
+    pub(crate) key_updates: KeyUpdateCount,
+}
+
+/// Key updates seen during a run.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub(crate) struct KeyUpdateCount {
+    /// `KEY_UPDATE` records sealed.
+    pub(crate) sent: u64,
+    /// `KEY_UPDATE` records opened.
+    pub(crate) received: u64,
 }
 
 fn us(ns: u64) -> f64 {
@@ -158,6 +171,7 @@ impl Report {
                 disagreement,
                 ok: disagreement <= LITTLE_TOLERANCE,
             },
+            key_updates: KeyUpdateCount::default(),
         }
     }
 
@@ -187,6 +201,8 @@ impl Report {
                 .collect();
             let _ = writeln!(s, "errors      {}", list.join(", "));
         }
+        let k = self.key_updates;
+        let _ = writeln!(s, "key updates {} sent, {} received", k.sent, k.received);
         let lt = &self.little;
         let _ = writeln!(
             s,
