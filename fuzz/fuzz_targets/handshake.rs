@@ -23,7 +23,10 @@ fn config(pick: u8) -> HandshakeConfig {
             compression: pick & 0x10 != 0,
             ..Offer::default()
         },
-        psk: (pick & 0x20 != 0).then_some([0x11; 32]),
+        psk: (pick & 0x20 != 0).then(|| [0x11; 32].into()),
+        // Static keys: the responder then speaks XX and IK only.
+        identity: (pick & 0x40 != 0)
+            .then(|| weft_transform::StaticKey::from_private([0x22; 32])),
         ..HandshakeConfig::default()
     }
 }

@@ -1,5 +1,6 @@
 //! Command-line arguments.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -23,6 +24,16 @@ pub(crate) enum Command {
     Call(CallArgs),
     /// Run a load test (in-process server unless --addr is given).
     Load(LoadArgs),
+    /// Write a new key pair: the private key to FILE (mode 0600), the
+    /// public key, as hex, to standard output.
+    Keygen(KeygenArgs),
+}
+
+/// `weft keygen`.
+#[derive(Debug, Args)]
+pub(crate) struct KeygenArgs {
+    /// Where to write the private key (never over an existing file).
+    pub(crate) file: PathBuf,
 }
 
 /// A switch given as `on` or `off`.
@@ -54,6 +65,10 @@ pub(crate) struct Security {
     /// from the WEFT_PSK environment variable, which keeps it out of `ps`.
     #[arg(long, value_parser = parse_psk)]
     pub(crate) psk: Option<Psk>,
+    /// This side's private key file (from `weft keygen`): the handshake
+    /// becomes Noise XX, or IK with --server-key; the peer needs a key too.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) key: Option<PathBuf>,
 }
 
 /// A 32-byte pre-shared key. Debug never prints it.
@@ -108,6 +123,11 @@ pub(crate) struct ServeArgs {
     /// Serve Prometheus metrics (text format) on this `ip:port`.
     #[arg(long)]
     pub(crate) metrics: Option<String>,
+    /// Client public keys allowed (one hex key per line, `#` comments;
+    /// needs --key). Re-read when the file changes. Default: any client
+    /// key pair.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub(crate) allow: Option<PathBuf>,
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,
@@ -139,6 +159,9 @@ pub(crate) struct CallArgs {
     /// With --health: the service to ask about (default: the whole server).
     #[arg(long, default_value = "", requires = "health")]
     pub(crate) service: String,
+    /// The server's public key (64 hex digits), pinned; needs --key.
+    #[arg(long, value_name = "HEX", requires = "key")]
+    pub(crate) server_key: Option<String>,
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,
@@ -190,7 +213,7 @@ pub(crate) struct LoadArgs {
     pub(crate) body: Option<String>,
     /// Read the request body from this file.
     #[arg(long, conflicts_with = "payload_size")]
-    pub(crate) body_file: Option<std::path::PathBuf>,
+    pub(crate) body_file: Option<PathBuf>,
     /// A custom metadata entry `key=value` sent with every call (repeatable).
     #[arg(long, value_parser = parse_metadata)]
     pub(crate) metadata: Vec<(String, String)>,
@@ -208,10 +231,13 @@ pub(crate) struct LoadArgs {
     pub(crate) json: bool,
     /// Also write the report with plots to this HTML file.
     #[arg(long)]
-    pub(crate) report: Option<std::path::PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// Load a remote `weft serve` instead of an in-process server.
     #[arg(long)]
     pub(crate) addr: Option<String>,
+    /// The server's public key (64 hex digits), pinned; needs --key.
+    #[arg(long, value_name = "HEX", requires = "key")]
+    pub(crate) server_key: Option<String>,
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,

@@ -9,11 +9,12 @@ use weft::{Bytes, CallOptions, Config, EncryptionPolicy, Listener};
 
 mod args;
 mod demo;
+mod keys;
 mod load;
 mod metrics;
 mod report;
 
-use args::{CallArgs, Cli, Command, LoadArgs, Security, ServeArgs};
+use args::{CallArgs, Cli, Command, KeygenArgs, LoadArgs, Security, ServeArgs};
 
 /// The endpoint configuration of the security flags: `--encrypt on`
 /// requires encryption (the handshake fails against a peer with it off).
@@ -28,11 +29,43 @@ pub(crate) fn security_config(s: &Security) -> Result<Config, String> {
     if let Some(k) = s.key()? {
         c = c.psk(k);
     }
+    if let Some(path) = &s.key {
+        c = c.identity(keys::read_private_key(path)?);
+    }
     Ok(c)
 }
 
+/// `config` with the server's public key pinned, if one was given.
+fn pinned(config: Config, server_key: Option<&str>) -> Result<Config, String> {
+    match server_key {
+        Some(hex) => Ok(config.server_key(keys::parse_public_key(hex)?)),
+        None => Ok(config),
+    }
+}
+
+fn keygen(a: &KeygenArgs) -> Result<(), String> {
+    let public = keys::keygen(&a.file)?;
+    eprintln!(
+        "weft: private key written to {} (mode 0600)",
+        a.file.display()
+    );
+    println!("{public}");
+    Ok(())
+}
+
 async fn serve(a: ServeArgs) -> Result<(), String> {
-    let config = security_config(&a.security)?;
+    let mut config = security_config(&a.security)?;
+    if let Some(path) = a.allow {
+        let list = keys::watched_allow_list(path)?;
+        println!("weft: {} client keys allowed", list.len());
+        config = config.allow(list);
+    }
+    if let Some(k) = &config.handshake_config().identity {
+        println!(
+            "weft: server key {}",
+            weft::transform::KeyHex(&k.public_key())
+        );
+    }
     if let Some(m) = &a.metrics {
         let at = metrics::install(m)?;
         println!("weft: metrics on http://{at}/metrics");
@@ -75,7 +108,7 @@ async fn health(
 }
 
 async fn call(a: CallArgs) -> Result<(), String> {
-    let config = security_config(&a.security)?;
+    let config = pinned(security_config(&a.security)?, a.server_key.as_deref())?;
     if let Some(addr) = &a.health {
         return health(addr, &a.service, &config, a.timeout).await;
     }
@@ -104,7 +137,7 @@ async fn call(a: CallArgs) -> Result<(), String> {
 }
 
 async fn load(a: LoadArgs) -> Result<(), String> {
-    let config = security_config(&a.security)?;
+    let config = pinned(security_config(&a.security)?, a.server_key.as_deref())?;
     let out = load::run(&a, config).await?;
     if a.json {
         let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
@@ -119,10 +152,20 @@ async fn load(a: LoadArgs) -> Result<(), String> {
     out.verdict(&a)
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings only).
-fn init_tracing() {
+/// The log filter when `RUST_LOG` is unset: warnings, and for `weft serve`
+/// also each failed handshake with its peer and reason (a rejected key
+/// names the key).
+fn default_log_filter(command: &Command) -> &'static str {
+    match command {
+        Command::Serve(_) => "warn,weft::net=debug",
+        _ => "warn",
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: [`default_log_filter`]).
+fn init_tracing(command: &Command) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter(command)));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -132,7 +175,7 @@ fn init_tracing() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(&cli.command);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -148,6 +191,7 @@ fn main() -> ExitCode {
             Command::Serve(a) => serve(a).await,
             Command::Call(a) => call(a).await,
             Command::Load(a) => load(a).await,
+            Command::Keygen(a) => keygen(&a),
         }
     });
     match r {
@@ -183,7 +227,16 @@ mod tests {
             c.handshake_config().offer.encryption,
             EncryptionPolicy::Required
         );
-        assert_eq!(c.handshake_config().psk, Some([0xab; 32]));
+        assert_eq!(c.handshake_config().psk, Some([0xab; 32].into()));
+    }
+
+    #[test]
+    fn serve_logs_failed_handshakes_by_default_and_the_others_only_warn() {
+        let filter =
+            |argv: &[&str]| default_log_filter(&Cli::try_parse_from(argv).unwrap().command);
+        assert_eq!(filter(&["weft", "serve"]), "warn,weft::net=debug");
+        assert_eq!(filter(&["weft", "load"]), "warn");
+        assert_eq!(filter(&["weft", "call", "echo"]), "warn");
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use weft::transform::KeyUpdates;
 
 /// Relative disagreement above which the Little's-law check is flagged.
 pub(crate) const LITTLE_TOLERANCE: f64 = 0.15;
@@ -196,6 +197,39 @@ pub(crate) struct Report {
     pub(crate) errors_by_code: BTreeMap<&'static str, u64>,
     /// Little's-law check.
     pub(crate) little: Little,
+    /// Key updates (`KEY_UPDATE` records) this process sent and received
+    /// during the run, over all its connections (both ends when the server
+    /// is in-process).
+    pub(crate) key_updates: KeyUpdateCount,
+}
+
+/// Key updates seen during a run.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub(crate) struct KeyUpdateCount {
+    /// `KEY_UPDATE` records sealed.
+    pub(crate) sent: u64,
+    /// `KEY_UPDATE` records opened.
+    pub(crate) received: u64,
+}
+
+impl KeyUpdateCount {
+    /// The key updates this process sent and received since `before` was
+    /// read from [`weft::transform::key_updates`].
+    pub(crate) fn since(before: KeyUpdates) -> KeyUpdateCount {
+        let now = weft::transform::key_updates();
+        KeyUpdateCount {
+            sent: now.sent.saturating_sub(before.sent),
+            received: now.received.saturating_sub(before.received),
+        }
+    }
+
+    /// The report line.
+    pub(crate) fn render(&self) -> String {
+        format!(
+            "key updates {} sent, {} received\n",
+            self.sent, self.received
+        )
+    }
 }
 
 impl Report {
@@ -215,6 +249,7 @@ impl Report {
             latency: Latency::of(&tally.latency),
             errors_by_code: tally.errors.clone(),
             little: Little::check(sampled_in_flight, s.len(), mean_service, secs),
+            key_updates: KeyUpdateCount::default(),
         }
     }
 
@@ -270,6 +305,7 @@ impl Report {
                 self.error_rate() * 100.0
             );
         }
+        s += &self.key_updates.render();
         let lt = &self.little;
         let _ = writeln!(
             s,

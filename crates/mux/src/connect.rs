@@ -96,7 +96,7 @@ where
             break;
         }
         hs.handle_input(buf).map_err(MuxError::handshake)?;
-        if hs.is_complete() {
+        if hs.is_complete() || hs.has_transmit() {
             continue; // send whatever the last message produced
         }
         buf.reserve(4096);

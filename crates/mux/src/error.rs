@@ -137,7 +137,8 @@ impl MuxError {
 impl std::fmt::Display for MuxError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
-            MuxKind::Handshake(e) => write!(f, "handshake failed: {e}"),
+            // A `HandshakeError` already says "handshake failed: ...".
+            MuxKind::Handshake(e) => write!(f, "{e}"),
             MuxKind::HandshakeTimeout => f.write_str("handshake timed out"),
             MuxKind::Io(e) => write!(f, "transport error: {e}"),
             MuxKind::Closed(c) => write!(f, "connection closed: {c}"),

@@ -59,10 +59,8 @@ impl Connection {
     /// nothing, so racing opens can still meet a retry-safe refusal; the
     /// rpc client's tower `poll_ready` is built on it.
     pub fn poll_open_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), MuxError>> {
-        match self.shared.lock_or_wake(cx.waker()) {
-            Some(mut inner) => inner.poll_open_ready(cx),
-            None => Poll::Pending,
-        }
+        self.shared
+            .poll_state(cx, |inner, cx| inner.poll_open_ready(cx))
     }
 
     /// What the handshake agreed (encryption, compression).
@@ -86,9 +84,9 @@ impl Connection {
 
     /// Resolves when the connection is gone and its transport shut.
     pub async fn closed(&self) {
-        poll_fn(|cx| match self.shared.lock_or_wake(cx.waker()) {
-            Some(mut inner) => inner.poll_closed(cx),
-            None => Poll::Pending,
+        poll_fn(|cx| {
+            self.shared
+                .poll_state(cx, |inner, cx| inner.poll_closed(cx))
         })
         .await;
     }
@@ -222,10 +220,9 @@ impl Stream {
         data: &mut Bytes,
         end: bool,
     ) -> Poll<Result<(), StreamError>> {
-        match self.shared.lock_or_wake(cx.waker()) {
-            Some(mut inner) => inner.poll_send(self.id, cx, metadata, data, end),
-            None => Poll::Pending,
-        }
+        self.shared.poll_state(cx, |inner, cx| {
+            inner.poll_send(self.id, cx, metadata, data, end)
+        })
     }
 
     /// The next chunk, in order. `Ok(None)` only after the peer's explicit
@@ -252,10 +249,8 @@ impl Stream {
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
-        match self.shared.lock_or_wake(cx.waker()) {
-            Some(mut inner) => inner.poll_recv(self.id, cx, read_inline),
-            None => Poll::Pending,
-        }
+        self.shared
+            .poll_state(cx, |inner, cx| inner.poll_recv(self.id, cx, read_inline))
     }
 
     /// Resolves once the stream fails — reset by the peer (or by us), or
@@ -265,10 +260,8 @@ impl Stream {
     /// read went away. The waker is the one [`poll_recv`](Self::poll_recv)
     /// uses, so poll both from the same task.
     pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<StreamError> {
-        match self.shared.lock_or_wake(cx.waker()) {
-            Some(mut inner) => inner.poll_reset(self.id, cx),
-            None => Poll::Pending,
-        }
+        self.shared
+            .poll_state(cx, |inner, cx| inner.poll_reset(self.id, cx))
     }
 
     /// Resets the stream with `reason`: the peer's `recv` fails, queued data

@@ -9,6 +9,7 @@
 //! place.
 
 pub use weft_transform::{
-    EncryptionPolicy, Handshake, HandshakeConfig, HandshakeError, Inbound, Negotiated, Offer,
-    Outbound, Role as HandshakeRole, Session as Established, TransformError, passthrough,
+    AllowList, EncryptionPolicy, Handshake, HandshakeConfig, HandshakeError, Inbound, KeyHex,
+    KeyUpdates, Negotiated, Offer, Outbound, RekeyLimits, Role as HandshakeRole,
+    Session as Established, StaticKey, TransformError, key_updates, passthrough,
 };

@@ -23,6 +23,9 @@ pub struct PeerInfo {
     pub encrypted: bool,
     /// Whether frames may be compressed on this connection.
     pub compressed: bool,
+    /// The peer's static public key (Noise XX or IK), which it proved to
+    /// hold; on a server with an allow-list, one of the allowed keys.
+    pub public_key: Option<[u8; 32]>,
 }
 
 impl PeerInfo {
@@ -32,7 +35,15 @@ impl PeerInfo {
             addr,
             encrypted,
             compressed,
+            public_key: None,
         }
+    }
+
+    /// The same, with the peer's static public key.
+    #[must_use]
+    pub fn with_public_key(mut self, key: Option<[u8; 32]>) -> PeerInfo {
+        self.public_key = key;
+        self
     }
 }
 

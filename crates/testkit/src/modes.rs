@@ -23,7 +23,7 @@ fn hs(encryption: EncryptionPolicy, compression: bool, psk: Option<[u8; 32]>) ->
             compression,
             ..Offer::default()
         },
-        psk,
+        psk: psk.map(Into::into),
         ..HandshakeConfig::default()
     }
 }

@@ -73,7 +73,7 @@ impl RawPeer {
                 break;
             }
             hs.handle_input(&mut buf).map_err(io::Error::other)?;
-            if hs.is_complete() {
+            if hs.is_complete() || hs.has_transmit() {
                 continue;
             }
             if io.read_buf(&mut buf).await? == 0 {

@@ -149,7 +149,7 @@ async fn item_15_wrong_psk_is_one_generic_failure() {
     let (mut seen, mut server_seen) = (Vec::new(), Vec::new());
     for (i, key) in [[1u8; 32], [0x42 ^ 0x80; 32]].into_iter().enumerate() {
         let hs = HandshakeConfig {
-            psk: Some(key),
+            psk: Some(key.into()),
             ..server.client_handshake()
         };
         // The client learns only that the server hung up.
@@ -445,10 +445,12 @@ async fn item_19_reordered_duplicated_dropped_reflected_spliced_records_fail() {
 }
 
 #[tokio::test]
-async fn item_20_record_limit_closes_the_connection_never_wraps() {
+async fn item_20_keys_are_updated_and_the_connection_never_closes_for_a_key_limit() {
+    // The server updates its key every 2 records, the client every 3: about
+    // 800 updates over 1000 round trips, and every call succeeds.
     let mode = Mode::psk();
     let mut hs = mode.server.clone();
-    hs.record_limit = 40;
+    hs.rekey.records = 3;
     let mut config = Config::default();
     config.handshake(hs);
     let server = EchoServer::with(ServerOptions {
@@ -457,46 +459,28 @@ async fn item_20_record_limit_closes_the_connection_never_wraps() {
         ..ServerOptions::default()
     })
     .await;
-    // No keepalive on the client (the default): only the server's GOAWAY
-    // and FIN can end a call it does not answer.
-    let tcp = TcpStream::connect(server.addr()).await.unwrap();
-    let mut cc = Config::default();
-    cc.handshake(mode.client.clone());
-    let (conn, _inc) = weft_mux::connect(tcp, Role::Client, cc).await.unwrap();
-    let mut ok = 0u64;
-    let err = loop {
-        match tokio::time::timeout(Duration::from_secs(5), round_trip(&conn, ok)).await {
-            Err(_) => {
-                let s = server.connection(1).await;
-                panic!(
-                    "round trip {ok} hung at the record limit: client closed {} {:?}, server closed {} {:?}",
-                    conn.is_closed(),
-                    conn.close_cause(),
-                    s.is_closed(),
-                    s.close_cause()
-                )
-            }
-            Ok(Ok(())) => ok += 1,
-            Ok(Err(e)) => break e,
-        }
-        assert!(ok < 100, "the record limit never closed the connection");
-    };
-    // The server kept its key's last record for a GOAWAY, sent it and shut
-    // its socket: the call failed definitely and at once (each round trip
-    // above is bounded), and the client connection closes without keepalive.
-    assert!(err.contains("closed"), "{err}");
-    assert!((5..40).contains(&ok), "{ok} calls under a 40-record limit");
-    tokio::time::timeout(Duration::from_secs(5), conn.closed())
-        .await
-        .expect("the client sees the server's end");
+    let mut client_hs = mode.client.clone();
+    client_hs.rekey.records = 4;
+    let before = weft_mux::pipeline::key_updates();
+    let conn = client(&server, client_hs).await.unwrap();
+    for seq in 0..1000 {
+        tokio::time::timeout(Duration::from_secs(5), round_trip(&conn, seq))
+            .await
+            .unwrap_or_else(|_| panic!("round trip {seq} hung"))
+            .unwrap_or_else(|e| panic!("round trip {seq}: {e}"));
+    }
+    assert!(!conn.is_closed(), "{:?}", conn.close_cause());
     let s = server.connection(1).await;
-    let cause = s.close_cause().expect("the server closed");
-    assert!(cause.detail.contains("record limit"), "{cause}");
-    let reason = server.close_reason(1).await;
-    assert_eq!(reason, Reason::INTERNAL_ERROR);
-    // A new connection starts with fresh keys and works.
-    let fresh = client(&server, mode.client.clone()).await.unwrap();
-    round_trip(&fresh, 1000).await.unwrap();
+    assert!(!s.is_closed(), "{:?}", s.close_cause());
+    // Counters are per process (both ends here) and tests run in parallel:
+    // at least this test's updates were seen (a round trip is about one
+    // record each way).
+    let after = weft_mux::pipeline::key_updates();
+    assert!(after.sent - before.sent >= 700, "{before:?} {after:?}");
+    assert!(
+        after.received - before.received >= 700,
+        "{before:?} {after:?}"
+    );
 }
 
 // ----- 14: invalid key shares ------------------------------------------------------------

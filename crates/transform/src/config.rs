@@ -2,6 +2,10 @@
 
 use weft_frame::Limits;
 
+use crate::identity::KeyHex;
+use crate::noise::StaticKey;
+use crate::{AllowList, Psk, RekeyLimits};
+
 /// Which side of the connection this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
@@ -55,9 +59,6 @@ pub const DEFAULT_MAX_MESSAGE: u32 = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_RATIO: u32 = 100;
 /// Default size below which payloads are never compressed: 256 bytes.
 pub const DEFAULT_COMPRESSION_MIN_SIZE: usize = 256;
-/// Default records per key and direction before the connection must close:
-/// 2^24 (nonces 0 to 2^24 - 1).
-pub const DEFAULT_RECORD_LIMIT: u64 = 1 << 24;
 
 /// What one side offers in the handshake. It travels inside the handshake
 /// and is bound into the transcript hash.
@@ -97,8 +98,25 @@ pub struct HandshakeConfig {
     /// A 32-byte pre-shared key. `Some` runs `Noise_NNpsk0_25519_AESGCM_SHA256`
     /// (both sides prove they hold the key); `None` runs `Noise_NN`
     /// (opportunistic encryption, stops passive eavesdroppers only) or, when
-    /// this side's encryption is off, a plain hello. Default `None`.
-    pub psk: Option<[u8; 32]>,
+    /// this side's encryption is off, a plain hello. With an
+    /// [`identity`](Self::identity) it is mixed into XX or IK
+    /// (`XXpsk3`/`IKpsk2`). Default `None`.
+    pub psk: Option<Psk>,
+    /// This side's static key pair. `Some` makes this side an identity
+    /// peer: it only runs `Noise_XX` or `Noise_IK` (never NN or NNpsk0, so
+    /// nothing can downgrade it), and the peer must have a key pair too.
+    /// Default `None`.
+    pub identity: Option<StaticKey>,
+    /// Initiator only: the responder's public key, pinned. With an
+    /// identity it runs `Noise_IK` (one round trip, the server must prove
+    /// it holds this key); without one it is a configuration error.
+    /// Default `None` (XX: the server's key is learnt, not checked).
+    pub server_key: Option<[u8; 32]>,
+    /// Responder only: the client public keys accepted. `None` accepts any
+    /// client key pair (the handler still sees which); `Some` rejects every
+    /// key not on the list with an error naming it. Shared and reloadable
+    /// ([`AllowList::replace`]). Default `None`.
+    pub allow: Option<AllowList>,
     /// Frame limits our decoder enforces. Default [`Limits::default`].
     pub limits: Limits,
     /// Payloads shorter than this many bytes are never compressed.
@@ -108,10 +126,10 @@ pub struct HandshakeConfig {
     /// `max_ratio` times its size. Default [`DEFAULT_MAX_RATIO`] (100). It
     /// is sent to the peer, whose compressor then never exceeds it.
     pub max_ratio: u32,
-    /// Records sealed (and opened) per key before the connection must close.
-    /// Default [`DEFAULT_RECORD_LIMIT`] (2^24); must be at most that. Lower it
-    /// only to test the limit.
-    pub record_limit: u64,
+    /// When our send key is replaced (by records and by bytes under one
+    /// key). Default [`RekeyLimits::default`]: 2^20 records or 1 GiB.
+    /// Lower it only to test key updates.
+    pub rekey: RekeyLimits,
 }
 
 impl Default for HandshakeConfig {
@@ -119,10 +137,13 @@ impl Default for HandshakeConfig {
         HandshakeConfig {
             offer: Offer::default(),
             psk: None,
+            identity: None,
+            server_key: None,
+            allow: None,
             limits: Limits::default(),
             compression_min_size: DEFAULT_COMPRESSION_MIN_SIZE,
             max_ratio: DEFAULT_MAX_RATIO,
-            record_limit: DEFAULT_RECORD_LIMIT,
+            rekey: RekeyLimits::default(),
         }
     }
 }
@@ -131,11 +152,14 @@ impl std::fmt::Debug for HandshakeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandshakeConfig")
             .field("offer", &self.offer)
-            .field("psk", &self.psk.map(|_| "<redacted>"))
+            .field("psk", &self.psk.as_ref().map(|_| "<redacted>"))
+            .field("identity", &self.identity)
+            .field("server_key", &self.server_key.as_ref().map(KeyHex))
+            .field("allow", &self.allow)
             .field("limits", &self.limits)
             .field("compression_min_size", &self.compression_min_size)
             .field("max_ratio", &self.max_ratio)
-            .field("record_limit", &self.record_limit)
+            .field("rekey", &self.rekey)
             .finish()
     }
 }
@@ -149,8 +173,12 @@ pub struct Negotiated {
     pub compressed: bool,
     /// The Noise handshake hash (channel binding); `None` after a plain hello.
     pub handshake_hash: Option<[u8; 32]>,
-    /// Both sides proved they hold the same pre-shared key.
+    /// The peer is authenticated: it proved it holds our pre-shared key, or
+    /// a static key that our allow-list (server) or pin (client) accepted.
     pub authenticated: bool,
+    /// The peer's static public key, which it proved to hold (XX and IK);
+    /// `None` without identities.
+    pub peer_key: Option<[u8; 32]>,
     /// The peer's frame limits: never send it a frame beyond them.
     pub peer_limits: Limits,
     /// The peer's decompressed message limit.
@@ -168,6 +196,7 @@ impl Default for Negotiated {
             compressed: false,
             handshake_hash: None,
             authenticated: false,
+            peer_key: None,
             peer_limits: Limits::default(),
             peer_max_message: DEFAULT_MAX_MESSAGE,
             peer_max_ratio: DEFAULT_MAX_RATIO,

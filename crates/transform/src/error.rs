@@ -4,6 +4,9 @@
 
 use weft_frame::{FrameError, Reason};
 
+use crate::KeyHex;
+use crate::handshake_kind::RejectReason;
+
 /// Why a frame could not be sealed, opened or (de)compressed.
 ///
 /// Either fatal ([`is_fatal`](Self::is_fatal): close the connection) or
@@ -24,10 +27,21 @@ pub(crate) enum TransformErrorKind {
     Open,
     /// A record's payload is shorter than the authentication tag.
     ShortRecord,
-    /// The per-key record limit was reached on the sending side.
+    /// The nonces of the send direction are used up: no key update is
+    /// possible (2^64 - 1 records; never in practice).
     SendLimit,
-    /// The peer sent more records than the per-key limit allows.
+    /// The peer sent more records or bytes under one key than the hard
+    /// per-key limits allow (it did not update its key in time).
     ReceiveLimit,
+    /// A `KEY_UPDATE` record that authenticated but is malformed or out of
+    /// order, or one handed to the sending half by its caller.
+    KeyUpdate(&'static str),
+    /// The server rejected our static key after the last handshake message
+    /// (XX): its rejection arrived as the first frame.
+    Rejected {
+        reason: RejectReason,
+        our_key: Option<[u8; 32]>,
+    },
     /// `COMPRESSED` on a connection that did not negotiate compression, or on
     /// a frame type that never carries a compressed payload.
     UnexpectedCompression,
@@ -93,6 +107,8 @@ impl TransformError {
             | TransformErrorKind::Open
             | TransformErrorKind::ShortRecord
             | TransformErrorKind::ReceiveLimit
+            | TransformErrorKind::KeyUpdate(_)
+            | TransformErrorKind::Rejected { .. }
             | TransformErrorKind::Poisoned => Reason::PROTOCOL_ERROR,
         }
     }
@@ -103,13 +119,33 @@ impl TransformError {
         matches!(self.kind, TransformErrorKind::Open)
     }
 
-    /// Whether the per-key record limit was reached (ours or the peer's).
-    /// Always fatal: open a new connection.
+    /// Whether a key limit ended the connection: our nonces are used up
+    /// so no key update is possible (never in practice), or the peer
+    /// exceeded a hard per-key limit without updating its key. Always
+    /// fatal. A healthy connection never sees it: keys are updated long
+    /// before (see [`RekeyLimits`](crate::RekeyLimits)).
     pub fn is_record_limit(&self) -> bool {
         matches!(
             self.kind,
             TransformErrorKind::SendLimit | TransformErrorKind::ReceiveLimit
         )
+    }
+
+    /// Whether a `KEY_UPDATE` record was malformed or out of order (one that
+    /// fails to authenticate is [`is_authentication`](Self::is_authentication)).
+    /// Always fatal.
+    pub fn is_key_update(&self) -> bool {
+        matches!(self.kind, TransformErrorKind::KeyUpdate(_))
+    }
+
+    /// Why the server rejected this client after the last handshake
+    /// message (Noise XX: a key not on its allow-list, or a pre-shared key
+    /// that differs). Always fatal.
+    pub fn rejected(&self) -> Option<RejectReason> {
+        match self.kind {
+            TransformErrorKind::Rejected { reason, .. } => Some(reason),
+            _ => None,
+        }
     }
 
     /// Whether a compressed payload would exceed the size or ratio limit.
@@ -154,11 +190,16 @@ impl std::fmt::Display for TransformError {
             TransformErrorKind::ShortRecord => {
                 f.write_str("record shorter than its authentication tag")
             }
-            TransformErrorKind::SendLimit => {
-                f.write_str("record limit of this key reached: open a new connection")
-            }
+            TransformErrorKind::SendLimit => f.write_str(
+                "nonces of this direction used up, no key update possible: open a new connection",
+            ),
             TransformErrorKind::ReceiveLimit => {
-                f.write_str("peer sent more records than the per-key limit")
+                f.write_str("peer exceeded the per-key record or byte limit without a key update")
+            }
+            TransformErrorKind::KeyUpdate(what) => write!(f, "bad key update: {what}"),
+            TransformErrorKind::Rejected { reason, our_key } => {
+                f.write_str("handshake failed: ")?;
+                rejected_text(f, *reason, our_key.as_ref(), None)
             }
             TransformErrorKind::UnexpectedCompression => {
                 f.write_str("compressed frame where compression was not negotiated")
@@ -228,6 +269,59 @@ pub(crate) enum HandshakeErrorKind {
     Incomplete,
     /// The system random number generator failed.
     Rng,
+    /// The peer sent a rejection: why, our static key (if any) and the
+    /// server key we pinned (if any), so the text can name them.
+    Rejected {
+        reason: RejectReason,
+        our_key: Option<[u8; 32]>,
+        pinned: Option<[u8; 32]>,
+    },
+    /// Responder: the client's static key is not on the allow-list.
+    KeyNotAllowed([u8; 32]),
+    /// One side has a static key pair and the other does not.
+    IdentityMismatch { ours: bool },
+    /// IK initiator: the reply did not authenticate, so the server did not
+    /// prove it holds the pinned key.
+    ServerKeyNotProven { pinned: [u8; 32] },
+    /// IK responder: the first message did not decrypt with our static key
+    /// (the client pinned another key, its pre-shared key differs, or the
+    /// message was tampered with).
+    NotForOurKey { ours: [u8; 32] },
+}
+
+/// The text of a peer's rejection, naming the keys involved.
+fn rejected_text(
+    f: &mut std::fmt::Formatter<'_>,
+    reason: RejectReason,
+    our_key: Option<&[u8; 32]>,
+    pinned: Option<&[u8; 32]>,
+) -> std::fmt::Result {
+    f.write_str("the peer rejected the handshake: ")?;
+    match reason {
+        RejectReason::KeyNotAllowed => match our_key {
+            Some(k) => write!(f, "our key {} is not on its allow-list", KeyHex(k)),
+            None => f.write_str("our key is not on its allow-list"),
+        },
+        RejectReason::Authentication => match pinned {
+            Some(k) => write!(
+                f,
+                "it could not authenticate us (it does not hold the pinned server key {}, or the pre-shared keys differ)",
+                KeyHex(k)
+            ),
+            None => f.write_str("it could not authenticate us (the pre-shared keys differ)"),
+        },
+        RejectReason::IdentityRequired => {
+            f.write_str("it requires a client key pair and none is configured here")
+        }
+        RejectReason::NoIdentity => {
+            f.write_str("we use a key pair but the peer has none configured")
+        }
+        RejectReason::PskMismatch => {
+            f.write_str("one side has a pre-shared key and the other does not")
+        }
+        RejectReason::Malformed => f.write_str("it found our handshake malformed"),
+        RejectReason::Other(b) => write!(f, "reason {b}"),
+    }
 }
 
 impl HandshakeError {
@@ -243,7 +337,42 @@ impl HandshakeError {
             HandshakeErrorKind::Authentication
                 | HandshakeErrorKind::InvalidKeyShare
                 | HandshakeErrorKind::SelectionMismatch
+                | HandshakeErrorKind::ServerKeyNotProven { .. }
+                | HandshakeErrorKind::NotForOurKey { .. }
+                | HandshakeErrorKind::Rejected {
+                    reason: RejectReason::Authentication,
+                    ..
+                }
         )
+    }
+
+    /// The static key that was rejected: on the server, the client's key
+    /// that is not on the allow-list; on the client, its own key the
+    /// server rejected, or the pinned server key the server did not prove.
+    pub fn rejected_key(&self) -> Option<[u8; 32]> {
+        match self.kind {
+            HandshakeErrorKind::KeyNotAllowed(k) => Some(k),
+            HandshakeErrorKind::ServerKeyNotProven { pinned } => Some(pinned),
+            HandshakeErrorKind::Rejected {
+                reason: RejectReason::KeyNotAllowed,
+                our_key,
+                ..
+            } => our_key,
+            HandshakeErrorKind::Rejected {
+                reason: RejectReason::Authentication,
+                pinned,
+                ..
+            } => pinned,
+            _ => None,
+        }
+    }
+
+    /// The reason the peer sent with its rejection, if it sent one.
+    pub fn peer_rejection(&self) -> Option<RejectReason> {
+        match self.kind {
+            HandshakeErrorKind::Rejected { reason, .. } => Some(reason),
+            _ => None,
+        }
     }
 
     /// Whether the two sides' policies are incompatible: encryption required
@@ -252,7 +381,15 @@ impl HandshakeError {
     pub fn is_policy_conflict(&self) -> bool {
         matches!(
             self.kind,
-            HandshakeErrorKind::EncryptionRequired { .. } | HandshakeErrorKind::PskMismatch { .. }
+            HandshakeErrorKind::EncryptionRequired { .. }
+                | HandshakeErrorKind::PskMismatch { .. }
+                | HandshakeErrorKind::IdentityMismatch { .. }
+                | HandshakeErrorKind::Rejected {
+                    reason: RejectReason::IdentityRequired
+                        | RejectReason::NoIdentity
+                        | RejectReason::PskMismatch,
+                    ..
+                }
         )
     }
 
@@ -300,6 +437,30 @@ impl std::fmt::Display for HandshakeError {
             HandshakeErrorKind::Config(what) => write!(f, "invalid configuration: {what}"),
             HandshakeErrorKind::Incomplete => f.write_str("handshake not complete"),
             HandshakeErrorKind::Rng => f.write_str("random number generator failed"),
+            HandshakeErrorKind::Rejected {
+                reason,
+                our_key,
+                pinned,
+            } => rejected_text(f, *reason, our_key.as_ref(), pinned.as_ref()),
+            HandshakeErrorKind::KeyNotAllowed(k) => {
+                write!(f, "client key {} is not on the allow-list", KeyHex(k))
+            }
+            HandshakeErrorKind::IdentityMismatch { ours: true } => {
+                f.write_str("a key pair is configured here but the peer has none")
+            }
+            HandshakeErrorKind::IdentityMismatch { ours: false } => {
+                f.write_str("the peer uses a key pair but none is configured here")
+            }
+            HandshakeErrorKind::ServerKeyNotProven { pinned } => write!(
+                f,
+                "authentication failed: the server did not prove it holds the pinned key {}",
+                KeyHex(pinned)
+            ),
+            HandshakeErrorKind::NotForOurKey { ours } => write!(
+                f,
+                "authentication failed: the client's message is not for this server's key {} (it pinned another key, or the pre-shared keys differ)",
+                KeyHex(ours)
+            ),
         }
     }
 }

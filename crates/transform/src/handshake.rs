@@ -8,26 +8,20 @@ use weft_frame::preface::{PREFACE, PREFACE_LEN, check_preface, check_preface_pre
 use weft_frame::{Flags, FrameError, FrameType, HEADER_LEN, Header};
 
 use crate::error::{HandshakeError, HandshakeErrorKind};
-use crate::noise::{Ephemeral, HandshakeState, NoiseError, Pattern, RingEphemeral};
+use crate::handshake_kind::{self as kind, RejectReason, reject_frame};
+use crate::noise::{
+    Ephemeral, HandshakeState, NoiseError, Pattern, ReusableEphemeral, RingEphemeral, StaticKeys,
+};
 use crate::offer::{
     OFFER_LEN, SELECT_COMPRESSED, SELECT_ENCRYPTED, SELECT_REFUSED, WireOffer, select,
 };
 use crate::pipeline::PipelineParams;
+use crate::rekey::{OpenKey, SendKey};
 use crate::{EncryptionPolicy, HandshakeConfig, Negotiated, Role, Session};
 
 /// Largest handshake message (the payload of a `HANDSHAKE` frame) accepted.
-/// Version 1 messages are at most 70 bytes.
+/// Version 1 messages are at most 118 bytes.
 pub const MAX_HANDSHAKE_MESSAGE: u32 = 256;
-
-/// First byte of a handshake message: which handshake it belongs to.
-mod kind {
-    /// A plain hello: no key agreement, the offer in clear.
-    pub(super) const PLAIN: u8 = 0x00;
-    /// `Noise_NN_25519_AESGCM_SHA256`.
-    pub(super) const NN: u8 = 0x01;
-    /// `Noise_NNpsk0_25519_AESGCM_SHA256`.
-    pub(super) const NN_PSK0: u8 = 0x02;
-}
 
 /// Noise prologue label; the initiator's 8-byte preface follows it.
 const PROLOGUE_LABEL: &[u8] = b"weft handshake v1";
@@ -60,8 +54,13 @@ enum KeySource {
 }
 
 impl KeySource {
-    fn take(&mut self) -> Result<Box<dyn Ephemeral>, HandshakeError> {
+    /// The ephemeral key for `pattern`: ring's single-use keys for NN and
+    /// NNpsk0, a reusable one for the patterns that use `e` twice.
+    fn take(&mut self, pattern: Pattern) -> Result<Box<dyn Ephemeral>, HandshakeError> {
         match std::mem::replace(self, KeySource::Used) {
+            KeySource::Ring if pattern.has_static_keys() => ReusableEphemeral::generate()
+                .map(|k| Box::new(k) as Box<dyn Ephemeral>)
+                .map_err(from_noise),
             KeySource::Ring => RingEphemeral::generate()
                 .map(|k| Box::new(k) as Box<dyn Ephemeral>)
                 .map_err(from_noise),
@@ -81,7 +80,8 @@ enum State {
     Complete,
     /// Failed; the error is returned again on every call.
     Failed(HandshakeError),
-    /// The responder sent its refusal and fails once it is out.
+    /// The responder queued its refusal or rejection and fails once it is
+    /// out.
     Refused(HandshakeError),
 }
 
@@ -90,7 +90,10 @@ enum State {
 /// The driver loops under its deadline: write what
 /// [`poll_transmit`](Self::poll_transmit) appends, read socket bytes into a
 /// `BytesMut`, call [`handle_input`](Self::handle_input), until
-/// [`is_complete`](Self::is_complete). **When it is complete, call
+/// [`is_complete`](Self::is_complete). After `handle_input`, write again
+/// before reading whenever [`has_transmit`](Self::has_transmit) is true
+/// (XX has three messages: the responder's reply comes before it is
+/// complete). **When it is complete, call
 /// `poll_transmit` once more and write those bytes** (the responder's reply
 /// is produced by the input that completes it), then call
 /// [`into_session`](Self::into_session). Bytes after the handshake stay in
@@ -169,13 +172,17 @@ impl Handshake {
             config,
         };
         if role == Role::Initiator {
-            hs.kind = if hs.config.psk.is_some() {
-                kind::NN_PSK0
-            } else if hs.config.offer.encryption == EncryptionPolicy::Off {
-                kind::PLAIN
-            } else {
-                kind::NN
-            };
+            if hs.config.server_key.is_some() && hs.config.identity.is_none() {
+                return Err(err(HandshakeErrorKind::Config(
+                    "a pinned server key needs a key pair of our own (identity)",
+                )));
+            }
+            hs.kind = kind::choose(
+                hs.config.psk.is_some(),
+                hs.config.identity.is_some(),
+                hs.config.server_key.is_some(),
+                hs.config.offer.encryption == EncryptionPolicy::Off,
+            );
             let mut body = Vec::with_capacity(OFFER_LEN);
             hs.ours.encode(&mut body);
             hs.send_message(&body)?;
@@ -219,6 +226,13 @@ impl Handshake {
         }
     }
 
+    /// Whether [`poll_transmit`](Self::poll_transmit) has bytes to send.
+    /// A driver sends them before it waits for input: a responder in XX
+    /// has its reply to send before the third message can come.
+    pub fn has_transmit(&self) -> bool {
+        !self.transmit.is_empty()
+    }
+
     /// Whether the handshake finished: successfully, or (responder only)
     /// with a policy refusal whose reply is waiting in
     /// [`poll_transmit`](Self::poll_transmit). Once that reply has been
@@ -246,16 +260,27 @@ impl Handshake {
         };
         let (seal, open) = match (&keys, encrypted) {
             (Some(k), true) => {
-                let (s, o) = k.ciphers(initiator, self.config.record_limit);
-                (Some(s), Some(o))
+                let (s, o) = k.ciphers(initiator, u64::MAX);
+                (
+                    Some(SendKey::new(s, self.config.rekey)),
+                    Some(OpenKey::new(o)),
+                )
             }
             _ => (None, None),
         };
+        let pattern = kind::pattern(self.kind);
+        let identities = pattern.is_some_and(Pattern::has_static_keys);
+        let checked = match self.role {
+            Role::Responder => self.config.allow.is_some(),
+            Role::Initiator => self.config.server_key.is_some(),
+        };
+        let peer_key = self.noise.as_ref().and_then(HandshakeState::remote_static);
         let negotiated = Negotiated {
             encrypted,
             compressed,
             handshake_hash: keys.as_ref().map(|k| k.handshake_hash),
-            authenticated: self.kind == kind::NN_PSK0,
+            authenticated: pattern.is_some_and(Pattern::has_psk) || (identities && checked),
+            peer_key: peer_key.filter(|_| identities),
             peer_limits: theirs.limits,
             peer_max_message: theirs.max_message,
             peer_max_ratio: theirs.max_ratio,
@@ -272,11 +297,27 @@ impl Handshake {
             open,
         }
         .build();
+        let mut inbound = inbound;
+        if self.role == Role::Initiator && matches!(self.kind, kind::XX | kind::XX_PSK3) {
+            // The server checks our key after our last message: its
+            // rejection, if any, is the first frame.
+            inbound.watch_for_rejection(self.config.identity.as_ref().map(|k| k.public_key()));
+        }
         Ok(Session {
             outbound,
             inbound,
             negotiated,
         })
+    }
+
+    /// Responder: queue a rejection saying why, and fail once it is out.
+    /// Always `Ok`, so the driver sends it (see [`Self::is_complete`]).
+    fn reject(&mut self, reason: RejectReason, e: HandshakeError) -> Result<(), HandshakeError> {
+        self.transmit.clear();
+        self.transmit.extend_from_slice(&reject_frame(reason));
+        self.noise = None;
+        self.state = State::Refused(e);
+        Ok(())
     }
 
     fn fail(&mut self, e: HandshakeError) -> HandshakeError {
@@ -323,6 +364,7 @@ impl Handshake {
         let message = src.split_to(len);
         let (&msg_kind, body) = message.split_first().ok_or(malformed("empty message"))?;
         match self.role {
+            Role::Responder if self.result.is_some() => self.finish_xx(msg_kind, body)?,
             Role::Responder => self.respond(msg_kind, body)?,
             Role::Initiator => self.conclude(msg_kind, body)?,
         }
@@ -351,24 +393,53 @@ impl Handshake {
         Ok(())
     }
 
-    /// Responder: read the initiator's message, select, reply.
+    /// Responder: read the initiator's message, select, reply. Anything
+    /// we cannot accept is answered with a rejection saying why.
     fn respond(&mut self, msg_kind: u8, body: &[u8]) -> Result<(), HandshakeError> {
         let ours_psk = self.config.psk.is_some();
-        match msg_kind {
-            kind::PLAIN | kind::NN if ours_psk => {
-                return Err(err(HandshakeErrorKind::PskMismatch { ours: true }));
+        let ours_id = self.config.identity.is_some();
+        let pattern = kind::pattern(msg_kind);
+        let (theirs_psk, theirs_id) = match (msg_kind, pattern) {
+            (kind::PLAIN, _) => (false, false),
+            (_, Some(p)) => (p.has_psk(), p.has_static_keys()),
+            _ => {
+                let e = malformed("unknown handshake kind");
+                return self.reject(RejectReason::Malformed, e);
             }
-            kind::NN_PSK0 if !ours_psk => {
-                return Err(err(HandshakeErrorKind::PskMismatch { ours: false }));
-            }
-            kind::PLAIN | kind::NN | kind::NN_PSK0 => {}
-            _ => return Err(malformed("unknown handshake kind")),
+        };
+        if ours_id != theirs_id {
+            let (reason, e) = if ours_id {
+                (
+                    RejectReason::IdentityRequired,
+                    HandshakeErrorKind::IdentityMismatch { ours: true },
+                )
+            } else {
+                (
+                    RejectReason::NoIdentity,
+                    HandshakeErrorKind::IdentityMismatch { ours: false },
+                )
+            };
+            return self.reject(reason, err(e));
+        }
+        if ours_psk != theirs_psk {
+            let e = err(HandshakeErrorKind::PskMismatch { ours: ours_psk });
+            return self.reject(RejectReason::PskMismatch, e);
         }
         self.kind = msg_kind;
-        let payload = self.open_payload(body)?;
-        let theirs = WireOffer::decode(&payload)?;
+        let payload = match self.open_payload(body) {
+            Ok(p) => p,
+            Err(e) => return self.reject_unreadable(e),
+        };
+        let theirs = match WireOffer::decode(&payload) {
+            Ok(o) => o,
+            Err(e) => return self.reject(RejectReason::Malformed, e),
+        };
         if msg_kind == kind::PLAIN && theirs.encryption != EncryptionPolicy::Off {
-            return Err(malformed("plain hello from a side with encryption on"));
+            let e = malformed("plain hello from a side with encryption on");
+            return self.reject(RejectReason::Malformed, e);
+        }
+        if let Some(e) = self.check_client_key() {
+            return self.reject(RejectReason::KeyNotAllowed, e);
         }
         let (selection, refusal) = match select(&self.ours, &theirs) {
             Ok(s) => (s, None),
@@ -380,6 +451,10 @@ impl Handshake {
         self.send_message(&reply)?;
         match refusal {
             Some(e) => self.state = State::Refused(e),
+            // XX: the client's key arrives in a third message.
+            None if matches!(msg_kind, kind::XX | kind::XX_PSK3) => {
+                self.result = Some((selection, theirs));
+            }
             None => {
                 self.result = Some((selection, theirs));
                 self.state = State::Complete;
@@ -388,12 +463,72 @@ impl Handshake {
         Ok(())
     }
 
+    /// Responder, XX: the initiator's third message (its static key, and
+    /// the PSK for XXpsk3); then the allow-list.
+    fn finish_xx(&mut self, msg_kind: u8, body: &[u8]) -> Result<(), HandshakeError> {
+        if msg_kind != self.kind {
+            let e = malformed("third message of another handshake kind");
+            return self.reject(RejectReason::Malformed, e);
+        }
+        match self.open_payload(body) {
+            Ok(p) if p.is_empty() => {}
+            Ok(_) => {
+                return self.reject(RejectReason::Malformed, malformed("third message payload"));
+            }
+            Err(e) => return self.reject_unreadable(e),
+        }
+        if let Some(e) = self.check_client_key() {
+            return self.reject(RejectReason::KeyNotAllowed, e);
+        }
+        self.state = State::Complete;
+        Ok(())
+    }
+
+    /// Rejects a message that did not open: malformed, or not
+    /// authenticated (for IK, named after our static key).
+    fn reject_unreadable(&mut self, e: HandshakeError) -> Result<(), HandshakeError> {
+        if !e.is_authentication() {
+            return self.reject(RejectReason::Malformed, e);
+        }
+        let e = match (&self.config.identity, self.kind) {
+            (Some(k), kind::IK | kind::IK_PSK2) => err(HandshakeErrorKind::NotForOurKey {
+                ours: k.public_key(),
+            }),
+            _ => e,
+        };
+        self.reject(RejectReason::Authentication, e)
+    }
+
+    /// The allow-list's verdict on the client's static key, once known:
+    /// `Some(error)` when it is not allowed.
+    fn check_client_key(&self) -> Option<HandshakeError> {
+        let allow = self.config.allow.as_ref()?;
+        let key = self.noise.as_ref()?.remote_static()?;
+        (!allow.contains(&key)).then(|| err(HandshakeErrorKind::KeyNotAllowed(key)))
+    }
+
     /// Initiator: read the responder's reply and check its selection.
     fn conclude(&mut self, msg_kind: u8, body: &[u8]) -> Result<(), HandshakeError> {
+        if msg_kind == kind::REJECT {
+            let &[reason] = body else {
+                return Err(malformed("rejection length"));
+            };
+            return Err(err(HandshakeErrorKind::Rejected {
+                reason: RejectReason::from_wire(reason),
+                our_key: self.config.identity.as_ref().map(|k| k.public_key()),
+                pinned: self.config.server_key,
+            }));
+        }
         if msg_kind != self.kind {
             return Err(malformed("reply of another handshake kind"));
         }
-        let payload = self.open_payload(body)?;
+        let payload = match (self.open_payload(body), self.config.server_key) {
+            (Ok(p), _) => p,
+            (Err(e), Some(pinned)) if e.is_authentication() => {
+                return Err(err(HandshakeErrorKind::ServerKeyNotProven { pinned }));
+            }
+            (Err(e), _) => return Err(e),
+        };
         let (offer, selection) = payload
             .split_last()
             .filter(|(_, offer)| offer.len() == OFFER_LEN)
@@ -405,6 +540,10 @@ impl Handshake {
             Err(e) if selection == SELECT_REFUSED => return Err(e),
             Ok(s) if s == selection => {}
             _ => return Err(err(HandshakeErrorKind::SelectionMismatch)),
+        }
+        if matches!(self.kind, kind::XX | kind::XX_PSK3) {
+            // Our static key (and the PSK) go in the third message.
+            self.send_message(&[])?;
         }
         self.result = Some((selection, theirs));
         self.state = State::Complete;
@@ -429,16 +568,20 @@ impl Handshake {
     /// generated.
     fn noise(&mut self) -> Result<&mut HandshakeState, HandshakeError> {
         if self.noise.is_none() {
-            let pattern = if self.kind == kind::NN_PSK0 {
-                Pattern::NNpsk0
-            } else {
-                Pattern::NN
-            };
+            let pattern = kind::pattern(self.kind).ok_or(err(HandshakeErrorKind::Incomplete))?;
             let mut prologue = PROLOGUE_LABEL.to_vec();
             prologue.extend_from_slice(&self.initiator_preface);
-            let e = self.keys.take()?;
+            let e = self.keys.take(pattern)?;
             let initiator = self.role == Role::Initiator;
-            let state = HandshakeState::new(pattern, initiator, &prologue, self.config.psk, e)
+            let keys = StaticKeys {
+                local: self.config.identity.clone(),
+                remote: self
+                    .config
+                    .server_key
+                    .filter(|_| initiator && pattern.needs_remote_static()),
+            };
+            let psk = self.config.psk.as_ref().map(|p| *p.as_bytes());
+            let state = HandshakeState::with_static(pattern, initiator, &prologue, psk, e, keys)
                 .map_err(from_noise)?;
             self.noise = Some(state);
         }

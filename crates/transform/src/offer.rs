@@ -55,9 +55,7 @@ impl WireOffer {
         if config.offer.max_message == 0 || config.max_ratio == 0 {
             return Err(config_err("max message and max ratio must be positive"));
         }
-        if config.record_limit == 0 || config.record_limit > crate::DEFAULT_RECORD_LIMIT {
-            return Err(config_err("record limit must be between 1 and 2^24"));
-        }
+        config.rekey.check().map_err(config_err)?;
         Ok(WireOffer {
             encryption: config.offer.encryption,
             compression: config.offer.compression,

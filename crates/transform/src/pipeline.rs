@@ -8,7 +8,9 @@ use weft_frame::{Flags, Frame, FrameCodec, FrameType, HEADER_LEN, Header, Limits
 use crate::Negotiated;
 use crate::compress::{Compressor, Decompressor};
 use crate::error::{TransformError, TransformErrorKind};
-use crate::noise::{CipherState, TAG_LEN};
+use crate::handshake_kind::{FirstFrame, peek_rejection};
+use crate::noise::TAG_LEN;
+use crate::rekey::{OpenKey, SendKey};
 
 /// Record overhead on the wire: the AES-GCM tag.
 const TAG: u32 = TAG_LEN as u32;
@@ -43,8 +45,8 @@ pub(crate) struct PipelineParams {
     pub(crate) local_max_message: u32,
     pub(crate) local_max_ratio: u32,
     pub(crate) peer_max_ratio: u32,
-    pub(crate) seal: Option<CipherState>,
-    pub(crate) open: Option<CipherState>,
+    pub(crate) seal: Option<SendKey>,
+    pub(crate) open: Option<OpenKey>,
 }
 
 impl PipelineParams {
@@ -76,6 +78,7 @@ impl PipelineParams {
             open: self.open,
             aad: None,
             poisoned: false,
+            watch: None,
         };
         (outbound, inbound)
     }
@@ -107,7 +110,7 @@ pub struct Outbound {
     compressor: Option<Compressor>,
     min_size: usize,
     peer_max_ratio: u32,
-    seal: Option<CipherState>,
+    seal: Option<SendKey>,
     poisoned: bool,
 }
 
@@ -117,6 +120,7 @@ impl std::fmt::Debug for Outbound {
             .field("compression", &self.compressor.is_some())
             .field("encryption", &self.seal.is_some())
             .field("records_sealed", &self.records())
+            .field("key_updates", &self.key_updates())
             .field("poisoned", &self.poisoned)
             .finish_non_exhaustive()
     }
@@ -129,11 +133,15 @@ impl Outbound {
     /// `COMPRESSED`), and the whole sealed when encryption was negotiated.
     /// A `COMPRESSED` flag set by the caller is ignored: this half owns it.
     ///
+    /// When the send key is due for an update (its [`RekeyLimits`](crate::RekeyLimits)
+    /// would be crossed by this frame), a `KEY_UPDATE` record sealed under
+    /// the old key goes into `dst` first and the frame is sealed under the
+    /// new one: a connection is never closed for a key limit.
+    ///
     /// Allocates nothing when `dst` has room. Errors are fatal: the frame is
-    /// over the peer's limits, or the key's record limit is reached. The
-    /// key's last record is kept for a `GOAWAY`: any other frame meets the
-    /// limit one record early, so a sender at its limit can still tell the
-    /// peer why it closes (the `GOAWAY` is accepted after that error).
+    /// over the peer's limits, it is a `KEY_UPDATE` (this half owns those),
+    /// or (never in practice) the 2^64 - 1 nonces of Noise are used up, so no
+    /// key update is possible.
     #[inline]
     pub fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), TransformError> {
         if self.plain {
@@ -154,12 +162,18 @@ impl Outbound {
         if self.poisoned {
             return Err(fatal(TransformErrorKind::Poisoned));
         }
-        if frame.ty != FrameType::GOAWAY && self.seal.as_ref().is_some_and(|s| s.remaining() <= 1) {
-            return Err(fatal(TransformErrorKind::SendLimit));
-        }
         let mut header = frame.header();
         header.flags = header.flags.without(Flags::COMPRESSED);
         header.check(self.codec.limits(), 0)?;
+        if let Some(seal) = &mut self.seal {
+            if frame.ty == FrameType::KEY_UPDATE {
+                return Err(fatal(TransformErrorKind::KeyUpdate("sent by the caller")));
+            }
+            // Compression only shrinks: the uncompressed size bounds the record.
+            if seal.is_due(frame.metadata.len() + frame.payload.len()) {
+                seal.update(dst).inspect_err(|_| self.poisoned = true)?;
+            }
+        }
         let start = dst.len();
         dst.reserve(frame.encoded_len() + TAG_LEN);
         dst.put_slice(&[0; HEADER_LEN]);
@@ -185,22 +199,34 @@ impl Outbound {
         header.payload_len += TAG;
         let raw = header.to_bytes();
         header_slot(dst, start).copy_from_slice(&raw);
-        match seal.encrypt_in_place(&raw, &mut dst[start + HEADER_LEN..]) {
+        match seal.seal(&raw, &mut dst[start + HEADER_LEN..]) {
             Ok(tag) => {
                 dst.put_slice(&tag);
                 Ok(())
             }
-            Err(_) => {
+            Err(e) => {
                 dst.truncate(start);
                 self.poisoned = true;
-                Err(fatal(TransformErrorKind::SendLimit))
+                Err(e)
             }
         }
     }
 
-    /// Records sealed so far with the current key (0 when not encrypting).
+    /// Records sealed so far in this direction, `KEY_UPDATE` records
+    /// included (the nonce; 0 when not encrypting).
     pub fn records(&self) -> u64 {
-        self.seal.as_ref().map_or(0, CipherState::nonce)
+        self.seal.as_ref().map_or(0, SendKey::nonce)
+    }
+
+    /// How many times the send key was updated (0 when not encrypting).
+    pub fn key_updates(&self) -> u64 {
+        self.seal.as_ref().map_or(0, SendKey::generation)
+    }
+
+    /// Test-only access to the send key.
+    #[cfg(test)]
+    pub(crate) fn send_key_mut(&mut self) -> &mut SendKey {
+        self.seal.as_mut().expect("an encrypting half")
     }
 
     /// Whether frames are sealed.
@@ -229,11 +255,22 @@ pub struct Inbound {
     decompressor: Option<Decompressor>,
     max_inflated: usize,
     max_ratio: u32,
-    open: Option<CipherState>,
+    open: Option<OpenKey>,
     /// The raw header of the record being buffered: the AAD must be the bytes
     /// as received, reserved byte included.
     aad: Option<[u8; HEADER_LEN]>,
     poisoned: bool,
+    /// After an XX handshake (initiator), until the first frame: the
+    /// server may reject our key there.
+    watch: Option<RejectionWatch>,
+}
+
+/// What an [`Inbound`] watching for a rejection needs to report it.
+#[derive(Clone, Copy)]
+struct RejectionWatch {
+    our_key: Option<[u8; 32]>,
+    /// The `plain` flag to restore once the first frame is not one.
+    plain: bool,
 }
 
 impl std::fmt::Debug for Inbound {
@@ -242,6 +279,7 @@ impl std::fmt::Debug for Inbound {
             .field("compression", &self.decompressor.is_some())
             .field("encryption", &self.open.is_some())
             .field("records_opened", &self.records())
+            .field("key_updates", &self.key_updates())
             .field("poisoned", &self.poisoned)
             .finish_non_exhaustive()
     }
@@ -312,14 +350,53 @@ impl Inbound {
         }
     }
 
+    /// Treats a rejection as the first frame as the server's verdict on
+    /// our key (XX initiator), until another frame arrives.
+    pub(crate) fn watch_for_rejection(&mut self, our_key: Option<[u8; 32]>) {
+        self.watch = Some(RejectionWatch {
+            our_key,
+            plain: self.plain,
+        });
+        self.plain = false;
+    }
+
     fn decode_transformed(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
+        if let Some(w) = self.watch {
+            match peek_rejection(src) {
+                FirstFrame::Unknown => return Ok(None),
+                FirstFrame::Rejection(reason) => {
+                    return Err(fatal(TransformErrorKind::Rejected {
+                        reason,
+                        our_key: w.our_key,
+                    }));
+                }
+                FirstFrame::Other => {
+                    self.watch = None;
+                    self.plain = w.plain && !self.poisoned;
+                    if self.plain {
+                        return self.decode(src);
+                    }
+                }
+            }
+        }
+        loop {
+            match self.decode_record(src)? {
+                // A key update: consumed here, the next record follows.
+                Record::KeyUpdate => {}
+                Record::Frame(frame) => return Ok(frame),
+            }
+        }
+    }
+
+    /// Decodes one record: a frame, or a key update applied in place.
+    fn decode_record(&mut self, src: &mut BytesMut) -> Result<Record, TransformError> {
         if self.aad.is_none()
             && let Some(raw) = src.first_chunk::<HEADER_LEN>()
         {
             self.aad = Some(*raw);
         }
         let Some((mut header, mut body)) = self.codec.decode_raw(src)? else {
-            return Ok(None);
+            return Ok(Record::Frame(None));
         };
         let aad = self.aad.take();
         if let Some(open) = &mut self.open {
@@ -327,18 +404,15 @@ impl Inbound {
             if header.payload_len < TAG {
                 return Err(fatal(TransformErrorKind::ShortRecord));
             }
-            let len = open
-                .decrypt_in_place(&aad, &mut body)
-                .map_err(|e| match e {
-                    crate::noise::NoiseError::NonceExhausted => {
-                        fatal(TransformErrorKind::ReceiveLimit)
-                    }
-                    _ => fatal(TransformErrorKind::Open),
-                })?;
+            let len = open.open(&aad, &mut body)?;
             body.truncate(len);
             header.payload_len -= TAG;
+            if header.ty == FrameType::KEY_UPDATE {
+                open.update(&header, &body)?;
+                return Ok(Record::KeyUpdate);
+            }
         }
-        self.finish(&header, body)
+        self.finish(&header, body).map(Record::Frame)
     }
 
     /// Parses an authenticated body and inflates its payload if flagged.
@@ -365,8 +439,28 @@ impl Inbound {
         Ok(Some(frame))
     }
 
-    /// Records opened so far with the current key (0 when not encrypted).
+    /// Records opened so far in this direction, `KEY_UPDATE` records
+    /// included (the nonce; 0 when not encrypted).
     pub fn records(&self) -> u64 {
-        self.open.as_ref().map_or(0, CipherState::nonce)
+        self.open.as_ref().map_or(0, OpenKey::nonce)
     }
+
+    /// How many times the peer updated its send key (0 when not encrypted).
+    pub fn key_updates(&self) -> u64 {
+        self.open.as_ref().map_or(0, OpenKey::generation)
+    }
+
+    /// Test-only access to the receive key.
+    #[cfg(test)]
+    pub(crate) fn open_key_mut(&mut self) -> &mut OpenKey {
+        self.open.as_mut().expect("a decrypting half")
+    }
+}
+
+/// What one record turned out to be.
+enum Record {
+    /// A frame (or `None`: not a whole record buffered yet).
+    Frame(Option<Frame>),
+    /// A `KEY_UPDATE`, already applied.
+    KeyUpdate,
 }

@@ -18,29 +18,39 @@ use common::{json_payload, run_pair};
 use miniz_oxide::deflate::compress_to_vec;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use weft_frame::{Flags, Frame, FrameCodec, FrameType, Limits, Metadata};
-use weft_transform::{EncryptionPolicy, HandshakeConfig, Inbound, Offer, Outbound, passthrough};
+use weft_transform::{
+    DEFAULT_REKEY_RECORDS, EncryptionPolicy, HandshakeConfig, Inbound, Offer, Outbound,
+    RekeyLimits, passthrough,
+};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-fn config(encryption: EncryptionPolicy, compression: bool) -> HandshakeConfig {
+fn config(encryption: EncryptionPolicy, compression: bool, rekey_records: u64) -> HandshakeConfig {
     HandshakeConfig {
         offer: Offer {
             encryption,
             compression,
             ..Offer::default()
         },
+        rekey: RekeyLimits {
+            records: rekey_records,
+            ..RekeyLimits::default()
+        },
         ..HandshakeConfig::default()
     }
 }
 
-fn halves(encryption: bool, compression: bool) -> (Outbound, Inbound) {
+fn halves(encryption: bool, compression: bool, rekey_records: u64) -> (Outbound, Inbound) {
     let policy = if encryption {
         EncryptionPolicy::Required
     } else {
         EncryptionPolicy::Off
     };
-    let o = run_pair(config(policy, compression), config(policy, compression));
+    let o = run_pair(
+        config(policy, compression, rekey_records),
+        config(policy, compression, rekey_records),
+    );
     let (a, b) = (o.initiator.unwrap(), o.responder.unwrap());
     assert_eq!(a.negotiated.encrypted, encryption);
     assert_eq!(a.negotiated.compressed, compression);
@@ -77,31 +87,37 @@ fn main() {
     steady_state_round_trips_allocate_nothing();
     item_08_bomb_allocates_near_its_limit();
     println!(
-        "alloc: all four modes allocate nothing per round trip; the bomb stays near its limit"
+        "alloc: all modes (key updates too) allocate nothing per round trip; the bomb stays near its limit"
     );
 }
 
 fn steady_state_round_trips_allocate_nothing() {
     let modes = [
         ("passthrough", None),
-        ("deflate", Some((false, true))),
-        ("gcm", Some((true, false))),
-        ("deflate+gcm", Some((true, true))),
+        ("deflate", Some((false, true, DEFAULT_REKEY_RECORDS))),
+        ("gcm", Some((true, false, DEFAULT_REKEY_RECORDS))),
+        ("deflate+gcm", Some((true, true, DEFAULT_REKEY_RECORDS))),
+        // A key update every 4 records: updating a key allocates nothing.
+        ("gcm, key updates", Some((true, false, 5))),
     ];
     for (name, switches) in modes {
         let (mut out, mut inb) = match switches {
             None => passthrough(Limits::default()),
-            Some((encryption, compression)) => halves(encryption, compression),
+            Some((encryption, compression, rekey)) => halves(encryption, compression, rekey),
         };
         let (allocs, n) = allocations_per_round_trips(&mut out, &mut inb, 200);
         assert_eq!(allocs, 0, "{name}: {allocs} allocations in {n} round trips");
+        assert!(
+            name != "gcm, key updates" || out.key_updates() > 40,
+            "{name}"
+        );
     }
 }
 
 /// Item 8, memory: a compressed payload of 8 MiB of zeros (about 8 KiB on
 /// the wire) against the default 64 KiB limit.
 fn item_08_bomb_allocates_near_its_limit() {
-    let (_, mut inb) = halves(false, true);
+    let (_, mut inb) = halves(false, true, DEFAULT_REKEY_RECORDS);
     let bomb = compress_to_vec(&vec![0u8; 8 << 20], 1);
     let mut wire = BytesMut::new();
     FrameCodec::default()

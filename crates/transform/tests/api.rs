@@ -21,7 +21,7 @@ fn responder_error(message: &[u8], config: HandshakeConfig) -> weft_transform::H
     let mut hs = Handshake::new(Role::Responder, config).unwrap();
     let mut input = BytesMut::from(&PREFACE[..]);
     input.extend_from_slice(&handshake_frame(message));
-    hs.handle_input(&mut input).unwrap_err()
+    common::rejection(&mut hs, &mut input)
 }
 
 #[test]
@@ -79,7 +79,10 @@ fn invalid_configurations_are_rejected_up_front() {
         }),
         with(&|c| c.offer.max_message = 0),
         with(&|c| c.max_ratio = 0),
-        with(&|c| c.record_limit = 0),
+        with(&|c| c.rekey.records = 1),
+        with(&|c| c.rekey.records = weft_transform::MAX_RECORDS_PER_KEY + 1),
+        with(&|c| c.rekey.bytes = 0),
+        with(&|c| c.rekey.bytes = weft_transform::MAX_BYTES_PER_KEY / 2 + 1),
     ] {
         assert!(e.is_config(), "{e}");
         assert!(e.to_string().contains("invalid configuration"));
@@ -99,7 +102,7 @@ fn invalid_configurations_are_rejected_up_front() {
 #[test]
 fn malformed_messages_are_protocol_errors() {
     let psk_config = HandshakeConfig {
-        psk: Some([1; 32]),
+        psk: Some([1; 32].into()),
         ..HandshakeConfig::default()
     };
     // Unknown kind.
@@ -213,7 +216,7 @@ fn handshake_state_is_reported_and_bytes_after_it_are_left_alone() {
 #[test]
 fn config_debug_hides_the_psk() {
     let c = HandshakeConfig {
-        psk: Some([0xab; 32]),
+        psk: Some([0xab; 32].into()),
         ..HandshakeConfig::default()
     };
     let text = format!("{c:?}");

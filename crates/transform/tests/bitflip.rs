@@ -27,7 +27,7 @@ fn config(psk: bool, compression: bool) -> HandshakeConfig {
             compression,
             ..Offer::default()
         },
-        psk: psk.then_some([0x5a; 32]),
+        psk: psk.then(|| [0x5a; 32].into()),
         ..HandshakeConfig::default()
     }
 }

@@ -545,51 +545,30 @@ fn item_19_reordered_duplicated_dropped_reflected_spliced_records_fail() {
 }
 
 #[test]
-fn item_20_record_limit_closes_and_never_wraps() {
+fn item_20_keys_are_updated_before_any_limit_and_nonces_never_wrap() {
+    // A sender whose key allows 3 records: every third record is its key
+    // update, the connection never stops, and the nonce keeps counting.
     let mut low = config(EncryptionPolicy::Required, false, None);
-    low.record_limit = 3;
+    low.rekey.records = 3;
     let high = config(EncryptionPolicy::Required, false, None);
-    // Our sender stops at its limit, and stays stopped. Its last record is
-    // kept for a GOAWAY: other frames stop one record early.
-    let (mut a, mut b) = pair(low.clone(), high.clone());
-    for _ in 0..2 {
+    let (mut a, mut b) = pair(low, high);
+    for _ in 0..30 {
         let mut w = record(&mut a, 1);
         b.inbound.decode(&mut w).unwrap().unwrap();
+        assert!(w.is_empty());
     }
-    let mut w = BytesMut::new();
-    let err = a
-        .outbound
-        .encode(&data(1, json_payload()), &mut w)
-        .unwrap_err();
-    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
-    assert!(w.is_empty(), "nothing written");
-    let goaway = Frame::goaway(1, Reason::INTERNAL_ERROR, b"record limit");
-    a.outbound.encode(&goaway, &mut w).unwrap();
-    let got = b.inbound.decode(&mut w).unwrap().unwrap();
-    assert_eq!(got.ty, FrameType::GOAWAY);
-    assert!(
-        a.outbound
-            .encode(&goaway, &mut w)
-            .unwrap_err()
-            .is_record_limit()
+    // 2 frames then an update per key: 14 updates before the 30th frame.
+    assert_eq!(
+        (a.outbound.key_updates(), b.inbound.key_updates()),
+        (14, 14)
     );
-    assert!(a.outbound.encode(&data(1, json_payload()), &mut w).is_err());
-    assert!(w.is_empty(), "nothing written");
-    assert_eq!(a.outbound.records(), 3);
-    // Our receiver refuses a peer that goes past it.
-    let (mut c, mut d) = pair(high, low);
-    for i in 0..4 {
-        let mut w = record(&mut c, 1);
-        let res = d.inbound.decode(&mut w);
-        if i < 3 {
-            res.unwrap().unwrap();
-        } else {
-            assert!(res.unwrap_err().is_record_limit());
-        }
-    }
-    // The limit cannot be configured past 2^24.
+    assert_eq!(a.outbound.records(), 30 + 14);
+    // The limits cannot be configured past the hard per-key limits.
     let huge = HandshakeConfig {
-        record_limit: weft_transform::DEFAULT_RECORD_LIMIT + 1,
+        rekey: weft_transform::RekeyLimits {
+            records: weft_transform::MAX_RECORDS_PER_KEY + 1,
+            ..weft_transform::RekeyLimits::default()
+        },
         ..HandshakeConfig::default()
     };
     assert!(
@@ -597,7 +576,7 @@ fn item_20_record_limit_closes_and_never_wraps() {
             .unwrap_err()
             .is_config()
     );
-    assert_eq!(weft_transform::DEFAULT_RECORD_LIMIT, 1 << 24);
+    assert_eq!(weft_transform::MAX_RECORDS_PER_KEY, 1 << 24);
 }
 
 #[test]

@@ -50,7 +50,7 @@ fn weft_reproduces_its_vectors() {
     assert_eq!(all.len(), 2);
     for v in &all {
         let cfg = HandshakeConfig {
-            psk: psk(v),
+            psk: psk(v).map(Into::into),
             ..HandshakeConfig::default()
         };
         let ie = FixedEphemeral::from_hex(v["initiator_ephemeral"].as_str().unwrap());

@@ -79,7 +79,53 @@ impl Config {
     /// encryption that stops passive eavesdroppers only.
     #[must_use]
     pub fn psk(mut self, key: [u8; 32]) -> Config {
-        self.handshake.psk = Some(key);
+        self.handshake.psk = Some(key.into());
+        self
+    }
+
+    /// This side's static key pair (its identity): the handshake becomes
+    /// `Noise_XX` or `Noise_IK` (with the PSK, if one is set, mixed in),
+    /// the peer must have a key pair too, and nothing falls back to NN.
+    /// Load one with [`StaticKey::from_private`](crate::transform::StaticKey::from_private).
+    /// Default none.
+    #[must_use]
+    pub fn identity(mut self, key: weft_transform::StaticKey) -> Config {
+        self.handshake.identity = Some(key);
+        self
+    }
+
+    /// Client: the server's public key, pinned. Needs an
+    /// [`identity`](Self::identity); runs `Noise_IK` (one round trip) and
+    /// fails, naming the key, unless the server proves it holds it.
+    /// Ignored by servers. Default none (XX: the server's key is learnt,
+    /// not checked).
+    #[must_use]
+    pub fn server_key(mut self, key: [u8; 32]) -> Config {
+        self.handshake.server_key = Some(key);
+        self
+    }
+
+    /// Server: the client public keys accepted. A client with another key
+    /// fails its handshake with an error naming the key, on both sides.
+    /// The list is shared: [`AllowList::replace`](crate::transform::AllowList::replace)
+    /// changes it for every later handshake, without a restart. Ignored by
+    /// clients. Default none: any client key pair is accepted (handlers
+    /// see it in `ctx.peer().public_key`).
+    #[must_use]
+    pub fn allow(mut self, list: weft_transform::AllowList) -> Config {
+        self.handshake.allow = Some(list);
+        self
+    }
+
+    /// When this side replaces its record key: after `records` records or
+    /// `bytes` plaintext bytes under one key, whichever comes first.
+    /// Default 2^20 records or 1 GiB (docs/SECURITY.md, "Key updates");
+    /// records 2 to 2^24, bytes 1 to 2^37, checked at connect. Lower it
+    /// only to test key updates: the connection never closes for a key
+    /// limit either way.
+    #[must_use]
+    pub fn rekey_after(mut self, records: u64, bytes: u64) -> Config {
+        self.handshake.rekey = weft_transform::RekeyLimits { records, bytes };
         self
     }
 
@@ -266,7 +312,7 @@ mod tests {
             .connection_window(2 << 20);
         let h = c.handshake_config();
         assert_eq!(h.offer.encryption, EncryptionPolicy::Required);
-        assert_eq!(h.psk, Some([1; 32]));
+        assert_eq!(h.psk, Some([1; 32].into()));
         assert!(!h.offer.compression);
         assert_eq!(h.compression_min_size, 1000);
         assert_eq!(

@@ -88,7 +88,7 @@ where
 {
     let (conn, incoming) = weft_mux::connect(io, Role::Server, config.mux_config()).await?;
     let n = conn.negotiated();
-    let peer = PeerInfo::new(peer_addr, n.encrypted, n.compressed);
+    let peer = PeerInfo::new(peer_addr, n.encrypted, n.compressed).with_public_key(n.peer_key);
     let server = server.clone();
     let serving = async move { server.serve_connection(incoming, peer).await };
     Ok((conn, serving))

@@ -27,7 +27,7 @@ mod series;
 mod sweep;
 
 use crate::args::LoadArgs;
-use crate::report::Report;
+use crate::report::{KeyUpdateCount, Report};
 use driver::{Caller, Ended, Phase, StopAt};
 use pace::Pace;
 use progress::Progress;
@@ -105,6 +105,8 @@ pub(crate) struct Echo {
     max_error_rate: Option<f64>,
     p99_under_s: Option<f64>,
     addr: Option<String>,
+    /// The pinned server public key (hex), if any.
+    server_key: Option<String>,
 }
 
 impl Echo {
@@ -125,6 +127,7 @@ impl Echo {
             max_error_rate: a.max_error_rate,
             p99_under_s: a.p99_under.map(|d| d.as_secs_f64()),
             addr: a.addr.clone(),
+            server_key: a.server_key.clone(),
         }
     }
 }
@@ -154,6 +157,8 @@ pub(crate) enum Body {
         rows: Vec<sweep::Row>,
         /// Index of the knee row.
         knee: Option<usize>,
+        /// Key updates over all the steps.
+        key_updates: KeyUpdateCount,
     },
 }
 
@@ -184,7 +189,14 @@ impl Output {
                 s += &histogram::render(&r.histogram);
                 s += &render_series(&r.series);
             }
-            Body::Sweep { rows, knee } => s += &sweep::render(rows, *knee),
+            Body::Sweep {
+                rows,
+                knee,
+                key_updates,
+            } => {
+                s += &sweep::render(rows, *knee);
+                s += &key_updates.render();
+            }
         }
         s
     }
@@ -495,10 +507,13 @@ async fn measure<C: Caller>(args: &LoadArgs, callers: &[Arc<C>]) -> (Body, Ended
             Some(n) => Progress::new(n, true, "load"),
             None => Progress::new(args.duration.as_millis() as u64, false, "load"),
         };
+        let before = weft::transform::key_updates();
         let m = driver::drive(&phase, callers, &mut bar).await;
         bar.finish();
+        let mut report = Report::new(&m.tally, m.elapsed, m.mean_in_flight);
+        report.key_updates = KeyUpdateCount::since(before);
         let single = Single {
-            report: Report::new(&m.tally, m.elapsed, m.mean_in_flight),
+            report,
             histogram: histogram::buckets(&m.tally.latency),
             series: series::rows(&m.series, m.elapsed),
             pacer_late_ms: m.pacer_late.map(|d| d.as_secs_f64() * 1e3),
@@ -507,6 +522,7 @@ async fn measure<C: Caller>(args: &LoadArgs, callers: &[Arc<C>]) -> (Body, Ended
     }
     let mut rows = Vec::new();
     let mut ended = Ended::Completed;
+    let before = weft::transform::key_updates();
     for step in sweep::steps(args.concurrency, args.rate) {
         let phase = Phase {
             concurrency: step.concurrency,
@@ -526,8 +542,16 @@ async fn measure<C: Caller>(args: &LoadArgs, callers: &[Arc<C>]) -> (Body, Ended
             break;
         }
     }
+    let key_updates = KeyUpdateCount::since(before);
     let knee = sweep::mark_knee(&mut rows);
-    (Body::Sweep { rows, knee }, ended)
+    (
+        Body::Sweep {
+            rows,
+            knee,
+            key_updates,
+        },
+        ended,
+    )
 }
 
 #[cfg(test)]

@@ -369,6 +369,54 @@ async fn an_open_loop_run_keeps_its_schedule() {
     );
 }
 
+/// With `--key` and `--server-key` the run handshakes Noise IK; the key
+/// updates it saw are in the report, its text and its JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_keys_reports_the_key_updates_it_saw() {
+    let key = std::env::temp_dir().join(format!("weft-load-key-{}", std::process::id()));
+    let _ = std::fs::remove_file(&key);
+    let public = crate::keys::keygen(&key).unwrap();
+    let path = key.to_str().unwrap();
+    let args = load_args(&[
+        "--calls",
+        "200",
+        "--concurrency",
+        "4",
+        "--key",
+        path,
+        "--server-key",
+        &public,
+    ]);
+    // The in-process server shares the key; both ends rekey every 2 records.
+    let config = crate::security_config(&args.security).unwrap();
+    let config = crate::pinned(config, args.server_key.as_deref())
+        .unwrap()
+        .rekey_after(2, 1 << 20);
+    let out = tokio::time::timeout(Duration::from_secs(20), run(&args, config))
+        .await
+        .expect("weft load returned in time");
+    std::fs::remove_file(&key).unwrap();
+    let out = out.unwrap();
+    let Body::Run(r) = &out.body else {
+        panic!("a run")
+    };
+    assert_eq!(
+        (r.report.calls, r.report.errors),
+        (200, 0),
+        "{:?}",
+        r.report
+    );
+    // The counters are process-wide: other tests may add, never take away.
+    let k = r.report.key_updates;
+    assert!(k.sent > 0 && k.received > 0, "{k:?}");
+    let line = format!("key updates {} sent, {} received\n", k.sent, k.received);
+    assert!(out.render().contains(&line), "{}", out.render());
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["run"]["report"]["key_updates"]["sent"], k.sent);
+    assert_eq!(json["run"]["report"]["key_updates"]["received"], k.received);
+    assert_eq!(json["args"]["server_key"], public.as_str());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_prints_one_row_per_step() {
     let out = load(
@@ -396,6 +444,9 @@ async fn a_sweep_prints_one_row_per_step() {
         text.contains("concurrency") && text.contains("knee"),
         "{text}"
     );
+    assert!(text.contains("\nkey updates "), "{text}");
+    let json = serde_json::to_value(&out).unwrap();
+    assert!(json["sweep"]["key_updates"]["sent"].is_u64(), "{json}");
     assert!(out.verdict(&load_args(&[])).is_ok());
 }
 

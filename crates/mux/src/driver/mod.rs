@@ -159,6 +159,19 @@ impl Shared {
         self.state.lock_or_wake(waker)
     }
 
+    /// Polls `f` with the state if it is free; if not, `Pending`, and the
+    /// task is polled again once the holder lets go.
+    pub(crate) fn poll_state<R>(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        f: impl FnOnce(&mut Inner, &mut std::task::Context<'_>) -> std::task::Poll<R>,
+    ) -> std::task::Poll<R> {
+        match self.lock_or_wake(cx.waker()) {
+            Some(mut inner) => f(&mut inner, cx),
+            None => std::task::Poll::Pending,
+        }
+    }
+
     /// Runs `op` now, or leaves it to whoever holds the state (see
     /// [`Combiner::submit`]): for operations that return nothing.
     pub(crate) fn submit(&self, op: Deferred) {

@@ -47,7 +47,12 @@ impl Future for Driver {
         let this = self.get_mut();
         let shared = this.shared.clone();
         let _enter = shared.span().enter();
-        let mut inner = shared.lock();
+        // Held by a caller: it does the reading and writing meanwhile, and
+        // wakes us when it lets go (timers and deferred writes can wait
+        // that long); the connection task never blocks on a caller either.
+        let Some(mut inner) = shared.lock_or_wake(cx.waker()) else {
+            return Poll::Pending;
+        };
         if !inner.driver_waker.will_wake(cx.waker()) {
             inner.driver_waker = cx.waker().clone();
         }

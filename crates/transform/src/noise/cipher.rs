@@ -4,6 +4,8 @@
 use ring::aead::Aad;
 use ring::aead::{AES_256_GCM, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 
+use zeroize::Zeroize;
+
 use super::NoiseError;
 
 /// Key length of AES-256-GCM.
@@ -54,6 +56,28 @@ impl CipherState {
     /// The next nonce value.
     pub fn nonce(&self) -> u64 {
         self.n
+    }
+
+    /// Noise's `Rekey()` (section 4.2): `k = REKEY(k)`, the first 32 bytes
+    /// of `ENCRYPT(k, 2^64 - 1, empty, 32 zero bytes)`. The nonce `n` is
+    /// kept, as Noise specifies. Allocates nothing; the intermediate bytes
+    /// are zeroed.
+    pub fn rekey(&mut self) {
+        let mut nonce = [0xffu8; NONCE_LEN];
+        nonce[..4].fill(0);
+        let mut next = [0u8; KEY_LEN];
+        // Sealing 32 bytes under a valid key cannot fail; the tag is unused.
+        let _ = self.seal(Nonce::assume_unique_for_key(nonce), &[], &mut next);
+        let key = UnboundKey::new(&AES_256_GCM, &next).expect("AES-256-GCM takes a 32-byte key");
+        next.zeroize();
+        self.key = LessSafeKey::new(key);
+    }
+
+    /// Test-only: moves the nonce forward by `n` without using it, to reach
+    /// the far end of a key's life in a test that runs in seconds.
+    #[cfg(test)]
+    pub(crate) fn skip_for_testing(&mut self, n: u64) {
+        self.n += n;
     }
 
     /// How many more operations the limit allows.

@@ -12,19 +12,22 @@ use super::NoiseError;
 /// Length of an X25519 public key and of a shared secret.
 pub const DH_LEN: usize = 32;
 
-/// One X25519 ephemeral key pair, used for exactly one Diffie-Hellman.
+/// One X25519 ephemeral key pair (Noise's `e`). NN and NNpsk0 use it for
+/// one Diffie-Hellman, XX and IK for two.
 pub trait Ephemeral: Send + std::fmt::Debug {
     /// The public key, as sent on the wire.
     fn public_key(&self) -> [u8; DH_LEN];
 
-    /// X25519 with the peer's public key, consuming the private key. The
-    /// caller rejects an all-zero result (a small-order peer key).
-    fn diffie_hellman(self: Box<Self>, peer: &[u8; DH_LEN]) -> Result<[u8; DH_LEN], NoiseError>;
+    /// X25519 with the peer's public key. The caller rejects an all-zero
+    /// result (a small-order peer key). A single-use implementation (ring's)
+    /// fails a second call with [`NoiseError::OutOfTurn`].
+    fn diffie_hellman(&mut self, peer: &[u8; DH_LEN]) -> Result<[u8; DH_LEN], NoiseError>;
 }
 
 /// An ephemeral X25519 key from ring and the system random number generator.
 pub struct RingEphemeral {
-    key: EphemeralPrivateKey,
+    /// `None` once used: ring's ephemeral keys agree once.
+    key: Option<EphemeralPrivateKey>,
     public: [u8; DH_LEN],
 }
 
@@ -44,7 +47,10 @@ impl RingEphemeral {
         let pk = key.compute_public_key().map_err(|_| NoiseError::Rng)?;
         let mut public = [0u8; DH_LEN];
         public.copy_from_slice(pk.as_ref());
-        Ok(RingEphemeral { key, public })
+        Ok(RingEphemeral {
+            key: Some(key),
+            public,
+        })
     }
 }
 
@@ -53,9 +59,10 @@ impl Ephemeral for RingEphemeral {
         self.public
     }
 
-    fn diffie_hellman(self: Box<Self>, peer: &[u8; DH_LEN]) -> Result<[u8; DH_LEN], NoiseError> {
+    fn diffie_hellman(&mut self, peer: &[u8; DH_LEN]) -> Result<[u8; DH_LEN], NoiseError> {
+        let key = self.key.take().ok_or(NoiseError::OutOfTurn)?;
         let peer = UnparsedPublicKey::new(&X25519, peer);
-        agreement::agree_ephemeral(self.key, &peer, |secret| {
+        agreement::agree_ephemeral(key, &peer, |secret| {
             let mut out = [0u8; DH_LEN];
             out.copy_from_slice(secret);
             out

@@ -1,6 +1,7 @@
 //! Noise's `SymmetricState` over SHA-256 and HMAC-SHA256 (ring).
 
 use ring::{digest, hmac};
+use zeroize::Zeroize;
 
 use super::{CipherState, KEY_LEN, NoiseError};
 
@@ -21,10 +22,11 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; HASH_LEN] {
 
 /// Noise's HKDF (section 4.3) with three outputs; callers use what they need.
 fn hkdf(ck: &[u8; HASH_LEN], ikm: &[u8]) -> [[u8; HASH_LEN]; 3] {
-    let temp = hmac(ck, &[ikm]);
+    let mut temp = hmac(ck, &[ikm]);
     let o1 = hmac(&temp, &[&[1]]);
     let o2 = hmac(&temp, &[&o1, &[2]]);
     let o3 = hmac(&temp, &[&o2, &[3]]);
+    temp.zeroize();
     [o1, o2, o3]
 }
 
@@ -33,6 +35,14 @@ pub(crate) struct SymmetricState {
     ck: [u8; HASH_LEN],
     h: [u8; HASH_LEN],
     cipher: Option<CipherState>,
+}
+
+impl Drop for SymmetricState {
+    /// Zeroes the chaining key and the hash.
+    fn drop(&mut self) {
+        self.ck.zeroize();
+        self.h.zeroize();
+    }
 }
 
 impl SymmetricState {
@@ -51,6 +61,11 @@ impl SymmetricState {
         }
     }
 
+    /// Whether a key is in place (`HasKey()`): encrypted fields carry a tag.
+    pub(crate) fn has_key(&self) -> bool {
+        self.cipher.is_some()
+    }
+
     pub(crate) fn handshake_hash(&self) -> [u8; HASH_LEN] {
         self.h
     }
@@ -63,16 +78,19 @@ impl SymmetricState {
     }
 
     pub(crate) fn mix_key(&mut self, ikm: &[u8]) {
-        let [ck, k, _] = hkdf(&self.ck, ikm);
+        let [ck, mut k, mut unused] = hkdf(&self.ck, ikm);
         self.ck = ck;
         self.cipher = Some(CipherState::new(&k));
+        k.zeroize();
+        unused.zeroize();
     }
 
     pub(crate) fn mix_key_and_hash(&mut self, ikm: &[u8]) {
-        let [ck, temp_h, k] = hkdf(&self.ck, ikm);
+        let [ck, temp_h, mut k] = hkdf(&self.ck, ikm);
         self.ck = ck;
         self.mix_hash(&temp_h);
         self.cipher = Some(CipherState::new(&k));
+        k.zeroize();
     }
 
     /// Appends `EncryptAndHash(plaintext)` to `out`.
@@ -107,7 +125,8 @@ impl SymmetricState {
 
     /// `Split()`: the initiator-to-responder and responder-to-initiator keys.
     pub(crate) fn split(&self) -> ([u8; KEY_LEN], [u8; KEY_LEN]) {
-        let [k1, k2, _] = hkdf(&self.ck, &[]);
+        let [k1, k2, mut unused] = hkdf(&self.ck, &[]);
+        unused.zeroize();
         (k1, k2)
     }
 }

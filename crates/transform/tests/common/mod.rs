@@ -49,7 +49,7 @@ impl Ephemeral for FixedEphemeral {
         PublicKey::from(&self.secret).to_bytes()
     }
 
-    fn diffie_hellman(self: Box<Self>, peer: &[u8; DH_LEN]) -> Result<[u8; DH_LEN], NoiseError> {
+    fn diffie_hellman(&mut self, peer: &[u8; DH_LEN]) -> Result<[u8; DH_LEN], NoiseError> {
         self.dh_calls.fetch_add(1, Ordering::SeqCst);
         Ok(self
             .secret
@@ -228,7 +228,7 @@ pub fn config(
             compression,
             ..weft_transform::Offer::default()
         },
-        psk,
+        psk: psk.map(Into::into),
         ..HandshakeConfig::default()
     }
 }
@@ -237,4 +237,20 @@ pub fn config(
 pub fn pair(a: HandshakeConfig, b: HandshakeConfig) -> (Session, Session) {
     let o = run_pair(a, b);
     (o.initiator.unwrap(), o.responder.unwrap())
+}
+
+/// A responder's failure on `input`: an error at once (not weft at all), or
+/// a rejection frame (`ff` and a reason) queued for the peer, then the
+/// error.
+pub fn rejection(hs: &mut Handshake, input: &mut BytesMut) -> HandshakeError {
+    if let Err(e) = hs.handle_input(input) {
+        return e;
+    }
+    assert!(hs.is_complete(), "neither an error nor a rejection");
+    let mut out = BytesMut::new();
+    hs.poll_transmit(&mut out);
+    let frame = &out[out.len() - 18..];
+    assert_eq!(&frame[..2], &[1, 6], "a HANDSHAKE frame");
+    assert_eq!(frame[16], 0xff, "a rejection");
+    hs.handle_input(&mut BytesMut::new()).unwrap_err()
 }

@@ -1,0 +1,115 @@
+//! Key updates at the real default limits, reached in a test that runs in
+//! seconds: the counters jump close to a limit through a test-only hook and
+//! the records that cross it are real.
+
+use bytes::{Bytes, BytesMut};
+use weft_frame::{Flags, Frame, FrameType, Metadata};
+
+use super::*;
+use crate::{EncryptionPolicy, HandshakeConfig, Offer, Session, handshake_in_memory};
+
+fn encrypted(rekey: RekeyLimits) -> (Session, Session) {
+    let config = HandshakeConfig {
+        offer: Offer {
+            encryption: EncryptionPolicy::Required,
+            ..Offer::default()
+        },
+        rekey,
+        ..HandshakeConfig::default()
+    };
+    handshake_in_memory(config.clone(), config).unwrap()
+}
+
+fn frame(i: u64) -> Frame {
+    Frame {
+        ty: FrameType::DATA,
+        flags: Flags::NONE,
+        stream_id: 1,
+        metadata: Metadata::builder().method("svc/m").finish(),
+        payload: Bytes::from(i.to_be_bytes().to_vec()),
+    }
+}
+
+/// Sends `n` frames from `a` to `b` in one batch (all in flight before any
+/// is read) and checks each arrives intact.
+fn send(a: &mut Session, b: &mut Session, from: u64, n: u64) {
+    let mut wire = BytesMut::new();
+    for i in from..from + n {
+        a.outbound.encode(&frame(i), &mut wire).unwrap();
+    }
+    for i in from..from + n {
+        let got = b
+            .inbound
+            .decode(&mut wire)
+            .unwrap()
+            .expect("a whole record");
+        assert_eq!(got, frame(i));
+    }
+    assert!(wire.is_empty());
+}
+
+#[test]
+fn the_default_limits_carry_a_direction_past_2_pow_24_records() {
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    let mut sent = 0;
+    // Each round jumps both ends to 4 records before the default update
+    // point and sends 8 real records across it: 17 rounds pass 2^24.
+    for round in 1..=17u64 {
+        let used = a.outbound.send_key_mut().records;
+        let jump = DEFAULT_REKEY_RECORDS - 4 - used;
+        a.outbound.send_key_mut().skip_for_testing(jump);
+        b.inbound.open_key_mut().skip_for_testing(jump);
+        send(&mut a, &mut b, sent, 8);
+        sent += 8;
+        assert_eq!(a.outbound.key_updates(), round);
+        assert_eq!(b.inbound.key_updates(), round);
+        // Never more than the update point under one key.
+        assert!(a.outbound.send_key_mut().records < DEFAULT_REKEY_RECORDS);
+    }
+    assert!(a.outbound.records() > 1 << 24, "{}", a.outbound.records());
+    assert_eq!(a.outbound.records(), b.inbound.records());
+    // The other direction is independent: it never updated.
+    send(&mut b, &mut a, 0, 3);
+    assert_eq!((b.outbound.key_updates(), a.inbound.key_updates()), (0, 0));
+}
+
+#[test]
+fn a_peer_past_the_hard_record_limit_is_refused() {
+    // A sender configured at the hard limit, pushed past it: its update
+    // record would be the key's 2^24 + 1st, which the receiver refuses.
+    let (mut a, mut b) = encrypted(RekeyLimits {
+        records: MAX_RECORDS_PER_KEY,
+        ..RekeyLimits::default()
+    });
+    a.outbound
+        .send_key_mut()
+        .skip_for_testing(MAX_RECORDS_PER_KEY);
+    b.inbound
+        .open_key_mut()
+        .skip_for_testing(MAX_RECORDS_PER_KEY);
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame(0), &mut wire).unwrap();
+    let err = b.inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+}
+
+#[test]
+fn a_sender_fails_only_when_no_key_update_is_possible() {
+    // Noise's nonce space (2^64 - 1) nearly used up: one update and two
+    // records still fit, then the sender refuses for good.
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    a.outbound.send_key_mut().skip_for_testing(u64::MAX - 3);
+    // The receiver's nonce only: it has opened nothing under this key.
+    b.inbound
+        .open_key_mut()
+        .cipher
+        .skip_for_testing(u64::MAX - 3);
+    send(&mut a, &mut b, 0, 1);
+    assert_eq!(a.outbound.key_updates(), 1);
+    send(&mut a, &mut b, 1, 1);
+    let mut wire = BytesMut::new();
+    let err = a.outbound.encode(&frame(2), &mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+    assert!(wire.is_empty(), "nothing written");
+    assert!(a.outbound.encode(&frame(3), &mut wire).is_err(), "poisoned");
+}

@@ -1,0 +1,281 @@
+//! Static-key identities through weft's whole handshake (in memory): XX and
+//! IK with and without a PSK, the allow-list, the pinned server key, the
+//! rejections and what each side reports, and downgrade attempts.
+#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+
+mod common;
+
+use bytes::BytesMut;
+use weft_transform::{
+    AllowList, EncryptionPolicy, Handshake, HandshakeConfig, HandshakeError, KeyHex, Offer,
+    RejectReason, Role, Session, StaticKey, TransformError,
+};
+
+fn key(seed: u8) -> StaticKey {
+    StaticKey::from_private([seed; 32])
+}
+
+fn client(me: &StaticKey, pin: Option<&StaticKey>, psk: Option<[u8; 32]>) -> HandshakeConfig {
+    HandshakeConfig {
+        offer: Offer {
+            encryption: EncryptionPolicy::Required,
+            ..Offer::default()
+        },
+        identity: Some(me.clone()),
+        server_key: pin.map(StaticKey::public_key),
+        psk: psk.map(Into::into),
+        ..HandshakeConfig::default()
+    }
+}
+
+fn server(me: &StaticKey, allow: Option<&[&StaticKey]>, psk: Option<[u8; 32]>) -> HandshakeConfig {
+    HandshakeConfig {
+        identity: Some(me.clone()),
+        allow: allow.map(|keys| AllowList::new(keys.iter().map(|k| k.public_key()))),
+        psk: psk.map(Into::into),
+        ..HandshakeConfig::default()
+    }
+}
+
+/// What a run produced: each side's session or error, and the bytes the
+/// server sent after the client completed (its rejection, in XX).
+struct Run {
+    client: Result<Session, HandshakeError>,
+    server: Result<Session, HandshakeError>,
+    late: BytesMut,
+    /// The kind byte of the client's first message.
+    kind: u8,
+}
+
+fn run(c: HandshakeConfig, s: HandshakeConfig) -> Run {
+    let mut a = Handshake::new(Role::Initiator, c).unwrap();
+    let mut b = Handshake::new(Role::Responder, s).unwrap();
+    let (mut a_to_b, mut b_to_a) = (BytesMut::new(), BytesMut::new());
+    let mut kind = None;
+    let (mut a_err, mut b_err) = (None, None);
+    for _ in 0..6 {
+        a.poll_transmit(&mut a_to_b);
+        if kind.is_none() && a_to_b.len() > 24 {
+            kind = Some(a_to_b[24]);
+        }
+        b.poll_transmit(&mut b_to_a);
+        if b_err.is_none() {
+            b_err = b.handle_input(&mut a_to_b).err();
+        }
+        b.poll_transmit(&mut b_to_a);
+        if a_err.is_none() && !a.is_complete() {
+            a_err = a.handle_input(&mut b_to_a).err();
+        }
+        if b_err.is_some() {
+            break;
+        }
+    }
+    a.poll_transmit(&mut a_to_b);
+    if b_err.is_none() && !b.is_complete() {
+        b_err = b.handle_input(&mut a_to_b).err();
+    }
+    b.poll_transmit(&mut b_to_a);
+    let b_result = match b_err {
+        Some(e) => Err(e),
+        None => b.into_session(),
+    };
+    Run {
+        client: match a_err {
+            Some(e) => Err(e),
+            None => a.into_session(),
+        },
+        server: b_result,
+        late: b_to_a,
+        kind: kind.unwrap(),
+    }
+}
+
+/// The client's first frame decode: the server's late rejection, if any.
+fn first_frame(session: &mut Session, late: &mut BytesMut) -> Result<(), TransformError> {
+    session.inbound.decode(late).map(|_| ())
+}
+
+#[test]
+fn xx_and_ik_with_and_without_psk_authenticate_both_keys() {
+    let (c, s) = (key(1), key(2));
+    let psk = Some([9; 32]);
+    let cases = [
+        (
+            "XX",
+            client(&c, None, None),
+            server(&s, Some(&[&c]), None),
+            0x03,
+        ),
+        (
+            "XXpsk3",
+            client(&c, None, psk),
+            server(&s, Some(&[&c]), psk),
+            0x04,
+        ),
+        (
+            "IK",
+            client(&c, Some(&s), None),
+            server(&s, Some(&[&c]), None),
+            0x05,
+        ),
+        (
+            "IKpsk2",
+            client(&c, Some(&s), psk),
+            server(&s, Some(&[&c]), psk),
+            0x06,
+        ),
+    ];
+    for (name, cc, sc, kind) in cases {
+        let r = run(cc, sc);
+        assert_eq!(r.kind, kind, "{name}");
+        let (mut a, mut b) = (r.client.unwrap(), r.server.unwrap());
+        assert_eq!(a.negotiated.peer_key, Some(s.public_key()), "{name}");
+        assert_eq!(b.negotiated.peer_key, Some(c.public_key()), "{name}");
+        assert_eq!(a.negotiated.handshake_hash, b.negotiated.handshake_hash);
+        // The server checked the client against its allow-list.
+        assert!(b.negotiated.authenticated, "{name}");
+        // The client checked the server only when it pinned it (IK) or
+        // shares a PSK.
+        assert_eq!(a.negotiated.authenticated, kind != 0x03, "{name}");
+        let mut late = r.late;
+        assert!(late.is_empty(), "{name}: no late rejection");
+        let mut wire = BytesMut::new();
+        let ping = weft_frame::Frame::ping([1; 8], false);
+        b.outbound.encode(&ping, &mut wire).unwrap();
+        assert_eq!(
+            a.inbound.decode(&mut wire).unwrap().unwrap(),
+            ping,
+            "{name}"
+        );
+        assert!(first_frame(&mut a, &mut late).is_ok());
+    }
+}
+
+#[test]
+fn a_client_key_not_on_the_allow_list_is_named_on_both_sides() {
+    let (c, s, other) = (key(1), key(2), key(3));
+    // IK: the server knows the client's key after the first message.
+    let r = run(
+        client(&c, Some(&s), None),
+        server(&s, Some(&[&other]), None),
+    );
+    let se = r.server.unwrap_err();
+    assert_eq!(se.rejected_key(), Some(c.public_key()));
+    let hex = KeyHex(&c.public_key()).to_string();
+    assert!(se.to_string().contains(&hex), "{se}");
+    let ce = r.client.unwrap_err();
+    assert_eq!(ce.peer_rejection(), Some(RejectReason::KeyNotAllowed));
+    assert_eq!(ce.rejected_key(), Some(c.public_key()));
+    assert!(
+        ce.to_string()
+            .contains(&format!("our key {hex} is not on its allow-list")),
+        "{ce}"
+    );
+    // XX: after the third message, the rejection is the client's first frame.
+    let r = run(client(&c, None, None), server(&s, Some(&[&other]), None));
+    assert_eq!(r.server.unwrap_err().rejected_key(), Some(c.public_key()));
+    let mut a = r.client.expect("the client completes its side of XX");
+    let mut late = r.late;
+    let e = first_frame(&mut a, &mut late).unwrap_err();
+    assert_eq!(e.rejected(), Some(RejectReason::KeyNotAllowed));
+    assert!(e.is_fatal() && e.to_string().contains(&hex), "{e}");
+}
+
+#[test]
+fn the_allow_list_reloads_without_a_restart() {
+    let (c, s) = (key(1), key(2));
+    let allow = AllowList::new([]);
+    let mut sc = server(&s, None, None);
+    sc.allow = Some(allow.clone());
+    assert!(run(client(&c, Some(&s), None), sc.clone()).server.is_err());
+    allow.replace([c.public_key()]);
+    assert!(run(client(&c, Some(&s), None), sc.clone()).server.is_ok());
+    // Revoked again: the next handshake fails.
+    allow.replace([]);
+    assert!(run(client(&c, Some(&s), None), sc).server.is_err());
+    let text = "# comment\n\n";
+    let keys =
+        AllowList::parse_keys(&format!("{text}{} laptop\n", KeyHex(&c.public_key()))).unwrap();
+    assert_eq!(keys, vec![c.public_key()]);
+    let bad = AllowList::parse_keys("abc\n").unwrap_err();
+    assert!(bad.to_string().contains("line 1"), "{bad}");
+}
+
+#[test]
+fn a_server_without_the_pinned_key_is_refused_clearly() {
+    let (c, s, impostor) = (key(1), key(2), key(3));
+    // The client pinned `s`; the server holds `impostor`.
+    let r = run(client(&c, Some(&s), None), server(&impostor, None, None));
+    let se = r.server.unwrap_err();
+    assert!(se.is_authentication(), "{se}");
+    assert!(
+        se.to_string()
+            .contains(&KeyHex(&impostor.public_key()).to_string()),
+        "{se}"
+    );
+    let ce = r.client.unwrap_err();
+    assert!(ce.is_authentication(), "{ce}");
+    assert_eq!(ce.rejected_key(), Some(s.public_key()));
+    assert!(
+        ce.to_string()
+            .contains(&KeyHex(&s.public_key()).to_string()),
+        "{ce}"
+    );
+}
+
+#[test]
+fn identity_peers_never_fall_back_to_nn_or_a_psk_alone() {
+    let (c, s) = (key(1), key(2));
+    let psk = Some([5; 32]);
+    let plain_client = |psk: Option<[u8; 32]>| HandshakeConfig {
+        psk: psk.map(Into::into),
+        ..HandshakeConfig::default()
+    };
+    // A server with a key pair against a client without one (NN, NNpsk0).
+    for p in [None, psk] {
+        let r = run(plain_client(p), server(&s, None, p));
+        assert!(r.server.unwrap_err().is_policy_conflict());
+        let ce = r.client.unwrap_err();
+        assert_eq!(
+            ce.peer_rejection(),
+            Some(RejectReason::IdentityRequired),
+            "{ce}"
+        );
+        assert!(ce.is_policy_conflict() && ce.to_string().contains("requires a client key pair"));
+    }
+    // A client with a key pair against a PSK-only server.
+    let r = run(client(&c, None, psk), plain_client(psk));
+    assert!(r.server.unwrap_err().is_policy_conflict());
+    let ce = r.client.unwrap_err();
+    assert_eq!(ce.peer_rejection(), Some(RejectReason::NoIdentity), "{ce}");
+    // A PSK on one side only, with identities.
+    let r = run(client(&c, None, psk), server(&s, None, None));
+    let ce = r.client.unwrap_err();
+    assert_eq!(ce.peer_rejection(), Some(RejectReason::PskMismatch), "{ce}");
+    // Another PSK (XXpsk3): the third message fails, the client hears it.
+    let r = run(client(&c, None, psk), server(&s, None, Some([6; 32])));
+    assert!(r.server.unwrap_err().is_authentication());
+    let mut a = r.client.unwrap();
+    let mut late = r.late;
+    let e = first_frame(&mut a, &mut late).unwrap_err();
+    assert_eq!(e.rejected(), Some(RejectReason::Authentication), "{e}");
+}
+
+#[test]
+fn a_pin_needs_a_key_pair_and_debug_hides_private_keys() {
+    let s = key(2);
+    let c = HandshakeConfig {
+        server_key: Some(s.public_key()),
+        ..HandshakeConfig::default()
+    };
+    assert!(Handshake::new(Role::Initiator, c).unwrap_err().is_config());
+    let k = key(200);
+    let private = *k.private_bytes();
+    let text = format!("{k:?} {:?}", client(&k, Some(&s), None));
+    let private_hex = KeyHex(&private).to_string();
+    assert!(!text.contains(&private_hex[..12]), "{text}");
+    assert!(
+        text.contains(&KeyHex(&k.public_key()).to_string()),
+        "{text}"
+    );
+}
