@@ -1,6 +1,7 @@
 //! The `weft` binary: `weft serve` runs the demo service, `weft call`
 //! calls a method, `weft load` runs a load test (by default against an
-//! in-process server, encryption and compression on, for about 5 s).
+//! in-process server, encryption and compression on, for about 5 s),
+//! `weft keygen` writes a key pair for `--key`.
 
 use std::process::ExitCode;
 
