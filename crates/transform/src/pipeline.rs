@@ -335,12 +335,14 @@ impl Inbound {
         if let Some(frame) = self.decode(src)? {
             return Ok(Some(frame));
         }
-        let result = if src.is_empty() && self.aad.is_none() {
-            // Also catches a header held inside the codec.
+        let result = if self.aad.is_none() {
+            // No header kept here (the passthrough never keeps one): the
+            // codec counts any header it holds, so every pipeline reports
+            // the same `buffered` for the same cut frame.
             self.codec.decode_eof(src).map_err(Into::into)
         } else {
             Err(weft_frame::FrameError::Truncated {
-                buffered: src.len() + self.aad.map_or(0, |_| HEADER_LEN),
+                buffered: src.len() + HEADER_LEN,
             }
             .into())
         };
