@@ -146,6 +146,18 @@ fn malformed_messages_are_protocol_errors() {
 }
 
 #[test]
+fn a_peer_offer_with_either_message_limit_zero_is_rejected() {
+    // Offer bytes 12..16 are max message, 16..20 max ratio (docs/PROTOCOL.md 3.4).
+    for zeroed in [12..16, 16..20] {
+        let mut hello = vec![0u8];
+        hello.extend_from_slice(&offer_bytes(0, true, 65_536, 100));
+        hello[1 + zeroed.start..1 + zeroed.end].fill(0);
+        let err = responder_error(&hello, HandshakeConfig::default());
+        assert!(err.is_protocol(), "bytes {zeroed:?} zero: {err}");
+    }
+}
+
+#[test]
 fn initiator_checks_the_reply() {
     let off = HandshakeConfig {
         offer: Offer {
