@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: exactly what .ci/run runs, in order.
 
-use crate::{bench, cmd, coverage, fuzz, soak};
+use crate::{bench, cmd, coverage, fuzz, mutants, soak};
 
 /// Runs the CI steps; stops at the first failure.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
@@ -36,6 +36,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "loom",
         ],
     )?;
+    // Issue 20: surviving mutants in the last commit's wire-facing code.
+    mutants::run(&["--in-diff".to_string()])?;
     bench::run(&["--check".to_string()])?;
     coverage::run(&[])?;
     // Issue 7: every fuzz target for 30 s.

@@ -18,6 +18,15 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
     check(program, args, status)
 }
 
+/// Like [`run`], but returns the exit code instead of failing on non-zero
+/// (for tools whose codes mean findings, not breakage).
+pub(crate) fn status(program: &str, args: &[&str]) -> Result<Option<i32>, String> {
+    let status = command(program, args)
+        .status()
+        .map_err(|e| format!("could not start {program}: {e}"))?;
+    Ok(status.code())
+}
+
 /// Like [`run`], but returns what the command wrote to stdout (stderr still
 /// goes to the terminal, so progress stays visible).
 pub(crate) fn output(program: &str, args: &[&str]) -> Result<String, String> {
@@ -58,7 +67,7 @@ fn shell_words(program: &str, args: &[&str]) -> String {
     std::iter::once(program)
         .chain(args.iter().copied())
         .map(|word| {
-            if word.is_empty() || word.contains([' ', '"', '\'', '$']) {
+            if word.is_empty() || word.contains([' ', '"', '\'', '$', '*']) {
                 format!("'{}'", word.replace('\'', r"'\''"))
             } else {
                 word.to_string()

@@ -9,6 +9,7 @@ mod ci;
 mod cmd;
 mod coverage;
 mod fuzz;
+mod mutants;
 mod soak;
 mod stats;
 
@@ -18,7 +19,9 @@ const USAGE: &str = "usage: cargo xtask <command> [options]
 
 commands:
   ci        what .ci/run runs, in order: fmt check, clippy -D warnings, tests,
-            bench --check, coverage, fuzz --secs 30, soak --secs 60
+            loom tests of weft-mux,
+            mutants --in-diff, bench --check, coverage, fuzz --secs 30,
+            soak --secs 60
   bench     divan timings + allocation gate (benches/alloc-baseline.json),
             one table, target/bench/*.json, docs/BENCHMARKS.md
               --check     allocation gate + one smoke run of every bench (CI)
@@ -34,6 +37,11 @@ commands:
   fuzz      every cargo-fuzz target in fuzz/ (its [[bin]] names), nightly;
             installs cargo-fuzz 0.13.2 if missing
               --secs N    libFuzzer time per target (required)
+  mutants   cargo-mutants 27.1.0 (installed if missing) on weft-frame,
+            weft-transform and weft-mux's session; fails on a surviving
+            mutant not in xtask/mutants-baseline.txt; per-crate scores
+              --in-diff [REV]   only code changed since REV (default HEAD~1)
+              --package NAME    one of weft-frame, weft-transform, weft-mux
   soak      many clients, all call shapes, cancellations and deadlines against
             an in-process server (benches/src/bin/soak.rs, release); fails on a
             lost or duplicated message, memory growth or a leaked stream
@@ -46,6 +54,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("coverage") => coverage::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("mutants") => mutants::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             println!("{USAGE}");
