@@ -139,11 +139,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     }
     let mut argv: Vec<&str> = vec!["mutants"];
     argv.extend(scope.iter().map(String::as_str));
-    argv.extend(["--timeout-multiplier", "3", "-j", "1", "-o", OUT_DIR]);
+    argv.extend(["--timeout-multiplier", "3", "-o", OUT_DIR]);
     if on_ci() {
         // A CI clone is disposable and its target/ already holds the test
-        // build: mutating in place skips a copy and a from-scratch build.
+        // build: mutating in place skips a copy and a from-scratch build
+        // (and is one job by nature).
         argv.push("--in-place");
+    } else {
+        argv.extend(["-j", "1"]);
     }
     match cmd::status("cargo", &argv)? {
         // 0: all caught; 2: some missed; 3: some timed out (counted caught).
