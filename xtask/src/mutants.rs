@@ -30,7 +30,7 @@ const OUTCOMES: &str = "target/mutants/mutants.out/outcomes.json";
 const PATCH: &str = "target/mutants/in-diff.patch";
 /// On CI (`CI` set), an in-diff run tests at most this many mutants, an
 /// even spread over the diff (round-robin shard), to stay within minutes.
-const CI_MAX_MUTANTS: usize = 30;
+const CI_MAX_MUTANTS: usize = 12;
 
 /// One mutated package and the part of it that is mutated.
 struct Target {
