@@ -6,7 +6,8 @@
 mod common;
 
 use bytes::{Bytes, BytesMut};
-use common::{config, pair};
+use common::{config, json_payload, pair};
+use miniz_oxide::deflate::compress_to_vec;
 use tokio_util::codec::Decoder;
 use weft_frame::{Flags, Frame, FrameCodec, FrameError, FrameType, Limits, Reason};
 use weft_transform::{DEFAULT_COMPRESSION_MIN_SIZE, EncryptionPolicy, Session, passthrough};
@@ -69,6 +70,63 @@ fn only_data_and_open_payloads_are_compressed() {
     assert!(send(&mut a, &mut b, &open));
     let goaway = Frame::goaway(1, Reason::NO_ERROR, &text);
     assert!(!send(&mut a, &mut b, &goaway));
+}
+
+#[test]
+fn a_payload_inflating_past_the_first_guess_round_trips() {
+    // The decompressor first guesses 16 times the input and then doubles:
+    // a payload packed more than 16:1 (within the 100:1 ratio limit) needs
+    // the buffer to grow.
+    let mut text = Vec::new();
+    for i in 0..40u32 {
+        text.extend_from_slice(&json_payload());
+        text.extend_from_slice(&i.to_be_bytes());
+    }
+    let packed = compress_to_vec(&text, 1).len();
+    assert!(
+        packed * 16 < text.len() && packed * 100 > text.len(),
+        "{packed}"
+    );
+    let (mut a, mut b) = deflate_pair();
+    let frame = Frame::new(FrameType::DATA, Flags::NONE, 1, text.into());
+    assert!(send(&mut a, &mut b, &frame));
+}
+
+#[test]
+fn payloads_are_deflated_with_static_huffman_blocks() {
+    // The measured choice (crate docs of compress.rs): level 1, static
+    // blocks. A deflate block starts with BFINAL (1 bit), then BTYPE (2 bits,
+    // 01 = static Huffman, 10 = dynamic).
+    let (mut a, _) = deflate_pair();
+    let frame = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame, &mut wire).unwrap();
+    assert!(compressed_on_the_wire(&wire));
+    let first = wire[weft_frame::HEADER_LEN];
+    assert_eq!((first >> 1) & 0b11, 0b01, "block type of {first:#04x}");
+}
+
+#[test]
+fn each_deflate_fault_is_named() {
+    let (mut a, mut b) = deflate_pair();
+    let good = compress_to_vec(&json_payload(), 1);
+    let mut trailing = good.clone();
+    trailing.extend_from_slice(b"garbage");
+    for (payload, named) in [
+        (vec![0xff; 40], "invalid deflate data"),
+        (good[..good.len() / 2].to_vec(), "truncated deflate data"),
+        (trailing, "data after the end of the deflate stream"),
+    ] {
+        let mut wire = BytesMut::new();
+        let frame = Frame::new(FrameType::DATA, Flags::COMPRESSED, 3, payload.into());
+        FrameCodec::default()
+            .encode_frame(&frame, &mut wire)
+            .unwrap();
+        let err = b.inbound.decode(&mut wire).unwrap_err();
+        assert!(err.to_string().contains(named), "{err}");
+    }
+    let ok = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
+    assert!(send(&mut a, &mut b, &ok));
 }
 
 /// The `buffered` count of a truncation error at EOF.
