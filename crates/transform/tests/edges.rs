@@ -179,3 +179,60 @@ fn every_pipeline_counts_a_cut_frame_the_same() {
         );
     }
 }
+
+/// `[is_authentication, is_record_limit, is_truncated, is_decompression_limit, is_fatal]`.
+fn predicates(e: &weft_transform::TransformError) -> [bool; 5] {
+    [
+        e.is_authentication(),
+        e.is_record_limit(),
+        e.is_truncated(),
+        e.is_decompression_limit(),
+        e.is_fatal(),
+    ]
+}
+
+#[test]
+fn each_error_predicate_holds_for_its_own_kind_only() {
+    let data = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
+    // A record with a flipped tag bit.
+    let (mut a, mut b) = encrypted_pair();
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&data, &mut wire).unwrap();
+    let last = wire.len() - 1;
+    wire[last] ^= 1;
+    let forged = b.inbound.decode(&mut wire).unwrap_err();
+    assert_eq!(predicates(&forged), [true, false, false, false, true]);
+    // A key with one record, kept for the GOAWAY.
+    let mut one = config(EncryptionPolicy::Required, false, None);
+    one.record_limit = 1;
+    let (mut a, _) = pair(one.clone(), one);
+    let limit = a.outbound.encode(&data, &mut BytesMut::new()).unwrap_err();
+    assert_eq!(predicates(&limit), [false, true, false, false, true]);
+    // A record cut short.
+    let (mut a, mut b) = encrypted_pair();
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&data, &mut wire).unwrap();
+    wire.truncate(20);
+    let cut = b.inbound.decode_eof(&mut wire).unwrap_err();
+    assert_eq!(predicates(&cut), [false, false, true, false, true]);
+    // A bomb: per frame, not fatal.
+    let (_, mut b) = deflate_pair();
+    let bomb = compress_to_vec(&vec![0u8; 60 * 1024], 1);
+    let mut wire = BytesMut::new();
+    FrameCodec::default()
+        .encode_frame(
+            &Frame::new(FrameType::DATA, Flags::COMPRESSED, 1, bomb.into()),
+            &mut wire,
+        )
+        .unwrap();
+    let bomb = b.inbound.decode(&mut wire).unwrap_err();
+    assert_eq!(predicates(&bomb), [false, false, false, true, false]);
+}
+
+#[test]
+fn a_transport_error_is_an_internal_error_on_the_wire() {
+    let io = weft_transform::TransformError::from(FrameError::Io(std::io::Error::other("reset")));
+    assert_eq!(io.reason(), Reason::INTERNAL_ERROR);
+    let size = weft_transform::TransformError::from(FrameError::PayloadTooLarge { len: 9, max: 8 });
+    assert_eq!(size.reason(), Reason::FRAME_SIZE_ERROR);
+}
