@@ -385,3 +385,50 @@ fn halves_and_errors_can_cross_threads() {
         .unwrap();
     assert_eq!(got, frame);
 }
+
+/// `[is_authentication, is_policy_conflict, is_protocol, is_config]`.
+fn handshake_predicates(e: &weft_transform::HandshakeError) -> [bool; 4] {
+    [
+        e.is_authentication(),
+        e.is_policy_conflict(),
+        e.is_protocol(),
+        e.is_config(),
+    ]
+}
+
+#[test]
+fn each_handshake_error_predicate_holds_for_its_own_kind_only() {
+    let with_psk = |psk| HandshakeConfig {
+        psk: Some(psk),
+        ..HandshakeConfig::default()
+    };
+    let wrong_key = handshake_in_memory(with_psk([1; 32]), with_psk([2; 32])).unwrap_err();
+    assert_eq!(
+        handshake_predicates(&wrong_key),
+        [true, false, false, false]
+    );
+    let off = HandshakeConfig {
+        offer: Offer {
+            encryption: EncryptionPolicy::Off,
+            ..Offer::default()
+        },
+        ..HandshakeConfig::default()
+    };
+    let required = HandshakeConfig {
+        offer: Offer {
+            encryption: EncryptionPolicy::Required,
+            ..Offer::default()
+        },
+        ..HandshakeConfig::default()
+    };
+    let conflict = handshake_in_memory(required, off).unwrap_err();
+    assert_eq!(handshake_predicates(&conflict), [false, true, false, false]);
+    let garbage = responder_error(&[9, 1, 2, 3], HandshakeConfig::default());
+    assert_eq!(handshake_predicates(&garbage), [false, false, true, false]);
+    let zero_limit = HandshakeConfig {
+        record_limit: 0,
+        ..HandshakeConfig::default()
+    };
+    let config = Handshake::new(Role::Initiator, zero_limit).unwrap_err();
+    assert_eq!(handshake_predicates(&config), [false, false, false, true]);
+}
