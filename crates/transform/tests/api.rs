@@ -432,3 +432,37 @@ fn each_handshake_error_predicate_holds_for_its_own_kind_only() {
     let config = Handshake::new(Role::Initiator, zero_limit).unwrap_err();
     assert_eq!(handshake_predicates(&config), [false, false, false, true]);
 }
+
+/// An ephemeral whose key agreement fails as if the system RNG had.
+#[derive(Debug)]
+struct BrokenRng;
+
+impl weft_transform::noise::Ephemeral for BrokenRng {
+    fn public_key(&self) -> [u8; weft_transform::noise::DH_LEN] {
+        [9; weft_transform::noise::DH_LEN]
+    }
+
+    fn diffie_hellman(
+        self: Box<Self>,
+        _: &[u8; weft_transform::noise::DH_LEN],
+    ) -> Result<[u8; weft_transform::noise::DH_LEN], NoiseError> {
+        Err(NoiseError::Rng)
+    }
+}
+
+#[test]
+fn a_failing_random_source_is_reported_as_such_not_as_authentication() {
+    let initiator = Handshake::new(Role::Initiator, HandshakeConfig::default()).unwrap();
+    let responder = Handshake::with_ephemeral(
+        Role::Responder,
+        HandshakeConfig::default(),
+        Box::new(BrokenRng),
+    )
+    .unwrap();
+    let err = drive_pair(initiator, responder).unwrap_err();
+    assert!(!err.is_authentication(), "{err}");
+    assert!(
+        err.to_string().contains("random number generator failed"),
+        "{err}"
+    );
+}
