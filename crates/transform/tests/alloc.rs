@@ -14,10 +14,10 @@ mod common;
 use std::alloc::System;
 
 use bytes::BytesMut;
-use common::{json_payload, run_pair};
+use common::{json_payload, plain_compressed, run_pair};
 use miniz_oxide::deflate::compress_to_vec;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use weft_frame::{Flags, Frame, FrameCodec, FrameType, Limits, Metadata};
+use weft_frame::{Flags, Frame, FrameType, Limits, Metadata};
 use weft_transform::{
     DEFAULT_REKEY_RECORDS, EncryptionPolicy, HandshakeConfig, Inbound, Offer, Outbound,
     RekeyLimits, passthrough,
@@ -119,13 +119,7 @@ fn steady_state_round_trips_allocate_nothing() {
 fn item_08_bomb_allocates_near_its_limit() {
     let (_, mut inb) = halves(false, true, DEFAULT_REKEY_RECORDS);
     let bomb = compress_to_vec(&vec![0u8; 8 << 20], 1);
-    let mut wire = BytesMut::new();
-    FrameCodec::default()
-        .encode_frame(
-            &Frame::new(FrameType::DATA, Flags::COMPRESSED, 3, bomb.into()),
-            &mut wire,
-        )
-        .unwrap();
+    let mut wire = plain_compressed(3, bomb);
     let limit = Limits::default().max_payload as usize;
     let region = Region::new(GLOBAL);
     let err = inb.decode(&mut wire).unwrap_err();

@@ -6,7 +6,7 @@
 mod common;
 
 use bytes::{Bytes, BytesMut};
-use common::{config, json_payload, pair};
+use common::{config, json_payload, pair, plain_compressed};
 use miniz_oxide::deflate::compress_to_vec;
 use tokio_util::codec::Decoder;
 use weft_frame::{Flags, Frame, FrameCodec, FrameError, FrameType, Limits, Reason};
@@ -117,12 +117,10 @@ fn each_deflate_fault_is_named() {
         (good[..good.len() / 2].to_vec(), "truncated deflate data"),
         (trailing, "data after the end of the deflate stream"),
     ] {
-        let mut wire = BytesMut::new();
-        let frame = Frame::new(FrameType::DATA, Flags::COMPRESSED, 3, payload.into());
-        FrameCodec::default()
-            .encode_frame(&frame, &mut wire)
-            .unwrap();
-        let err = b.inbound.decode(&mut wire).unwrap_err();
+        let err = b
+            .inbound
+            .decode(&mut plain_compressed(3, payload))
+            .unwrap_err();
         assert!(err.to_string().contains(named), "{err}");
     }
     let ok = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
@@ -217,15 +215,8 @@ fn each_error_predicate_holds_for_its_own_kind_only() {
     assert_eq!(predicates(&cut), [false, false, true, false, true]);
     // A bomb: per frame, not fatal.
     let (_, mut b) = deflate_pair();
-    let bomb = compress_to_vec(&vec![0u8; 60 * 1024], 1);
-    let mut wire = BytesMut::new();
-    FrameCodec::default()
-        .encode_frame(
-            &Frame::new(FrameType::DATA, Flags::COMPRESSED, 1, bomb.into()),
-            &mut wire,
-        )
-        .unwrap();
-    let bomb = b.inbound.decode(&mut wire).unwrap_err();
+    let bomb = plain_compressed(1, compress_to_vec(&vec![0u8; 60 * 1024], 1));
+    let bomb = b.inbound.decode(&mut bomb.clone()).unwrap_err();
     assert_eq!(predicates(&bomb), [false, false, false, true, false]);
 }
 

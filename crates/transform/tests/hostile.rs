@@ -10,12 +10,12 @@ mod common;
 
 use bytes::{Bytes, BytesMut};
 use common::{
-    FixedEphemeral, config, json_payload, offer_bytes, pair, raw_initiator, run_pair,
-    run_pair_with, seal_record,
+    FixedEphemeral, config, json_payload, offer_bytes, pair, plain_compressed, raw_initiator,
+    run_pair, run_pair_with, seal_record,
 };
 use miniz_oxide::deflate::compress_to_vec;
 use weft_frame::preface::PREFACE;
-use weft_frame::{Flags, Frame, FrameCodec, FrameType, Limits, Metadata, Reason};
+use weft_frame::{Flags, Frame, FrameType, Limits, Metadata, Reason};
 use weft_transform::{
     EncryptionPolicy, Handshake, HandshakeConfig, Inbound, MAX_HANDSHAKE_MESSAGE, Role, Session,
     passthrough,
@@ -29,24 +29,6 @@ fn data(stream_id: u32, payload: Bytes) -> Frame {
         metadata: Metadata::builder().method("svc/m").finish(),
         payload,
     }
-}
-
-/// A plain frame with `COMPRESSED` set and `payload` as its (claimed)
-/// deflate data.
-fn plain_compressed(stream_id: u32, payload: Vec<u8>) -> BytesMut {
-    let mut wire = BytesMut::new();
-    FrameCodec::default()
-        .encode_frame(
-            &Frame::new(
-                FrameType::DATA,
-                Flags::COMPRESSED,
-                stream_id,
-                payload.into(),
-            ),
-            &mut wire,
-        )
-        .unwrap();
-    wire
 }
 
 /// Deflate-only halves: (initiator session, responder session).

@@ -126,7 +126,7 @@ pub fn json_payload() -> bytes::Bytes {
 }
 
 use weft_frame::preface::PREFACE;
-use weft_frame::{Flags, FrameType, HEADER_LEN, Header};
+use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header};
 use weft_transform::noise::{CipherState, HandshakeState, Pattern};
 
 /// An offer as docs/PROTOCOL.md section 3.4 lays it out.
@@ -253,4 +253,22 @@ pub fn rejection(hs: &mut Handshake, input: &mut BytesMut) -> HandshakeError {
     assert_eq!(&frame[..2], &[1, 6], "a HANDSHAKE frame");
     assert_eq!(frame[16], 0xff, "a rejection");
     hs.handle_input(&mut BytesMut::new()).unwrap_err()
+}
+
+/// A plain frame with `COMPRESSED` set and `payload` as its (claimed)
+/// deflate data.
+pub fn plain_compressed(stream_id: u32, payload: Vec<u8>) -> BytesMut {
+    let mut wire = BytesMut::new();
+    weft_frame::FrameCodec::default()
+        .encode_frame(
+            &Frame::new(
+                FrameType::DATA,
+                Flags::COMPRESSED,
+                stream_id,
+                payload.into(),
+            ),
+            &mut wire,
+        )
+        .unwrap();
+    wire
 }
