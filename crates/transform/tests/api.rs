@@ -191,6 +191,16 @@ fn initiator_checks_the_reply() {
             .unwrap_err()
             .is_authentication()
     );
+    // Offers that conflict (the responder requires encryption) but a reply
+    // that does not refuse: the selection was tampered with.
+    let mut conflict_not_refused = vec![0u8];
+    conflict_not_refused.extend_from_slice(&offer_bytes(2, true, 65_536, 100));
+    conflict_not_refused.push(0x00);
+    let err = reply(&conflict_not_refused).unwrap_err();
+    assert!(
+        err.is_authentication() && !err.is_policy_conflict(),
+        "{err}"
+    );
 }
 
 #[test]
