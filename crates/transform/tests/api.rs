@@ -476,3 +476,13 @@ fn a_failing_random_source_is_reported_as_such_not_as_authentication() {
         "{err}"
     );
 }
+
+#[test]
+fn a_handshake_message_of_exactly_the_maximum_size_is_framed() {
+    // It fails on its content (an unknown kind), not on its size.
+    let max = weft_transform::MAX_HANDSHAKE_MESSAGE as usize;
+    let at_max = responder_error(&vec![9; max], HandshakeConfig::default());
+    assert!(!at_max.to_string().contains("oversize"), "{at_max}");
+    let over = responder_error(&vec![9; max + 1], HandshakeConfig::default());
+    assert!(over.to_string().contains("oversize"), "{over}");
+}
