@@ -408,8 +408,8 @@ fn handshake_predicates(e: &weft_transform::HandshakeError) -> [bool; 4] {
 
 #[test]
 fn each_handshake_error_predicate_holds_for_its_own_kind_only() {
-    let with_psk = |psk| HandshakeConfig {
-        psk: Some(psk),
+    let with_psk = |psk: [u8; 32]| HandshakeConfig {
+        psk: Some(psk.into()),
         ..HandshakeConfig::default()
     };
     let wrong_key = handshake_in_memory(with_psk([1; 32]), with_psk([2; 32])).unwrap_err();
@@ -435,10 +435,8 @@ fn each_handshake_error_predicate_holds_for_its_own_kind_only() {
     assert_eq!(handshake_predicates(&conflict), [false, true, false, false]);
     let garbage = responder_error(&[9, 1, 2, 3], HandshakeConfig::default());
     assert_eq!(handshake_predicates(&garbage), [false, false, true, false]);
-    let zero_limit = HandshakeConfig {
-        record_limit: 0,
-        ..HandshakeConfig::default()
-    };
+    let mut zero_limit = HandshakeConfig::default();
+    zero_limit.offer.max_message = 0;
     let config = Handshake::new(Role::Initiator, zero_limit).unwrap_err();
     assert_eq!(handshake_predicates(&config), [false, false, false, true]);
 }
@@ -453,7 +451,7 @@ impl weft_transform::noise::Ephemeral for BrokenRng {
     }
 
     fn diffie_hellman(
-        self: Box<Self>,
+        &mut self,
         _: &[u8; weft_transform::noise::DH_LEN],
     ) -> Result<[u8; weft_transform::noise::DH_LEN], NoiseError> {
         Err(NoiseError::Rng)
