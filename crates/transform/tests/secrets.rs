@@ -81,3 +81,12 @@ fn session_keys_are_never_printed_and_zeroize() {
     assert_eq!(keys.initiator_to_responder, [0; 32]);
     assert_eq!(keys.responder_to_initiator, [0; 32]);
 }
+
+#[test]
+fn transport_keys_debug_shows_the_handshake_hash_only() {
+    // What it does print: the (public) handshake hash, for logs.
+    let (_, keys) = transport_keys([0x5a; 32]);
+    let text = format!("{keys:?}");
+    assert!(text.starts_with("TransportKeys"), "{text}");
+    assert!(shows(&text, &keys.handshake_hash), "{text}");
+}
