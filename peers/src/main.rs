@@ -10,7 +10,7 @@
 //! `--calls N` is the number of timed calls of every cell and round, split
 //! among its callers, so one command line gives every shape the same work:
 //! `--rounds 1 --calls {N} --shape spawned-64 --runtime multi-thread --only
-//! weft` under `instr-per-call` counts instructions per call directly.
+//! weft` under `cargo xtask instr` counts instructions per call directly.
 
 use weft_peers::plan::{Plan, USAGE};
 

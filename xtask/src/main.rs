@@ -9,6 +9,7 @@ mod ci;
 mod cmd;
 mod coverage;
 mod fuzz;
+mod instr;
 mod mutants;
 mod soak;
 mod stats;
@@ -37,6 +38,9 @@ commands:
   fuzz      every cargo-fuzz target in fuzz/ (its [[bin]] names), nightly;
             installs cargo-fuzz 0.13.2 if missing
               --secs N    libFuzzer time per target (required)
+  instr     instructions per operation with callgrind, differentially:
+            (Ir(N2) - Ir(N1)) / (N2 - N1); every {N} in the command is the count
+              --n1 N --n2 N (default 1000, 6000) -- COMMAND ARGS...
   mutants   cargo-mutants 27.1.0 (installed if missing) on weft-frame,
             weft-transform and weft-mux's session; fails on a surviving
             mutant not in xtask/mutants-baseline.txt; per-crate scores
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Some("coverage") => coverage::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("mutants") => mutants::run(&args[1..]),
+        Some("instr") => instr::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             println!("{USAGE}");
