@@ -97,9 +97,17 @@ impl MuxError {
     }
 
     /// Retry-safe: the stream was never processed (the connection is going
-    /// away or ran out of stream ids); retry on a new connection.
+    /// away or ran out of stream ids), or the server refused the connection
+    /// before the handshake saying a retry is safe (busy, at its connection
+    /// cap); retry on a new connection, after a backoff.
     pub fn is_refused(&self) -> bool {
-        matches!(self.kind, MuxKind::Refused(_) | MuxKind::IdsExhausted)
+        match &self.kind {
+            MuxKind::Refused(_) | MuxKind::IdsExhausted => true,
+            MuxKind::Handshake(e) => e
+                .downcast_ref::<weft_transform::HandshakeError>()
+                .is_some_and(weft_transform::HandshakeError::is_retry_safe),
+            _ => false,
+        }
     }
     /// The connection is gone.
     pub fn is_closed(&self) -> bool {
