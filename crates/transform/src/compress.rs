@@ -211,13 +211,8 @@ impl Decompressor {
         self.out.resize(size, 0);
         let (mut in_pos, mut out_pos) = (0, 0);
         loop {
-            let (status, read, written) = decompress(
-                state,
-                &input[in_pos..],
-                &mut self.out,
-                out_pos,
-                flags,
-            );
+            let (status, read, written) =
+                decompress(state, &input[in_pos..], &mut self.out, out_pos, flags);
             in_pos += read;
             out_pos += written;
             match status {
@@ -271,7 +266,9 @@ mod tests {
         let input = b"weft weft weft weft weft weft weft weft weft weft".repeat(20);
         for _ in 0..3 {
             let mut dst = BytesMut::new();
-            let n = c.compress_into(&input, 100, &mut dst).expect("compressible");
+            let n = c
+                .compress_into(&input, 100, &mut dst)
+                .expect("compressible");
             assert_eq!(n, dst.len());
             let out = d.decompress(&dst, 1 << 20).unwrap();
             assert_eq!(&out[..], &input[..]);

@@ -35,6 +35,8 @@ pub struct Config {
     call_timeout: Option<Duration>,
     shutdown_drain: Duration,
     max_pending_handshakes: usize,
+    max_connections: Option<usize>,
+    max_connections_per_address: Option<usize>,
     nodelay: bool,
 }
 
@@ -52,7 +54,9 @@ impl Default for Config {
             connection_window: 1024 * 1024,
             call_timeout: None,
             shutdown_drain: Duration::from_secs(10),
-            max_pending_handshakes: 64,
+            max_pending_handshakes: 256,
+            max_connections: None,
+            max_connections_per_address: None,
             nodelay: true,
         }
     }
@@ -223,11 +227,36 @@ impl Config {
         self
     }
 
-    /// Accepted connections allowed in their handshake at once; more are
-    /// closed at once (half-open flood protection). Default 64.
+    /// Accepted connections allowed in their handshake at once. Default
+    /// 256. When the set is full, the pending handshake that has sent the
+    /// fewest bytes (oldest first) is evicted to make room once it has been
+    /// pending for 200 ms, so silent or trickling connections cannot lock
+    /// real clients out; when all are younger (a burst), the newcomer gets a
+    /// retry-safe refusal ([`Error::is_retry_safe`](crate::Error::is_retry_safe)).
+    /// Memory: about 20 KiB per pending handshake.
     #[must_use]
     pub fn max_pending_handshakes(mut self, n: usize) -> Config {
         self.max_pending_handshakes = n.max(1);
+        self
+    }
+
+    /// Connections a server holds at once, in their handshake or
+    /// established. Default `None` (no cap: the file descriptor limit is the
+    /// cap, and at it new clients wait in the listen backlog). Past the
+    /// cap a stalled handshake is evicted as above, else the newcomer gets a
+    /// retry-safe refusal saying the server is at its connection limit.
+    #[must_use]
+    pub fn max_connections(mut self, n: Option<usize>) -> Config {
+        self.max_connections = n.map(|n| n.max(1));
+        self
+    }
+
+    /// Connections a server holds at once from one source IP address.
+    /// Default `None` (no limit: many clients may share a NAT address).
+    /// Past it the newcomer gets a retry-safe refusal.
+    #[must_use]
+    pub fn max_connections_per_address(mut self, n: Option<usize>) -> Config {
+        self.max_connections_per_address = n.map(|n| n.max(1));
         self
     }
 
@@ -254,8 +283,22 @@ impl Config {
         self.shutdown_drain
     }
 
-    pub(crate) fn pending_handshakes(&self) -> usize {
+    #[cfg(test)]
+    fn pending_handshakes(&self) -> usize {
         self.max_pending_handshakes
+    }
+
+    /// The handshake deadline.
+    pub fn handshake_deadline(&self) -> Duration {
+        self.handshake_timeout
+    }
+
+    pub(crate) fn admission_limits(&self) -> crate::admission::Limits {
+        crate::admission::Limits {
+            pending: self.max_pending_handshakes,
+            connections: self.max_connections,
+            per_address: self.max_connections_per_address,
+        }
     }
 
     pub(crate) fn nodelay(&self) -> bool {
@@ -303,6 +346,8 @@ mod tests {
             .call_timeout(Some(Duration::from_secs(3)))
             .shutdown_drain(Duration::from_secs(1))
             .max_pending_handshakes(0)
+            .max_connections(Some(0))
+            .max_connections_per_address(Some(3))
             .tcp_nodelay(false)
             .idle_timeout(None)
             .keepalive(Some(Duration::from_secs(5)), Duration::from_secs(2))
@@ -324,6 +369,12 @@ mod tests {
         assert_eq!(c.default_call_timeout(), Some(Duration::from_secs(3)));
         assert_eq!(c.drain(), Duration::from_secs(1));
         assert_eq!(c.pending_handshakes(), 1);
+        let l = c.admission_limits();
+        assert_eq!(
+            (l.pending, l.connections, l.per_address),
+            (1, Some(1), Some(3))
+        );
+        assert_eq!(c.handshake_deadline(), Duration::from_secs(3));
         assert!(!c.nodelay());
         let _ = c.mux_config();
         // The key never shows in Debug output.

@@ -18,6 +18,24 @@ pub enum Error {
     Address(String),
 }
 
+impl Error {
+    /// Whether retrying (after a backoff) is safe and may succeed: the
+    /// server refused the connection before the handshake because it is busy
+    /// or at a connection limit. Nothing was processed.
+    pub fn is_retry_safe(&self) -> bool {
+        matches!(self, Error::Connection(e) if e.is_refused())
+    }
+
+    /// Whether a deadline passed (connect or handshake).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Connection(e) => e.is_timeout(),
+            Error::Io(e) => e.kind() == io::ErrorKind::TimedOut,
+            Error::Address(_) => false,
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -60,6 +78,9 @@ mod tests {
         let io = Error::from(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
         assert_eq!(io.to_string(), "transport error: refused");
         assert!(io.source().is_some());
+        assert!(!io.is_retry_safe() && !io.is_timeout());
+        let late = Error::from(io::Error::from(io::ErrorKind::TimedOut));
+        assert!(late.is_timeout() && !late.is_retry_safe());
         let a = Error::Address("x".into());
         assert!(a.to_string().contains("host:port or unix:/path"));
         assert!(a.source().is_none());
