@@ -70,7 +70,7 @@ struct Pool<T> {
 /// Most states of each kind the process keeps for reuse (compressor states
 /// cost about 300 KiB each, decompressor states about 11 KiB). More are
 /// created when more frames are in work at once, and freed after.
-pub const POOL_MAX: usize = 8;
+pub(crate) const POOL_MAX: usize = 8;
 
 impl<T> Pool<T> {
     const fn new() -> Pool<T> {
