@@ -142,7 +142,10 @@ impl Config {
     }
 
     /// Close the connection (`GOAWAY(NO_ERROR)`) after it has had no open
-    /// stream for this long; `None` never. Default 30 s. Memory: none.
+    /// stream and no `PING` from the peer for this long; `None` never.
+    /// Default 30 s. A peer with keepalive on (a `PING` more often than
+    /// this) is therefore never closed while healthy; answers to our own
+    /// pings do not count. Memory: none.
     pub fn idle_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
         self.idle_timeout = timeout;
         self

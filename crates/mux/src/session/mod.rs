@@ -771,7 +771,9 @@ impl Session {
 
     /// The transport failed or ended: close without sending anything.
     pub fn handle_transport_closed(&mut self, cause: CloseCause) {
-        self.fail(cause, false);
+        // No GOAWAY came: whatever reason the caller passes is ours to
+        // report, never the peer's.
+        self.fail(cause.into_transport(), false);
     }
 
     // ----- timers ---------------------------------------------------------
@@ -1219,6 +1221,14 @@ impl Session {
         }
         self.spend(Spend::Ping, now, "ping flood")?;
         self.control.push_back(Frame::ping(opaque, true));
+        // The peer's keepalive counts as activity: a client that pings is
+        // healthy and wants the connection, so the idle clock restarts (the
+        // ping budget bounds how often). Answers to our own pings do not
+        // count, or our keepalive would defeat our idle timeout.
+        if self.idle_since.is_some() {
+            self.idle_since = Some(now());
+            self.timer_changed = true;
+        }
         Ok(())
     }
 
@@ -1437,7 +1447,7 @@ impl Session {
         if self.is_closed() {
             return;
         }
-        if goaway && !cause.by_peer {
+        if goaway && !cause.by_peer() {
             // Drop pending control traffic; the GOAWAY is what matters.
             self.control.clear();
             self.control.push_back(Frame::goaway(
