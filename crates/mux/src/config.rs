@@ -119,9 +119,12 @@ impl Config {
         self
     }
 
-    /// Bytes a stream may have queued but not yet sent (waiting for
-    /// flow-control credit or the socket); `send` waits beyond it. Default
-    /// 256 KiB. Memory: this much per stream with a slow peer.
+    /// Memory a stream may hold in data queued but not yet sent (waiting
+    /// for flow-control credit or the socket); `send` waits beyond it. It
+    /// counts each queued message's real cost (bytes, metadata and about
+    /// 280 bytes of queue and allocator overhead), so a peer that grants no
+    /// credit holds at most this per stream however small the messages.
+    /// Default 256 KiB. Memory: this much per stream with a slow peer.
     pub fn max_send_buffer(&mut self, bytes: usize) -> &mut Self {
         self.max_send_buffer = bytes.max(1);
         self

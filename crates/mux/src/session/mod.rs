@@ -22,7 +22,7 @@ use crate::error::{CloseCause, StreamError, StreamKind};
 use crate::idmap::IdMap;
 use budget::{Budgets, Spend};
 pub use stream::Chunk;
-use stream::{Pending, SendEnd, StreamState};
+use stream::{PENDING_OVERHEAD, Pending, SendEnd, StreamState};
 
 /// The metadata key of the settings frame that announces a side's
 /// per-stream receive window (section 6.4 of the protocol).
@@ -432,7 +432,7 @@ impl Session {
             payload: first,
         });
         if !all || (end && st.send_end != SendEnd::Sent) {
-            st.queued = rest.len();
+            st.queued = Pending::cost(rest.len(), 0);
             st.send_end = if end { SendEnd::Queued } else { SendEnd::Open };
             st.send_queue.push_back(Pending {
                 metadata: Metadata::new(),
@@ -455,7 +455,7 @@ impl Session {
     pub fn send_room(&mut self, id: u32) -> Result<usize, StreamError> {
         let cap = self.max_send_buffer;
         let s = self.stream_for_send(id)?;
-        let room = cap.saturating_sub(s.queued);
+        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
         if room == 0 {
             s.want_writable = true;
         }
@@ -490,7 +490,8 @@ impl Session {
         if metadata.len() > self.max_metadata {
             return Err(StreamError::new(StreamKind::MetadataTooLarge));
         }
-        let room = cap.saturating_sub(s.queued);
+        // Room for bytes once the next item's overhead is counted.
+        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
         let last = data.len() <= room;
         // Fast path: nothing else waits for the socket and the whole piece
         // has credit: make the frame now instead of queueing it.
@@ -537,7 +538,7 @@ impl Session {
         if piece.is_empty() && md.is_empty() && !(last && end) {
             return Ok(last);
         }
-        s.queued += piece.len() + md.len();
+        s.queued += Pending::cost(piece.len(), md.len());
         if last && end {
             s.send_end = SendEnd::Queued;
         }
@@ -570,7 +571,7 @@ impl Session {
         if data.is_empty() && metadata.is_empty() && !end {
             return Ok(());
         }
-        s.queued += data.len() + metadata.len();
+        s.queued += Pending::cost(data.len(), metadata.len());
         if end {
             s.send_end = SendEnd::Queued;
         }
@@ -1373,7 +1374,7 @@ impl Session {
                     s.send_end = SendEnd::Sent;
                 }
                 s.send_window -= total as i64;
-                s.queued -= total;
+                s.queued -= total + PENDING_OVERHEAD;
                 self.conn_send -= total as i64;
                 Frame {
                     ty: FrameType::DATA,
