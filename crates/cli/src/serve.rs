@@ -14,6 +14,11 @@ pub(crate) struct ServeLimits {
     /// this long (`off`: never). A client with keepalive on stays up.
     #[arg(long, value_parser = parse_optional_duration, default_value = "30s")]
     pub(crate) idle_timeout: MaybeDuration,
+    /// Reset a call that waits on the client with nothing moving for this
+    /// long (a half-sent request, replies held back by its flow control);
+    /// `off` (default): never.
+    #[arg(long, value_parser = parse_optional_duration, default_value = "off")]
+    pub(crate) progress_timeout: MaybeDuration,
     /// Deadline for a client's handshake.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub(crate) handshake_timeout: Duration,
@@ -51,6 +56,7 @@ impl ServeLimits {
         let n = |v: Option<u32>| v.map(|v| v as usize);
         config
             .idle_timeout(self.idle_timeout.0)
+            .progress_timeout(self.progress_timeout.0)
             .handshake_timeout(self.handshake_timeout)
             .max_pending_handshakes(self.max_pending_handshakes as usize)
             .max_connections(n(self.max_connections))
@@ -92,6 +98,8 @@ mod tests {
             "4096",
             "--handshake-timeout",
             "2s",
+            "--progress-timeout",
+            "1m",
         ])
         .unwrap();
         let Command::Serve(s) = cli.command else {
@@ -106,6 +114,10 @@ mod tests {
             (Some(10_000), Some(100))
         );
         assert_eq!(s.limits.backlog, 4096);
+        assert_eq!(
+            s.limits.progress_timeout.0,
+            Some(std::time::Duration::from_secs(60))
+        );
         assert!(Cli::try_parse_from(["weft", "serve", "--max-connections", "0"]).is_err());
         let _ = s.limits.apply(weft::Config::new());
     }

@@ -28,6 +28,7 @@ pub struct Config {
     pub(crate) keepalive_interval: Option<Duration>,
     pub(crate) keepalive_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) progress_timeout: Option<Duration>,
     pub(crate) pending_accept_reset_budget: usize,
     pub(crate) local_reset_budget: u32,
     pub(crate) ping_budget: u32,
@@ -53,6 +54,7 @@ impl Default for Config {
             keepalive_interval: None,
             keepalive_timeout: Duration::from_secs(20),
             idle_timeout: Some(Duration::from_secs(30)),
+            progress_timeout: None,
             pending_accept_reset_budget: 20,
             local_reset_budget: 1024,
             ping_budget: 64,
@@ -151,6 +153,19 @@ impl Config {
     /// pings do not count. Memory: none.
     pub fn idle_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Reset a stream with `RESET(TIMEOUT)` when it waits on the peer (the
+    /// peer's half open and everything received read, or our data held
+    /// back by its credit) and no frame goes either way on it for this
+    /// long (checked every half timeout: the reset comes 1 to 1.5 times
+    /// this after the last frame). Streams waiting on the local
+    /// application are never reset by it. `None` (default) never: long
+    /// quiet streams (subscriptions, chats) are legitimate, so a server
+    /// that must shed half-open streams opts in. Memory: none.
+    pub fn progress_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
+        self.progress_timeout = timeout.map(|t| t.max(Duration::from_millis(2)));
         self
     }
 

@@ -27,6 +27,7 @@ pub struct Config {
     max_message: u32,
     handshake_timeout: Duration,
     idle_timeout: Option<Duration>,
+    progress_timeout: Option<Duration>,
     keepalive_interval: Option<Duration>,
     keepalive_timeout: Duration,
     max_concurrent_streams: usize,
@@ -47,6 +48,7 @@ impl Default for Config {
             max_message: weft_transform::DEFAULT_MAX_MESSAGE,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(30)),
+            progress_timeout: None,
             keepalive_interval: None,
             keepalive_timeout: Duration::from_secs(20),
             max_concurrent_streams: 128,
@@ -195,11 +197,25 @@ impl Config {
         self
     }
 
-    /// Close a connection with no stream for this long. Default 30 s;
-    /// `None` never closes an idle connection.
+    /// Close a connection with no call and no `PING` from the peer for this
+    /// long. Default 30 s; `None` never closes an idle connection. A peer
+    /// with [`keepalive`](Self::keepalive) on (interval below this) is never
+    /// closed while it answers; answers to our own pings do not count.
     #[must_use]
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Config {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Reset a call's stream (`RESET(TIMEOUT)`) that waits on the peer (a
+    /// request or message half sent, or our replies held back by its flow
+    /// control) with nothing going either way for this long (the reset
+    /// comes 1 to 1.5 times this after the last frame). Calls waiting on a
+    /// slow handler are never reset by it. Default `None`: long quiet
+    /// streams are legitimate; a server exposed to half-open streams sets it.
+    #[must_use]
+    pub fn progress_timeout(mut self, timeout: Option<Duration>) -> Config {
+        self.progress_timeout = timeout;
         self
     }
 
@@ -325,7 +341,8 @@ impl Config {
             .connection_window(self.connection_window)
             .keepalive_interval(self.keepalive_interval)
             .keepalive_timeout(self.keepalive_timeout)
-            .idle_timeout(self.idle_timeout);
+            .idle_timeout(self.idle_timeout)
+            .progress_timeout(self.progress_timeout);
         c
     }
 }
@@ -350,6 +367,7 @@ mod tests {
             .max_connections_per_address(Some(3))
             .tcp_nodelay(false)
             .idle_timeout(None)
+            .progress_timeout(Some(Duration::from_secs(7)))
             .keepalive(Some(Duration::from_secs(5)), Duration::from_secs(2))
             .handshake_timeout(Duration::from_secs(3))
             .max_concurrent_streams(10)

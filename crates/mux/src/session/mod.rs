@@ -8,6 +8,7 @@
 //! runtime, so every rule is tested in memory with a virtual clock.
 
 mod budget;
+mod progress;
 mod queue;
 mod stream;
 
@@ -141,6 +142,8 @@ pub struct Session {
     keepalive_interval: Option<Duration>,
     keepalive_timeout: Duration,
     idle_timeout: Option<Duration>,
+    progress_timeout: Option<Duration>,
+    progress_tick: Option<Instant>,
 
     state: State,
     streams: IdMap<StreamState>,
@@ -206,6 +209,8 @@ impl Session {
             keepalive_interval: config.keepalive_interval,
             keepalive_timeout: config.keepalive_timeout,
             idle_timeout: config.idle_timeout,
+            progress_timeout: config.progress_timeout,
+            progress_tick: config.progress_timeout.map(|t| now + t / 2),
             state: State::Open,
             streams: IdMap::default(),
             inbound: 0,
@@ -318,6 +323,9 @@ impl Session {
         }
         if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since) {
             at(since + i);
+        }
+        if let Some(p) = self.progress_deadline() {
+            at(p);
         }
         if let Some(k) = self.keepalive_interval {
             match self.ping_sent {
@@ -506,6 +514,7 @@ impl Session {
         {
             s.send_window -= total as i64;
             self.conn_send -= total as i64;
+            s.progress.bump();
             let flags = if end {
                 s.send_end = SendEnd::Sent;
                 Flags::END_STREAM
@@ -798,6 +807,7 @@ impl Session {
             self.fail(CloseCause::local(Reason::NO_ERROR, "idle timeout"), true);
             return;
         }
+        self.check_progress(now);
         if let Some(k) = self.keepalive_interval {
             match self.ping_sent {
                 Some(sent) if now >= sent + self.keepalive_timeout => {
@@ -851,9 +861,16 @@ impl Session {
             self.clock = t;
         }
         let was_idle = self.idle_since.is_some();
+        let sid = frame.stream_id;
         if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
+        }
+        if self.progress_timeout.is_some()
+            && sid != CONNECTION_ID
+            && let Some(s) = self.streams.get_mut(&sid)
+        {
+            s.progress.bump();
         }
         if self.streams.is_empty() && (!was_idle || self.idle_since.is_none()) {
             // The last stream left during this frame: the idle clock starts now.
@@ -1375,6 +1392,7 @@ impl Session {
                 }
                 s.send_window -= total as i64;
                 s.queued -= total + PENDING_OVERHEAD;
+                s.progress.bump();
                 self.conn_send -= total as i64;
                 Frame {
                     ty: FrameType::DATA,
@@ -1389,6 +1407,7 @@ impl Session {
                     continue; // blocked: a WINDOW_UPDATE marks it ready again
                 }
                 let piece = p.data.split_to(n);
+                s.progress.bump();
                 s.send_window -= n as i64;
                 s.queued -= n;
                 self.conn_send -= n as i64;

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use weft_frame::Metadata;
 
+use super::progress::Progress;
 use super::queue::InlineQueue;
 use crate::error::StreamKind;
 
@@ -85,6 +86,8 @@ pub(crate) struct StreamState {
 
     /// The terminal error, once reset.
     pub(crate) failed: Option<StreamKind>,
+    /// Frames either way, for the progress deadline.
+    pub(crate) progress: Progress,
 }
 
 impl StreamState {
@@ -107,6 +110,7 @@ impl StreamState {
             recv_unacked: 0,
             recv_end: false,
             failed: None,
+            progress: Progress::default(),
         }
     }
 
