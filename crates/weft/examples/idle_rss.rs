@@ -36,6 +36,10 @@ fn rss_bytes(pid: u32) -> u64 {
     pages * 4096
 }
 
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -86,16 +90,19 @@ fn main() {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
         let open = rss_bytes(pid);
+        let fds_open = open_fds(pid);
         for c in &clients {
             c.connection().shutdown(Duration::ZERO).await;
         }
         drop(clients);
         tokio::time::sleep(Duration::from_secs(3)).await;
         let after = rss_bytes(pid);
+        let fds_after = open_fds(pid);
         let per = (open.saturating_sub(before)) / n as u64;
         println!(
             "mode={mode} connections={n} calls={calls}: server RSS {} KiB before, {} KiB open \
-             ({} bytes = {:.1} KiB per connection), {} KiB after all closed",
+             ({} bytes = {:.1} KiB per connection), {} KiB after all closed \
+             (server fds: {fds_open} open, {fds_after} after)",
             before / 1024,
             open / 1024,
             per,
