@@ -82,7 +82,7 @@ mod tests {
         );
         assert_eq!(
             (s.limits.backlog, s.limits.max_pending_handshakes),
-            (1024, 256)
+            (4096, 256)
         );
         assert_eq!(s.limits.max_connections, None);
         let cli = Cli::try_parse_from([

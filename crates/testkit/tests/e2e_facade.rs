@@ -154,7 +154,11 @@ async fn item_13_half_open_handshakes_are_capped_by_the_facade() {
         assert!(matches!(r, Ok(Ok(_))), "over the cap: refused at once");
         assert_eq!(&got[..4], b"WEFT", "{got:?}");
         assert_eq!(got[8 + 1], FrameType::GOAWAY.0, "{got:?}");
-        assert_eq!(&got[8 + 16 + 4..8 + 16 + 8], &4u32.to_be_bytes(), "REFUSED_STREAM");
+        assert_eq!(
+            &got[8 + 16 + 4..8 + 16 + 8],
+            &4u32.to_be_bytes(),
+            "REFUSED_STREAM"
+        );
     }
     // The established client is unaffected.
     by.progress(10).await;

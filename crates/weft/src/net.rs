@@ -60,14 +60,19 @@ pub async fn connect(addr: &str, config: &Config) -> Result<Client, Error> {
         Address::Tcp(a) => {
             let s = tokio::time::timeout(config.handshake_deadline(), TcpStream::connect(&a))
                 .await
-                .map_err(|_| {
-                    std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
-                })??;
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))
+                .and_then(|r| r)
+                .map_err(Error::Connect)?;
             s.set_nodelay(config.nodelay())?;
             connect_io(s, config).await
         }
         #[cfg(unix)]
-        Address::Unix(p) => connect_io(tokio::net::UnixStream::connect(p).await?, config).await,
+        Address::Unix(p) => {
+            let s = tokio::net::UnixStream::connect(p)
+                .await
+                .map_err(Error::Connect)?;
+            connect_io(s, config).await
+        }
         #[cfg(not(unix))]
         Address::Unix(_) => Err(Error::Address(addr.to_owned())),
     }
@@ -137,9 +142,10 @@ pub enum Listener {
 
 /// The default listen backlog: connections the kernel completes and queues
 /// before the server accepts them (capped by the kernel's `somaxconn`).
-/// Far above the kernel default of 128, so a reconnect storm waits in the
-/// queue instead of overflowing it.
-pub const DEFAULT_BACKLOG: u32 = 1024;
+/// Far above the kernel default of 128 and equal to Linux's default
+/// `somaxconn` since 5.4, so a reconnect storm waits in the queue instead of
+/// overflowing it (Go's net package asks for `somaxconn` too).
+pub const DEFAULT_BACKLOG: u32 = 4096;
 
 impl Listener {
     /// Binds `host:port` or `unix:/path` (an existing socket file at the

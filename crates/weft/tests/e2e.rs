@@ -248,7 +248,8 @@ async fn bad_addresses() {
     let e = weft::connect("127.0.0.1:1", &Config::new())
         .await
         .unwrap_err();
-    assert!(matches!(e, weft::Error::Io(_)), "{e}");
+    assert!(matches!(e, weft::Error::Connect(_)), "{e}");
+    assert!(e.is_retry_safe(), "nothing was sent");
     assert!(std::error::Error::source(&e).is_some());
 }
 
