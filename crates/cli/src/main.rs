@@ -305,7 +305,7 @@ mod tests {
         let e = call(parse(&["weft", "call", "echo", "--addr", "127.0.0.1:1"]))
             .await
             .unwrap_err();
-        assert!(e.contains("transport error"), "{e}");
+        assert!(e.contains("could not connect"), "{e}");
         let h = parse(&["weft", "call", "--health", &addr]);
         assert_eq!(h.method, None);
         call(h).await.unwrap();
