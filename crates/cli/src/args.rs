@@ -131,6 +131,9 @@ pub(crate) struct ServeArgs {
     /// Security and compression.
     #[command(flatten)]
     pub(crate) security: Security,
+    /// Admission limits and timeouts.
+    #[command(flatten)]
+    pub(crate) limits: crate::serve::ServeLimits,
 }
 
 /// `weft call`.
@@ -145,7 +148,8 @@ pub(crate) struct CallArgs {
     /// Server address (TCP `host:port`, or `unix:/path`).
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub(crate) addr: String,
-    /// Call timeout, e.g. `500ms`, `2s`.
+    /// Call timeout, e.g. `500ms`, `2s`; it also bounds the connect and the
+    /// handshake.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub(crate) timeout: Duration,
     /// The method streams its response: print each message.

@@ -14,6 +14,7 @@ mod keys;
 mod load;
 mod metrics;
 mod report;
+mod serve;
 
 use args::{CallArgs, Cli, Command, KeygenArgs, LoadArgs, Security, ServeArgs};
 
@@ -55,7 +56,7 @@ fn keygen(a: &KeygenArgs) -> Result<(), String> {
 }
 
 async fn serve(a: ServeArgs) -> Result<(), String> {
-    let mut config = security_config(&a.security)?;
+    let mut config = a.limits.apply(security_config(&a.security)?);
     if let Some(path) = a.allow {
         let list = keys::watched_allow_list(path)?;
         println!("weft: {} client keys allowed", list.len());
@@ -71,7 +72,9 @@ async fn serve(a: ServeArgs) -> Result<(), String> {
         let at = metrics::install(m)?;
         println!("weft: metrics on http://{at}/metrics");
     }
-    let listener = Listener::bind(&a.addr).await.map_err(|e| e.to_string())?;
+    let listener = Listener::bind_with_backlog(&a.addr, a.limits.backlog)
+        .await
+        .map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("weft: serving on {addr}; methods: {}", demo::METHODS);
     println!("weft: Ctrl-C stops (calls in flight finish)");
@@ -109,7 +112,10 @@ async fn health(
 }
 
 async fn call(a: CallArgs) -> Result<(), String> {
-    let config = pinned(security_config(&a.security)?, a.server_key.as_deref())?;
+    // --timeout bounds the connect and the handshake too (a stopped server
+    // still completes TCP connects from its listen backlog).
+    let config = pinned(security_config(&a.security)?, a.server_key.as_deref())?
+        .handshake_timeout(a.timeout);
     if let Some(addr) = &a.health {
         return health(addr, &a.service, &config, a.timeout).await;
     }
@@ -299,7 +305,7 @@ mod tests {
         let e = call(parse(&["weft", "call", "echo", "--addr", "127.0.0.1:1"]))
             .await
             .unwrap_err();
-        assert!(e.contains("transport error"), "{e}");
+        assert!(e.contains("could not connect"), "{e}");
         let h = parse(&["weft", "call", "--health", &addr]);
         assert_eq!(h.method, None);
         call(h).await.unwrap();

@@ -28,6 +28,7 @@ pub struct Config {
     pub(crate) keepalive_interval: Option<Duration>,
     pub(crate) keepalive_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) progress_timeout: Option<Duration>,
     pub(crate) pending_accept_reset_budget: usize,
     pub(crate) local_reset_budget: u32,
     pub(crate) ping_budget: u32,
@@ -53,6 +54,7 @@ impl Default for Config {
             keepalive_interval: None,
             keepalive_timeout: Duration::from_secs(20),
             idle_timeout: Some(Duration::from_secs(30)),
+            progress_timeout: None,
             pending_accept_reset_budget: 20,
             local_reset_budget: 1024,
             ping_budget: 64,
@@ -119,9 +121,12 @@ impl Config {
         self
     }
 
-    /// Bytes a stream may have queued but not yet sent (waiting for
-    /// flow-control credit or the socket); `send` waits beyond it. Default
-    /// 256 KiB. Memory: this much per stream with a slow peer.
+    /// Memory a stream may hold in data queued but not yet sent (waiting
+    /// for flow-control credit or the socket); `send` waits beyond it. It
+    /// counts each queued message's real cost (bytes, metadata and about
+    /// 280 bytes of queue and allocator overhead), so a peer that grants no
+    /// credit holds at most this per stream however small the messages.
+    /// Default 256 KiB. Memory: this much per stream with a slow peer.
     pub fn max_send_buffer(&mut self, bytes: usize) -> &mut Self {
         self.max_send_buffer = bytes.max(1);
         self
@@ -142,9 +147,25 @@ impl Config {
     }
 
     /// Close the connection (`GOAWAY(NO_ERROR)`) after it has had no open
-    /// stream for this long; `None` never. Default 30 s. Memory: none.
+    /// stream and no `PING` from the peer for this long; `None` never.
+    /// Default 30 s. A peer with keepalive on (a `PING` more often than
+    /// this) is therefore never closed while healthy; answers to our own
+    /// pings do not count. Memory: none.
     pub fn idle_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Reset a stream with `RESET(TIMEOUT)` when it waits on the peer (the
+    /// peer's half open and everything received read, or our data held
+    /// back by its credit) and no frame goes either way on it for this
+    /// long (checked every half timeout: the reset comes 1 to 1.5 times
+    /// this after the last frame). Streams waiting on the local
+    /// application are never reset by it. `None` (default) never: long
+    /// quiet streams (subscriptions, chats) are legitimate, so a server
+    /// that must shed half-open streams opts in. Memory: none.
+    pub fn progress_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
+        self.progress_timeout = timeout.map(|t| t.max(Duration::from_millis(2)));
         self
     }
 

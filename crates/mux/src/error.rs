@@ -4,14 +4,28 @@ use std::sync::Arc;
 
 use weft_frame::Reason;
 
+/// Who or what ended a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// This side (its `GOAWAY`, a deadline, a limit, a shutdown).
+    Local,
+    /// The peer, with a `GOAWAY` carrying the reason.
+    Peer,
+    /// The transport ended (end of file, reset, read error) with no
+    /// `GOAWAY`: the peer gave no reason, so none is reported as its.
+    Transport,
+}
+
 /// Why a connection ended: who ended it, the wire reason, and a short
 /// description. Cheap to clone; every stream of the connection sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloseCause {
-    /// The wire reason (sent in our `GOAWAY`, or received in the peer's).
+    /// The wire reason (sent in our `GOAWAY`, or received in the peer's;
+    /// for a transport close, the reason this side reports: `NO_ERROR` for
+    /// an end of file, `INTERNAL_ERROR` for a read error).
     pub reason: Reason,
-    /// Whether the peer ended it (its `GOAWAY`, EOF or reset).
-    pub by_peer: bool,
+    /// Who or what ended it.
+    pub origin: Origin,
     /// What happened, for logs.
     pub detail: &'static str,
 }
@@ -20,7 +34,7 @@ impl CloseCause {
     pub(crate) const fn local(reason: Reason, detail: &'static str) -> CloseCause {
         CloseCause {
             reason,
-            by_peer: false,
+            origin: Origin::Local,
             detail,
         }
     }
@@ -28,16 +42,32 @@ impl CloseCause {
     pub(crate) const fn peer(reason: Reason, detail: &'static str) -> CloseCause {
         CloseCause {
             reason,
-            by_peer: true,
+            origin: Origin::Peer,
             detail,
         }
+    }
+
+    /// This cause as a transport close (no `GOAWAY` was received).
+    pub(crate) const fn into_transport(self) -> CloseCause {
+        CloseCause {
+            origin: Origin::Transport,
+            ..self
+        }
+    }
+
+    /// Whether the peer or the transport ended it (not this side).
+    pub fn by_peer(&self) -> bool {
+        self.origin != Origin::Local
     }
 }
 
 impl std::fmt::Display for CloseCause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let who = if self.by_peer { "peer" } else { "local" };
-        write!(f, "{} ({who}: {})", self.detail, self.reason)
+        match self.origin {
+            Origin::Local => write!(f, "{} (local: {})", self.detail, self.reason),
+            Origin::Peer => write!(f, "{} (peer: {})", self.detail, self.reason),
+            Origin::Transport => write!(f, "{} (no GOAWAY: the peer gave no reason)", self.detail),
+        }
     }
 }
 
@@ -97,9 +127,17 @@ impl MuxError {
     }
 
     /// Retry-safe: the stream was never processed (the connection is going
-    /// away or ran out of stream ids); retry on a new connection.
+    /// away or ran out of stream ids), or the server refused the connection
+    /// before the handshake saying a retry is safe (busy, at its connection
+    /// cap); retry on a new connection, after a backoff.
     pub fn is_refused(&self) -> bool {
-        matches!(self.kind, MuxKind::Refused(_) | MuxKind::IdsExhausted)
+        match &self.kind {
+            MuxKind::Refused(_) | MuxKind::IdsExhausted => true,
+            MuxKind::Handshake(e) => e
+                .downcast_ref::<weft_transform::HandshakeError>()
+                .is_some_and(weft_transform::HandshakeError::is_retry_safe),
+            _ => false,
+        }
     }
     /// The connection is gone.
     pub fn is_closed(&self) -> bool {
@@ -204,7 +242,7 @@ impl StreamError {
     pub fn is_remote(&self) -> bool {
         match &self.kind {
             StreamKind::Reset { remote, .. } => *remote,
-            StreamKind::Closed(c) => c.by_peer,
+            StreamKind::Closed(c) => c.by_peer(),
             StreamKind::Refused => true,
             StreamKind::SendClosed | StreamKind::MetadataTooLarge => false,
         }

@@ -60,7 +60,7 @@ pub mod session;
 
 pub use config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 pub use connect::connect;
-pub use error::{CloseCause, MuxError, StreamError};
+pub use error::{CloseCause, MuxError, Origin, StreamError};
 pub use handle::{Connection, Incoming, Stream};
 pub use pipeline::Negotiated;
 pub use session::{Chunk, Role};

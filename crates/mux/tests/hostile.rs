@@ -475,10 +475,12 @@ fn item_31_zero_window_stall_bounds_send_buffer_others_flow() {
         p.drive();
     }
     assert_eq!(p.client.send_room(stalled).unwrap(), 0);
-    assert_eq!(
-        queued,
-        256 * 1024 + 100 * 1024,
-        "window plus send buffer, no more"
+    // The buffer also counts each queued item's overhead (a few hundred
+    // bytes), so slightly less payload than the buffer's size fits.
+    let most = 256 * 1024 + 100 * 1024;
+    assert!(
+        queued <= most && queued + 4 * 1024 >= most,
+        "window plus send buffer, no more: {queued}"
     );
     // The other stream keeps flowing.
     let _ = std::iter::from_fn(|| p.server.accept()).count();

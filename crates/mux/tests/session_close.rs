@@ -67,7 +67,33 @@ fn a_stream_done_both_ways_reads_its_clean_end_after_the_close() {
 fn eof() -> CloseCause {
     CloseCause {
         reason: Reason::NO_ERROR,
-        by_peer: true,
+        origin: weft_mux::Origin::Peer,
         detail: "transport closed by peer",
+    }
+}
+
+/// A plain TCP close or a reset carries no reason from the peer: the
+/// session never reports one as the peer's (whatever its caller passes).
+#[test]
+fn a_transport_close_or_reset_is_not_reported_as_a_peer_reason() {
+    for (reason, detail) in [
+        (Reason::NO_ERROR, "transport closed by peer"),
+        (Reason::INTERNAL_ERROR, "transport read failed"),
+    ] {
+        let mut q = Pair::new();
+        q.client.handle_transport_closed(CloseCause {
+            reason,
+            origin: weft_mux::Origin::Peer,
+            detail,
+        });
+        let cause = q.client.close_cause().unwrap();
+        assert_eq!(cause.origin, weft_mux::Origin::Transport);
+        assert!(cause.by_peer());
+        let text = cause.to_string();
+        assert!(!text.contains("peer: "), "{text}");
+        assert!(
+            text.contains(detail) && text.contains("no GOAWAY"),
+            "{text}"
+        );
     }
 }

@@ -220,7 +220,7 @@ fn peer_goaway_refuses_streams_above_and_closes_when_drained() {
     t.s.release(a, t.now);
     assert!(t.s.is_closed());
     let cause = t.s.close_cause().unwrap();
-    assert!(cause.by_peer);
+    assert!(cause.by_peer() && cause.origin == weft_mux::Origin::Peer);
     assert!(cause.to_string().contains("peer"));
 }
 

@@ -287,6 +287,9 @@ pub(crate) enum HandshakeErrorKind {
     /// (the client pinned another key, its pre-shared key differs, or the
     /// message was tampered with).
     NotForOurKey { ours: [u8; 32] },
+    /// The responder refused the connection before the handshake (busy,
+    /// connection cap, per-address limit): its `GOAWAY` reason and text.
+    Refused { reason: Reason, text: String },
 }
 
 /// The text of a peer's rejection, naming the keys involved.
@@ -408,6 +411,24 @@ impl HandshakeError {
     pub fn is_config(&self) -> bool {
         matches!(self.kind, HandshakeErrorKind::Config(_))
     }
+
+    /// Whether the responder refused the connection before any handshake
+    /// work (its admission limits: busy, connection cap, per-address limit).
+    pub fn is_refused(&self) -> bool {
+        matches!(self.kind, HandshakeErrorKind::Refused { .. })
+    }
+
+    /// Whether the responder said retrying is safe: a refusal with
+    /// `REFUSED_STREAM` (nothing was processed; retry after a backoff).
+    pub fn is_retry_safe(&self) -> bool {
+        matches!(
+            self.kind,
+            HandshakeErrorKind::Refused {
+                reason: Reason::REFUSED_STREAM,
+                ..
+            }
+        )
+    }
 }
 
 impl std::fmt::Display for HandshakeError {
@@ -461,6 +482,17 @@ impl std::fmt::Display for HandshakeError {
                 "authentication failed: the client's message is not for this server's key {} (it pinned another key, or the pre-shared keys differ)",
                 KeyHex(ours)
             ),
+            HandshakeErrorKind::Refused { reason, text } => {
+                write!(f, "the server refused the connection ({reason}")?;
+                if !text.is_empty() {
+                    write!(f, ": {text}")?;
+                }
+                if *reason == Reason::REFUSED_STREAM {
+                    f.write_str("); safe to retry after a backoff")
+                } else {
+                    f.write_str(")")
+                }
+            }
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::offer::{
     OFFER_LEN, SELECT_COMPRESSED, SELECT_ENCRYPTED, SELECT_REFUSED, WireOffer, select,
 };
 use crate::pipeline::PipelineParams;
+use crate::refusal;
 use crate::rekey::{OpenKey, SendKey};
 use crate::{EncryptionPolicy, HandshakeConfig, Negotiated, Role, Session};
 
@@ -350,7 +351,10 @@ impl Handshake {
                 let Some(raw) = src.first_chunk::<HEADER_LEN>() else {
                     return Ok(false);
                 };
-                let h = check_handshake_header(raw)?;
+                let h = match Header::parse(raw) {
+                    Ok(h) if self.role == Role::Initiator && refusal::is_refusal_header(&h) => h,
+                    _ => check_handshake_header(raw)?,
+                };
                 src.advance(HEADER_LEN);
                 self.header = Some(h);
                 h
@@ -362,6 +366,9 @@ impl Handshake {
         }
         self.header = None;
         let message = src.split_to(len);
+        if header.ty == FrameType::GOAWAY {
+            return Err(refusal::refused(&message));
+        }
         let (&msg_kind, body) = message.split_first().ok_or(malformed("empty message"))?;
         match self.role {
             Role::Responder if self.result.is_some() => self.finish_xx(msg_kind, body)?,

@@ -50,6 +50,7 @@ mod identity;
 pub mod noise;
 mod offer;
 mod pipeline;
+mod refusal;
 mod rekey;
 
 pub use compress::{LEVEL as DEFLATE_LEVEL, STATIC_BLOCKS as DEFLATE_STATIC_BLOCKS, deflate_flags};
@@ -63,6 +64,7 @@ pub use handshake_kind::RejectReason;
 pub use identity::{AllowList, KeyHex, KeyParseError, Psk, parse_key_hex};
 pub use noise::StaticKey;
 pub use pipeline::{Inbound, Outbound, Session, passthrough};
+pub use refusal::{MAX_REFUSAL_TEXT, refusal};
 pub use rekey::{
     DEFAULT_REKEY_BYTES, DEFAULT_REKEY_RECORDS, KeyUpdates, MAX_BYTES_PER_KEY, MAX_RECORDS_PER_KEY,
     RekeyLimits, key_updates,

@@ -27,6 +27,7 @@ pub struct Config {
     max_message: u32,
     handshake_timeout: Duration,
     idle_timeout: Option<Duration>,
+    progress_timeout: Option<Duration>,
     keepalive_interval: Option<Duration>,
     keepalive_timeout: Duration,
     max_concurrent_streams: usize,
@@ -35,6 +36,8 @@ pub struct Config {
     call_timeout: Option<Duration>,
     shutdown_drain: Duration,
     max_pending_handshakes: usize,
+    max_connections: Option<usize>,
+    max_connections_per_address: Option<usize>,
     nodelay: bool,
 }
 
@@ -45,6 +48,7 @@ impl Default for Config {
             max_message: weft_transform::DEFAULT_MAX_MESSAGE,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(30)),
+            progress_timeout: None,
             keepalive_interval: None,
             keepalive_timeout: Duration::from_secs(20),
             max_concurrent_streams: 128,
@@ -52,7 +56,9 @@ impl Default for Config {
             connection_window: 1024 * 1024,
             call_timeout: None,
             shutdown_drain: Duration::from_secs(10),
-            max_pending_handshakes: 64,
+            max_pending_handshakes: 256,
+            max_connections: None,
+            max_connections_per_address: None,
             nodelay: true,
         }
     }
@@ -191,11 +197,25 @@ impl Config {
         self
     }
 
-    /// Close a connection with no stream for this long. Default 30 s;
-    /// `None` never closes an idle connection.
+    /// Close a connection with no call and no `PING` from the peer for this
+    /// long. Default 30 s; `None` never closes an idle connection. A peer
+    /// with [`keepalive`](Self::keepalive) on (interval below this) is never
+    /// closed while it answers; answers to our own pings do not count.
     #[must_use]
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Config {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Reset a call's stream (`RESET(TIMEOUT)`) that waits on the peer (a
+    /// request or message half sent, or our replies held back by its flow
+    /// control) with nothing going either way for this long (the reset
+    /// comes 1 to 1.5 times this after the last frame). Calls waiting on a
+    /// slow handler are never reset by it. Default `None`: long quiet
+    /// streams are legitimate; a server exposed to half-open streams sets it.
+    #[must_use]
+    pub fn progress_timeout(mut self, timeout: Option<Duration>) -> Config {
+        self.progress_timeout = timeout;
         self
     }
 
@@ -223,11 +243,36 @@ impl Config {
         self
     }
 
-    /// Accepted connections allowed in their handshake at once; more are
-    /// closed at once (half-open flood protection). Default 64.
+    /// Accepted connections allowed in their handshake at once. Default
+    /// 256. When the set is full, the pending handshake that has sent the
+    /// fewest bytes (oldest first) is evicted to make room once it has been
+    /// pending for 200 ms, so silent or trickling connections cannot lock
+    /// real clients out; when all are younger (a burst), the newcomer gets a
+    /// retry-safe refusal ([`Error::is_retry_safe`](crate::Error::is_retry_safe)).
+    /// Memory: about 20 KiB per pending handshake.
     #[must_use]
     pub fn max_pending_handshakes(mut self, n: usize) -> Config {
         self.max_pending_handshakes = n.max(1);
+        self
+    }
+
+    /// Connections a server holds at once, in their handshake or
+    /// established. Default `None` (no cap: the file descriptor limit is the
+    /// cap, and at it new clients wait in the listen backlog). Past the
+    /// cap a stalled handshake is evicted as above, else the newcomer gets a
+    /// retry-safe refusal saying the server is at its connection limit.
+    #[must_use]
+    pub fn max_connections(mut self, n: Option<usize>) -> Config {
+        self.max_connections = n.map(|n| n.max(1));
+        self
+    }
+
+    /// Connections a server holds at once from one source IP address.
+    /// Default `None` (no limit: many clients may share a NAT address).
+    /// Past it the newcomer gets a retry-safe refusal.
+    #[must_use]
+    pub fn max_connections_per_address(mut self, n: Option<usize>) -> Config {
+        self.max_connections_per_address = n.map(|n| n.max(1));
         self
     }
 
@@ -254,8 +299,22 @@ impl Config {
         self.shutdown_drain
     }
 
-    pub(crate) fn pending_handshakes(&self) -> usize {
+    #[cfg(test)]
+    fn pending_handshakes(&self) -> usize {
         self.max_pending_handshakes
+    }
+
+    /// The handshake deadline.
+    pub fn handshake_deadline(&self) -> Duration {
+        self.handshake_timeout
+    }
+
+    pub(crate) fn admission_limits(&self) -> crate::admission::Limits {
+        crate::admission::Limits {
+            pending: self.max_pending_handshakes,
+            connections: self.max_connections,
+            per_address: self.max_connections_per_address,
+        }
     }
 
     pub(crate) fn nodelay(&self) -> bool {
@@ -282,7 +341,8 @@ impl Config {
             .connection_window(self.connection_window)
             .keepalive_interval(self.keepalive_interval)
             .keepalive_timeout(self.keepalive_timeout)
-            .idle_timeout(self.idle_timeout);
+            .idle_timeout(self.idle_timeout)
+            .progress_timeout(self.progress_timeout);
         c
     }
 }
@@ -303,8 +363,11 @@ mod tests {
             .call_timeout(Some(Duration::from_secs(3)))
             .shutdown_drain(Duration::from_secs(1))
             .max_pending_handshakes(0)
+            .max_connections(Some(0))
+            .max_connections_per_address(Some(3))
             .tcp_nodelay(false)
             .idle_timeout(None)
+            .progress_timeout(Some(Duration::from_secs(7)))
             .keepalive(Some(Duration::from_secs(5)), Duration::from_secs(2))
             .handshake_timeout(Duration::from_secs(3))
             .max_concurrent_streams(10)
@@ -324,6 +387,12 @@ mod tests {
         assert_eq!(c.default_call_timeout(), Some(Duration::from_secs(3)));
         assert_eq!(c.drain(), Duration::from_secs(1));
         assert_eq!(c.pending_handshakes(), 1);
+        let l = c.admission_limits();
+        assert_eq!(
+            (l.pending, l.connections, l.per_address),
+            (1, Some(1), Some(3))
+        );
+        assert_eq!(c.handshake_deadline(), Duration::from_secs(3));
         assert!(!c.nodelay());
         let _ = c.mux_config();
         // The key never shows in Debug output.

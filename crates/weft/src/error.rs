@@ -9,8 +9,11 @@ use weft_mux::MuxError;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The transport failed (connect, bind, accept).
+    /// The transport failed (bind, accept, or during the handshake).
     Io(io::Error),
+    /// The transport connect failed (refused, unreachable, timed out):
+    /// nothing was sent, so a retry is safe.
+    Connect(io::Error),
     /// The handshake or the connection failed (see
     /// [`MuxError::is_handshake`], [`MuxError::is_timeout`]).
     Connection(MuxError),
@@ -18,10 +21,35 @@ pub enum Error {
     Address(String),
 }
 
+impl Error {
+    /// Whether retrying (after a backoff) is safe and may succeed: the
+    /// transport connect failed (nothing was sent), or the server refused
+    /// the connection before the handshake because it is busy or at a
+    /// connection limit. Nothing was processed either way. Key, policy and
+    /// protocol failures are not: the same attempt would fail the same way.
+    pub fn is_retry_safe(&self) -> bool {
+        match self {
+            Error::Connection(e) => e.is_refused(),
+            Error::Connect(_) => true,
+            Error::Io(_) | Error::Address(_) => false,
+        }
+    }
+
+    /// Whether a deadline passed (connect or handshake).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Connection(e) => e.is_timeout(),
+            Error::Io(e) | Error::Connect(e) => e.kind() == io::ErrorKind::TimedOut,
+            Error::Address(_) => false,
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io(e) => write!(f, "transport error: {e}"),
+            Error::Connect(e) => write!(f, "could not connect: {e}"),
             Error::Connection(e) => write!(f, "{e}"),
             Error::Address(a) => write!(f, "bad address {a:?}: use host:port or unix:/path"),
         }
@@ -31,7 +59,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io(e) => Some(e),
+            Error::Io(e) | Error::Connect(e) => Some(e),
             Error::Connection(e) => Some(e),
             Error::Address(_) => None,
         }
@@ -60,6 +88,12 @@ mod tests {
         let io = Error::from(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
         assert_eq!(io.to_string(), "transport error: refused");
         assert!(io.source().is_some());
+        assert!(!io.is_retry_safe() && !io.is_timeout());
+        let late = Error::from(io::Error::from(io::ErrorKind::TimedOut));
+        assert!(late.is_timeout() && !late.is_retry_safe());
+        let down = Error::Connect(io::Error::from(io::ErrorKind::ConnectionRefused));
+        assert!(down.is_retry_safe() && !down.is_timeout());
+        assert!(down.to_string().starts_with("could not connect"), "{down}");
         let a = Error::Address("x".into());
         assert!(a.to_string().contains("host:port or unix:/path"));
         assert!(a.source().is_none());

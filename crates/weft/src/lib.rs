@@ -50,17 +50,19 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod admission;
 pub mod channel;
 mod config;
 mod error;
 pub mod health;
 mod net;
 
+pub use admission::MIN_AGE_TO_EVICT;
 pub use channel::{Backoff, Channel, ChannelBuilder, Endpoint};
 pub use config::Config;
 pub use error::Error;
 pub use health::{Health, Serving};
-pub use net::{Address, Listener, accept_io, connect, connect_io, memory, serve};
+pub use net::{Address, DEFAULT_BACKLOG, Listener, accept_io, connect, connect_io, memory, serve};
 
 pub use bytes::Bytes;
 pub use weft_frame as frame;

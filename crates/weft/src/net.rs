@@ -7,12 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use weft_mux::{Connection, Role};
+use weft_mux::{Connection, Reason, Role};
 use weft_rpc::{Client, PeerInfo, Router, Server};
 
+use crate::admission::{Admission, Refusal, Ticket, Tracked, preface_sent, refuse};
 use crate::{Config, Error};
 
 /// Where to connect or listen: `host:port` (TCP) or `unix:/path`.
@@ -48,17 +49,30 @@ fn client_of(conn: Connection, config: &Config) -> Client {
 }
 
 /// Connects to `addr` (`host:port` or `unix:/path`) and runs the handshake.
+/// The config's handshake timeout bounds the transport connect and the
+/// handshake each.
 ///
-/// TCP sockets get `TCP_NODELAY` (unless the config turns it off).
+/// TCP sockets get `TCP_NODELAY` (unless the config turns it off). A server
+/// that is busy or at a connection limit refuses with an error whose
+/// [`Error::is_retry_safe`] is true: retry after a backoff.
 pub async fn connect(addr: &str, config: &Config) -> Result<Client, Error> {
     match addr.parse::<Address>()? {
         Address::Tcp(a) => {
-            let s = TcpStream::connect(&a).await?;
+            let s = tokio::time::timeout(config.handshake_deadline(), TcpStream::connect(&a))
+                .await
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))
+                .and_then(|r| r)
+                .map_err(Error::Connect)?;
             s.set_nodelay(config.nodelay())?;
             connect_io(s, config).await
         }
         #[cfg(unix)]
-        Address::Unix(p) => connect_io(tokio::net::UnixStream::connect(p).await?, config).await,
+        Address::Unix(p) => {
+            let s = tokio::net::UnixStream::connect(p)
+                .await
+                .map_err(Error::Connect)?;
+            connect_io(s, config).await
+        }
         #[cfg(not(unix))]
         Address::Unix(_) => Err(Error::Address(addr.to_owned())),
     }
@@ -126,14 +140,28 @@ pub enum Listener {
     Unix(tokio::net::UnixListener),
 }
 
+/// The default listen backlog: connections the kernel completes and queues
+/// before the server accepts them (capped by the kernel's `somaxconn`).
+/// Far above the kernel default of 128 and equal to Linux's default
+/// `somaxconn` since 5.4, so a reconnect storm waits in the queue instead of
+/// overflowing it (Go's net package asks for `somaxconn` too).
+pub const DEFAULT_BACKLOG: u32 = 4096;
+
 impl Listener {
     /// Binds `host:port` or `unix:/path` (an existing socket file at the
-    /// path is not removed: bind fails instead).
+    /// path is not removed: bind fails instead), with a listen backlog of
+    /// [`DEFAULT_BACKLOG`].
     pub async fn bind(addr: &str) -> Result<Listener, Error> {
+        Listener::bind_with_backlog(addr, DEFAULT_BACKLOG).await
+    }
+
+    /// Like [`bind`](Self::bind) with a listen backlog of `backlog`
+    /// connections (at least 1; the kernel caps it at `somaxconn`).
+    pub async fn bind_with_backlog(addr: &str, backlog: u32) -> Result<Listener, Error> {
         match addr.parse::<Address>()? {
-            Address::Tcp(a) => Ok(Listener::Tcp(TcpListener::bind(a).await?)),
+            Address::Tcp(a) => Ok(Listener::Tcp(bind_tcp(&a, backlog.max(1)).await?)),
             #[cfg(unix)]
-            Address::Unix(p) => Ok(Listener::Unix(tokio::net::UnixListener::bind(p)?)),
+            Address::Unix(p) => Ok(Listener::Unix(bind_unix(&p, backlog.max(1))?)),
             #[cfg(not(unix))]
             Address::Unix(_) => Err(Error::Address(addr.to_owned())),
         }
@@ -156,10 +184,45 @@ impl Listener {
     }
 }
 
+async fn bind_tcp(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        // As `TcpListener::bind` does: a restarted server can rebind at once.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(backlog)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address")))
+}
+
+#[cfg(unix)]
+fn bind_unix(path: &std::path::Path, backlog: u32) -> std::io::Result<tokio::net::UnixListener> {
+    // std binds Unix sockets with a backlog of 128; a larger one needs the
+    // socket built by hand, which std does not offer, so Unix sockets keep
+    // the default (`backlog` applies to TCP).
+    let _ = backlog;
+    tokio::net::UnixListener::bind(path)
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then shuts down
 /// gracefully: stops accepting, sends every connection `GOAWAY` (calls in
 /// flight finish, new ones fail retry-safe), and returns once all
 /// connections closed or the config's drain time passed.
+///
+/// Admission (see [`Config::max_pending_handshakes`],
+/// [`Config::max_connections`], [`Config::max_connections_per_address`]):
+/// a full handshake set makes room by evicting a stalled handshake, and a
+/// connection that cannot be admitted gets a retry-safe refusal rather than
+/// a bare close. Connections, refusals and failures are logged at INFO
+/// through `tracing` (target `weft::net`).
 pub async fn serve(
     listener: Listener,
     router: Router,
@@ -168,7 +231,8 @@ pub async fn serve(
 ) -> Result<(), Error> {
     let server = rpc_server(router, &config);
     let live: Live = Arc::default();
-    let handshakes = Arc::new(Semaphore::new(config.pending_handshakes()));
+    let admission = Admission::new(config.admission_limits());
+    let lingering = Arc::new(Semaphore::new(MAX_LINGERING));
     let mut tasks = JoinSet::new();
     let next_id = AtomicU64::new(0);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -178,7 +242,7 @@ pub async fn serve(
             a = accept(&listener, config.nodelay()) => a,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
         };
-        let (io, peer) = match accepted {
+        let (io, peer, ip) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
@@ -187,17 +251,40 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, "too many handshakes in progress; closing");
-            continue;
+        let ticket = match admission.admit(ip) {
+            Ok(t) => t,
+            Err(why) => {
+                tracing::info!(%peer, reason = why.text(), "connection refused (retry-safe)");
+                let Ok(permit) = lingering.clone().try_acquire_owned() else {
+                    // Too many refusals in flight: the refusal without waiting.
+                    io.refuse_now(why);
+                    continue;
+                };
+                tasks.spawn(async move {
+                    match io {
+                        Io::Tcp(s) => refuse(s, why, false, true).await,
+                        #[cfg(unix)]
+                        Io::Unix(s) => refuse(s, why, false, true).await,
+                    }
+                    drop(permit);
+                });
+                continue;
+            }
         };
         let id = next_id.fetch_add(1, Ordering::Relaxed);
-        let (server, config, live) = (server.clone(), config.clone(), live.clone());
+        let conn = ConnTask {
+            server: server.clone(),
+            config: config.clone(),
+            peer,
+            live: live.clone(),
+            id,
+            lingering: lingering.clone(),
+        };
         tasks.spawn(async move {
             match io {
-                Io::Tcp(s) => run_conn(s, server, config, peer, permit, live, id).await,
+                Io::Tcp(s) => conn.run(s, ticket).await,
                 #[cfg(unix)]
-                Io::Unix(s) => run_conn(s, server, config, peer, permit, live, id).await,
+                Io::Unix(s) => conn.run(s, ticket).await,
             }
         });
     }
@@ -217,38 +304,83 @@ pub async fn serve(
     Ok(())
 }
 
+/// Refused or evicted connections kept open at once so the client reads
+/// the refusal; more are closed plainly.
+const MAX_LINGERING: usize = 1024;
+
 type Live = Arc<Mutex<HashMap<u64, Connection>>>;
 
 fn lock(live: &Live) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
     live.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One accepted connection: handshake (holding a handshake permit), then
-/// serve it, tracked in `live` so a shutdown can reach it.
-async fn run_conn<T>(
-    io: T,
+/// What serving one accepted connection needs.
+struct ConnTask {
     server: Server,
     config: Config,
     peer: String,
-    permit: tokio::sync::OwnedSemaphorePermit,
     live: Live,
     id: u64,
-) where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let r = accept_io(io, &server, &config, Some(peer.clone())).await;
-    drop(permit);
-    let (conn, serving) = match r {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::debug!(%peer, error = %e, "handshake failed");
-            return;
+    lingering: Arc<Semaphore>,
+}
+
+impl ConnTask {
+    /// Handshake (in the pending set, evictable), then serve, tracked in
+    /// `live` so a shutdown can reach it.
+    async fn run<T>(self, io: T, mut ticket: Ticket)
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let ConnTask {
+            server,
+            config,
+            peer,
+            live,
+            id,
+            lingering,
+        } = self;
+        let slot = ticket.slot().clone();
+        let (io, rescue) = Tracked::new(io, slot.clone());
+        let r = tokio::select! {
+            biased;
+            r = accept_io(io, &server, &config, Some(peer.clone())) => r,
+            () = slot.evicted() => {
+                drop(ticket);
+                tracing::info!(%peer, "handshake evicted to make room (retry-safe refusal sent)");
+                if let Ok(io) = rescue.await {
+                    // Evictions are bounded by accepts; linger only within
+                    // the shared cap, else close after the refusal.
+                    let linger = lingering.try_acquire().ok();
+                    refuse(io, Refusal::Evicted, preface_sent(&slot), linger.is_some()).await;
+                }
+                return;
+            }
+        };
+        let (conn, serving) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::info!(%peer, error = %e, "handshake failed");
+                return;
+            }
+        };
+        ticket.established();
+        let n = conn.negotiated();
+        tracing::info!(
+            %peer,
+            encrypted = n.encrypted,
+            compressed = n.compressed,
+            authenticated = n.authenticated,
+            "connection established"
+        );
+        lock(&live).insert(id, conn.clone());
+        serving.await;
+        conn.closed().await;
+        lock(&live).remove(&id);
+        match conn.close_cause() {
+            Some(cause) => tracing::info!(%peer, %cause, "connection closed"),
+            None => tracing::info!(%peer, "connection closed"),
         }
-    };
-    lock(&live).insert(id, conn.clone());
-    serving.await;
-    conn.closed().await;
-    lock(&live).remove(&id);
+    }
 }
 
 enum Io {
@@ -257,18 +389,46 @@ enum Io {
     Unix(tokio::net::UnixStream),
 }
 
-async fn accept(listener: &Listener, nodelay: bool) -> std::io::Result<(Io, String)> {
+impl Io {
+    /// The refusal without waiting: whatever the client already sent is read
+    /// (so closing does not reset the connection), the refusal written if
+    /// the socket takes it, then the socket closed.
+    fn refuse_now(self, why: Refusal) {
+        let bytes = weft_transform::refusal(Reason::REFUSED_STREAM, why.text(), false);
+        let mut sink = [0u8; 1024];
+        macro_rules! now {
+            ($s:expr) => {{
+                for _ in 0..64 {
+                    if !matches!($s.try_read(&mut sink), Ok(n) if n > 0) {
+                        break;
+                    }
+                }
+                let _ = $s.try_write(&bytes);
+            }};
+        }
+        match self {
+            Io::Tcp(s) => now!(s),
+            #[cfg(unix)]
+            Io::Unix(s) => now!(s),
+        }
+    }
+}
+
+async fn accept(
+    listener: &Listener,
+    nodelay: bool,
+) -> std::io::Result<(Io, String, Option<std::net::IpAddr>)> {
     match listener {
         Listener::Tcp(l) => {
             let (s, a) = l.accept().await?;
             // Best effort: a socket that refuses NODELAY still works.
             let _ = s.set_nodelay(nodelay);
-            Ok((Io::Tcp(s), a.to_string()))
+            Ok((Io::Tcp(s), a.to_string(), Some(a.ip())))
         }
         #[cfg(unix)]
         Listener::Unix(l) => {
             let (s, _) = l.accept().await?;
-            Ok((Io::Unix(s), "unix".to_owned()))
+            Ok((Io::Unix(s), "unix".to_owned(), None))
         }
     }
 }

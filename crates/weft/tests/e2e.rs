@@ -248,7 +248,8 @@ async fn bad_addresses() {
     let e = weft::connect("127.0.0.1:1", &Config::new())
         .await
         .unwrap_err();
-    assert!(matches!(e, weft::Error::Io(_)), "{e}");
+    assert!(matches!(e, weft::Error::Connect(_)), "{e}");
+    assert!(e.is_retry_safe(), "nothing was sent");
     assert!(std::error::Error::source(&e).is_some());
 }
 
@@ -261,9 +262,11 @@ async fn half_open_handshakes_are_capped() {
     // A peer that connects and sends nothing holds the only handshake slot...
     let silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    // ...so a real client is turned away at once, not queued behind it.
+    // ...and is too young to be evicted, so a real client is turned away
+    // at once with a retry-safe refusal, not queued behind it.
     let client_cfg = Config::new().handshake_timeout(Duration::from_secs(5));
-    assert!(weft::connect(&addr, &client_cfg).await.is_err());
+    let e = weft::connect(&addr, &client_cfg).await.err().unwrap();
+    assert!(e.is_retry_safe(), "{e}");
     // Once the silent peer hits the handshake deadline, the slot is free.
     let ok = tokio::time::timeout(Duration::from_secs(10), async {
         loop {

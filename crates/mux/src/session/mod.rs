@@ -8,6 +8,7 @@
 //! runtime, so every rule is tested in memory with a virtual clock.
 
 mod budget;
+mod progress;
 mod queue;
 mod stream;
 
@@ -22,7 +23,7 @@ use crate::error::{CloseCause, StreamError, StreamKind};
 use crate::idmap::IdMap;
 use budget::{Budgets, Spend};
 pub use stream::Chunk;
-use stream::{Pending, SendEnd, StreamState};
+use stream::{PENDING_OVERHEAD, Pending, SendEnd, StreamState};
 
 /// The metadata key of the settings frame that announces a side's
 /// per-stream receive window (section 6.4 of the protocol).
@@ -141,6 +142,8 @@ pub struct Session {
     keepalive_interval: Option<Duration>,
     keepalive_timeout: Duration,
     idle_timeout: Option<Duration>,
+    progress_timeout: Option<Duration>,
+    progress_tick: Option<Instant>,
 
     state: State,
     streams: IdMap<StreamState>,
@@ -206,6 +209,8 @@ impl Session {
             keepalive_interval: config.keepalive_interval,
             keepalive_timeout: config.keepalive_timeout,
             idle_timeout: config.idle_timeout,
+            progress_timeout: config.progress_timeout,
+            progress_tick: config.progress_timeout.map(|t| now + t / 2),
             state: State::Open,
             streams: IdMap::default(),
             inbound: 0,
@@ -318,6 +323,9 @@ impl Session {
         }
         if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since) {
             at(since + i);
+        }
+        if let Some(p) = self.progress_deadline() {
+            at(p);
         }
         if let Some(k) = self.keepalive_interval {
             match self.ping_sent {
@@ -432,7 +440,7 @@ impl Session {
             payload: first,
         });
         if !all || (end && st.send_end != SendEnd::Sent) {
-            st.queued = rest.len();
+            st.queued = Pending::cost(rest.len(), 0);
             st.send_end = if end { SendEnd::Queued } else { SendEnd::Open };
             st.send_queue.push_back(Pending {
                 metadata: Metadata::new(),
@@ -455,7 +463,7 @@ impl Session {
     pub fn send_room(&mut self, id: u32) -> Result<usize, StreamError> {
         let cap = self.max_send_buffer;
         let s = self.stream_for_send(id)?;
-        let room = cap.saturating_sub(s.queued);
+        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
         if room == 0 {
             s.want_writable = true;
         }
@@ -490,7 +498,8 @@ impl Session {
         if metadata.len() > self.max_metadata {
             return Err(StreamError::new(StreamKind::MetadataTooLarge));
         }
-        let room = cap.saturating_sub(s.queued);
+        // Room for bytes once the next item's overhead is counted.
+        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
         let last = data.len() <= room;
         // Fast path: nothing else waits for the socket and the whole piece
         // has credit: make the frame now instead of queueing it.
@@ -505,6 +514,7 @@ impl Session {
         {
             s.send_window -= total as i64;
             self.conn_send -= total as i64;
+            s.progress.bump();
             let flags = if end {
                 s.send_end = SendEnd::Sent;
                 Flags::END_STREAM
@@ -537,7 +547,7 @@ impl Session {
         if piece.is_empty() && md.is_empty() && !(last && end) {
             return Ok(last);
         }
-        s.queued += piece.len() + md.len();
+        s.queued += Pending::cost(piece.len(), md.len());
         if last && end {
             s.send_end = SendEnd::Queued;
         }
@@ -570,7 +580,7 @@ impl Session {
         if data.is_empty() && metadata.is_empty() && !end {
             return Ok(());
         }
-        s.queued += data.len() + metadata.len();
+        s.queued += Pending::cost(data.len(), metadata.len());
         if end {
             s.send_end = SendEnd::Queued;
         }
@@ -771,7 +781,9 @@ impl Session {
 
     /// The transport failed or ended: close without sending anything.
     pub fn handle_transport_closed(&mut self, cause: CloseCause) {
-        self.fail(cause, false);
+        // No GOAWAY came: whatever reason the caller passes is ours to
+        // report, never the peer's.
+        self.fail(cause.into_transport(), false);
     }
 
     // ----- timers ---------------------------------------------------------
@@ -795,6 +807,7 @@ impl Session {
             self.fail(CloseCause::local(Reason::NO_ERROR, "idle timeout"), true);
             return;
         }
+        self.check_progress(now);
         if let Some(k) = self.keepalive_interval {
             match self.ping_sent {
                 Some(sent) if now >= sent + self.keepalive_timeout => {
@@ -848,9 +861,16 @@ impl Session {
             self.clock = t;
         }
         let was_idle = self.idle_since.is_some();
+        let sid = frame.stream_id;
         if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
+        }
+        if self.progress_timeout.is_some()
+            && sid != CONNECTION_ID
+            && let Some(s) = self.streams.get_mut(&sid)
+        {
+            s.progress.bump();
         }
         if self.streams.is_empty() && (!was_idle || self.idle_since.is_none()) {
             // The last stream left during this frame: the idle clock starts now.
@@ -1219,6 +1239,14 @@ impl Session {
         }
         self.spend(Spend::Ping, now, "ping flood")?;
         self.control.push_back(Frame::ping(opaque, true));
+        // The peer's keepalive counts as activity: a client that pings is
+        // healthy and wants the connection, so the idle clock restarts (the
+        // ping budget bounds how often). Answers to our own pings do not
+        // count, or our keepalive would defeat our idle timeout.
+        if self.idle_since.is_some() {
+            self.idle_since = Some(now());
+            self.timer_changed = true;
+        }
         Ok(())
     }
 
@@ -1363,7 +1391,8 @@ impl Session {
                     s.send_end = SendEnd::Sent;
                 }
                 s.send_window -= total as i64;
-                s.queued -= total;
+                s.queued -= total + PENDING_OVERHEAD;
+                s.progress.bump();
                 self.conn_send -= total as i64;
                 Frame {
                     ty: FrameType::DATA,
@@ -1378,6 +1407,7 @@ impl Session {
                     continue; // blocked: a WINDOW_UPDATE marks it ready again
                 }
                 let piece = p.data.split_to(n);
+                s.progress.bump();
                 s.send_window -= n as i64;
                 s.queued -= n;
                 self.conn_send -= n as i64;
@@ -1437,7 +1467,7 @@ impl Session {
         if self.is_closed() {
             return;
         }
-        if goaway && !cause.by_peer {
+        if goaway && !cause.by_peer() {
             // Drop pending control traffic; the GOAWAY is what matters.
             self.control.clear();
             self.control.push_back(Frame::goaway(

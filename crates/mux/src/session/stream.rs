@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use weft_frame::Metadata;
 
+use super::progress::Progress;
 use super::queue::InlineQueue;
 use crate::error::StreamKind;
 
@@ -25,6 +26,22 @@ pub(crate) struct Pending {
     pub(crate) metadata: Metadata,
     pub(crate) data: Bytes,
     pub(crate) end: bool,
+}
+
+/// What one queued [`Pending`] costs beyond its bytes, counted against the
+/// send buffer so that many small messages cannot hold far more memory
+/// than the buffer allows: its queue slot, up to twice over (the queue
+/// grows by doubling), and allocator overhead for its buffer and metadata
+/// (one more slot's worth and 64 bytes). Measured by
+/// crates/mux/tests/send_memory.rs: 8-byte messages used to hold 19 times
+/// the buffer.
+pub(crate) const PENDING_OVERHEAD: usize = 3 * std::mem::size_of::<Pending>() + 64;
+
+impl Pending {
+    /// What queueing `data` and `metadata` costs the send buffer.
+    pub(crate) fn cost(data: usize, metadata: usize) -> usize {
+        data + metadata + PENDING_OVERHEAD
+    }
 }
 
 /// How far this side's sending has got.
@@ -54,6 +71,7 @@ pub(crate) struct StreamState {
 
     pub(crate) send_window: i64,
     pub(crate) send_queue: InlineQueue<Pending>,
+    /// What `send_queue` costs: bytes plus [`PENDING_OVERHEAD`] per item.
     pub(crate) queued: usize,
     pub(crate) send_end: SendEnd,
     pub(crate) in_ready: bool,
@@ -68,6 +86,8 @@ pub(crate) struct StreamState {
 
     /// The terminal error, once reset.
     pub(crate) failed: Option<StreamKind>,
+    /// Frames either way, for the progress deadline.
+    pub(crate) progress: Progress,
 }
 
 impl StreamState {
@@ -90,6 +110,7 @@ impl StreamState {
             recv_unacked: 0,
             recv_end: false,
             failed: None,
+            progress: Progress::default(),
         }
     }
 
