@@ -2,7 +2,10 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,9 +16,10 @@ use weft_mux::{Connection, Stream};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
 use crate::observe::{self, Traced};
+use crate::typed::response_error;
 use crate::wire::{self, Reader};
 use crate::within::{Within, within};
-use crate::{CallOptions, Status, method};
+use crate::{CallOptions, Codec, Raw, Status, method};
 
 /// Method metadata kept for calls without deadline or custom entries, so
 /// the common call builds no metadata. Bounded: past it, calls build their own.
@@ -230,6 +234,27 @@ impl Client {
         )
     }
 
+    /// A unary call on values carried by `codec` (what `#[weft::service]`
+    /// clients call). Prepared here, as [`unary_with`](Self::unary_with).
+    pub fn unary_codec<C, Req, Resp>(
+        &self,
+        method: &str,
+        _codec: C,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Resp, Status>> + use<'_, C, Req, Resp>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
+        let (span, opts) = observe::client_span(method, opts);
+        let framed = <C as Codec<Req>>::encode(request, self.max());
+        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts));
+        Traced::new(
+            span,
+            self.unary_prepared(prepared, <C as Codec<Resp>>::decode),
+        )
+    }
+
     fn prepare_unary(
         &self,
         method: &str,
@@ -250,7 +275,7 @@ impl Client {
     ///
     /// `finish` turns the response body into the caller's value inside the
     /// same state machine (an `async` wrapper around the call would hold it
-    /// twice).
+    /// twice); its failure is the server's (`INTERNAL`, naming the method).
     fn unary_prepared<T>(
         &self,
         prepared: Result<Prepared, Status>,
@@ -272,8 +297,10 @@ impl Client {
             let mut reader = Reader::new(self.max());
             read_response(&mut reader, &mut stream).await
         };
+        let value = body
+            .and_then(|b| finish(b).map_err(|e| response_error(stream.metadata().method(), &e)));
         drop(stream);
-        finish(body?)
+        value
     }
 
     /// A server-streaming call: sends `request`, returns the response stream.
@@ -286,7 +313,52 @@ impl Client {
         let framed = codec::frame(request, self.max())?;
         self.start(method, framed, true, opts)
             .await
-            .map(|c| Streaming { call: c })
+            .map(Streaming::new)
+    }
+
+    /// A server-streaming call on values carried by `codec`.
+    pub async fn server_streaming_codec<C, Req, Resp>(
+        &self,
+        method: &str,
+        _codec: C,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> Result<Streaming<Resp, C>, Status>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
+        let framed = <C as Codec<Req>>::encode(request, self.max())?;
+        self.start(method, framed, true, opts)
+            .await
+            .map(Streaming::new)
+    }
+
+    /// A client-streaming call on values carried by `codec`.
+    pub async fn client_streaming_codec<C, Req, Resp>(
+        &self,
+        method: &str,
+        _codec: C,
+        opts: &CallOptions,
+    ) -> Result<ClientStreamingCall<Req, Resp, C>, Status>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
+        self.start_empty(method, opts)
+            .await
+            .map(ClientStreamingCall::new)
+    }
+
+    /// A bidirectional call on values carried by `codec`.
+    pub async fn bidi_codec<C, Req, Resp>(
+        &self,
+        method: &str,
+        _codec: C,
+        opts: &CallOptions,
+    ) -> Result<BidiCall<Req, Resp, C>, Status>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
+        self.start_empty(method, opts).await.map(BidiCall::new)
     }
 
     /// A server-streaming call with a JSON request.
@@ -300,7 +372,7 @@ impl Client {
         let framed = Framed::One(crate::message::to_json(request, self.max())?);
         self.start(method, framed, true, opts)
             .await
-            .map(|c| Streaming { call: c })
+            .map(Streaming::new)
     }
 
     /// A client-streaming call: send messages, then
@@ -312,14 +384,12 @@ impl Client {
     ) -> Result<ClientStreamingCall, Status> {
         self.start_empty(method, opts)
             .await
-            .map(|c| ClientStreamingCall { call: c })
+            .map(ClientStreamingCall::new)
     }
 
     /// A bidirectional call.
     pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
-        self.start_empty(method, opts)
-            .await
-            .map(|c| BidiCall { call: c })
+        self.start_empty(method, opts).await.map(BidiCall::new)
     }
 
     async fn start_empty(&self, method: &str, opts: &CallOptions) -> Result<Call, Status> {
@@ -351,6 +421,7 @@ impl Client {
             deadline,
             send_ended: end,
             outcome: None,
+            timer: None,
         })
     }
 }
@@ -389,6 +460,9 @@ struct Call {
     outcome: Option<Result<(), Status>>,
     /// The call's `rpc.client` span (disabled when nobody listens).
     span: tracing::Span,
+    /// The deadline's timer, for reads through `futures::Stream` (made on
+    /// the first such read of a call with a deadline).
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Call {
@@ -405,6 +479,44 @@ impl Call {
         observe::client_ended(&self.span, &r);
         self.outcome = Some(r.clone());
         r.map(|()| None)
+    }
+
+    /// [`message`](Self::message) as a poll, for `futures::Stream`.
+    fn poll_message(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, Status>> {
+        if let Some(o) = &self.outcome {
+            return Poll::Ready(o.clone().map(|()| None));
+        }
+        if let Some(d) = self.deadline {
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(d)));
+            if timer.as_mut().poll(cx).is_ready() {
+                let e = Err(Status::deadline_exceeded("deadline exceeded"));
+                observe::client_ended(&self.span, &e);
+                self.outcome = Some(e.clone());
+                return Poll::Ready(e.map(|()| None));
+            }
+        }
+        let r = match ready!(self.reader.poll_next(&mut self.stream, cx)) {
+            Ok(Some(m)) => return Poll::Ready(Ok(Some(m))),
+            Ok(None) => wire::status_of(self.reader.trailers()),
+            Err(e) => Err(e),
+        };
+        observe::client_ended(&self.span, &r);
+        self.outcome = Some(r.clone());
+        Poll::Ready(r.map(|()| None))
+    }
+
+    /// Decodes a response message; a failure is the server's fault.
+    fn decode<T, C: Codec<T>>(&self, m: Option<Bytes>) -> Result<Option<T>, Status> {
+        m.map(|b| self.decode_body::<T, C>(b)).transpose()
+    }
+
+    fn decode_body<T, C: Codec<T>>(&self, b: Bytes) -> Result<T, Status> {
+        C::decode(b).map_err(|e| response_error(self.stream.metadata().method(), &e))
     }
 
     async fn send_framed(&mut self, framed: Framed) -> Result<(), Status> {
@@ -438,11 +550,6 @@ impl Call {
         }
     }
 
-    async fn send(&mut self, message: Bytes) -> Result<(), Status> {
-        let framed = codec::frame(message, self.max)?;
-        self.send_framed(framed).await
-    }
-
     #[cfg(feature = "json")]
     async fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Status> {
         let b = crate::message::to_json(value, self.max)?;
@@ -468,86 +575,120 @@ impl Call {
     }
 }
 
-/// The responses of a server-streaming call.
+/// The responses of a server-streaming call, decoded by `C` (raw `Bytes`
+/// by default). Also a `futures::Stream` of `Result<T, Status>`.
 ///
 /// [`message`](Self::message) returns `Ok(None)` only after the server's
 /// explicit end with status `OK`; a reset, a dead connection or an error
-/// status is an `Err`, never a silent end.
-#[derive(Debug)]
-pub struct Streaming {
+/// status is an `Err`, never a silent end. A response that does not decode
+/// is `INTERNAL`, naming the method.
+pub struct Streaming<T = Bytes, C = Raw> {
     call: Call,
+    _t: PhantomData<fn() -> (T, C)>,
+}
+
+impl<T, C> std::fmt::Debug for Streaming<T, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streaming")
+            .field("call", &self.call)
+            .finish()
+    }
+}
+
+impl<T, C: Codec<T>> Streaming<T, C> {
+    fn new(call: Call) -> Self {
+        Streaming {
+            call,
+            _t: PhantomData,
+        }
+    }
+
+    /// The next message; `Ok(None)` after a successful end.
+    pub async fn message(&mut self) -> Result<Option<T>, Status> {
+        let m = self.call.message().await?;
+        self.call.decode::<T, C>(m)
+    }
 }
 
 impl Streaming {
-    /// The next message; `Ok(None)` after a successful end.
-    pub async fn message(&mut self) -> Result<Option<Bytes>, Status> {
-        self.call.message().await
-    }
-
     /// The next message as JSON.
     #[cfg(feature = "json")]
     pub async fn message_json<T: serde::de::DeserializeOwned>(
         &mut self,
     ) -> Result<Option<T>, Status> {
-        decode_json(self.call.message().await?)
+        let m = self.call.message().await?;
+        self.call.decode_json(m)
+    }
+}
+
+impl<T, C: Codec<T>> futures_core::Stream for Streaming<T, C> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let m = ready!(this.call.poll_message(cx));
+        Poll::Ready(m.and_then(|m| this.call.decode::<T, C>(m)).transpose())
     }
 }
 
 #[cfg(feature = "json")]
-fn decode_json<T: serde::de::DeserializeOwned>(m: Option<Bytes>) -> Result<Option<T>, Status> {
-    m.map(|b| crate::message::from_json(&b)).transpose()
-}
-
-/// A client-streaming call in progress.
-#[derive(Debug)]
-pub struct ClientStreamingCall {
-    call: Call,
-}
-
-impl ClientStreamingCall {
-    /// Sends one message (waits for flow-control credit).
-    pub async fn send(&mut self, message: Bytes) -> Result<(), Status> {
-        self.call.send(message).await
+impl Call {
+    fn decode_json<T: serde::de::DeserializeOwned>(
+        &self,
+        m: Option<Bytes>,
+    ) -> Result<Option<T>, Status> {
+        m.map(|b| self.decode_json_body(&b)).transpose()
     }
 
-    /// Sends one value as JSON.
-    #[cfg(feature = "json")]
-    pub async fn send_json<T: serde::Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-    ) -> Result<(), Status> {
-        self.call.send_json(value).await
+    fn decode_json_body<T: serde::de::DeserializeOwned>(&self, b: &[u8]) -> Result<T, Status> {
+        crate::message::from_json(b)
+            .map_err(|e| response_error(self.stream.metadata().method(), &e))
+    }
+}
+
+/// A client-streaming call in progress: send `Req` values, then
+/// [`finish`](Self::finish) for the `Resp` (raw `Bytes` by default).
+pub struct ClientStreamingCall<Req = Bytes, Resp = Bytes, C = Raw> {
+    call: Call,
+    _t: PhantomData<fn(Req, C) -> Resp>,
+}
+
+impl<Req, Resp, C> std::fmt::Debug for ClientStreamingCall<Req, Resp, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientStreamingCall")
+            .field("call", &self.call)
+            .finish()
+    }
+}
+
+impl<Req, Resp, C: Codec<Req> + Codec<Resp>> ClientStreamingCall<Req, Resp, C> {
+    fn new(call: Call) -> Self {
+        ClientStreamingCall {
+            call,
+            _t: PhantomData,
+        }
+    }
+
+    /// Sends one message (waits for flow-control credit).
+    pub async fn send(&mut self, message: Req) -> Result<(), Status> {
+        let framed = <C as Codec<Req>>::encode(&message, self.call.max)?;
+        self.call.send_framed(framed).await
     }
 
     /// Ends the request stream and waits for the response.
-    pub async fn finish(mut self) -> Result<Bytes, Status> {
+    pub async fn finish(mut self) -> Result<Resp, Status> {
         self.call.close_send().await?;
         let c = &mut self.call;
         let r = within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await;
         observe::client_ended(&c.span, &r);
-        r
-    }
-
-    /// Ends the request stream and decodes the JSON response.
-    #[cfg(feature = "json")]
-    pub async fn finish_json<T: serde::de::DeserializeOwned>(self) -> Result<T, Status> {
-        crate::message::from_json(&self.finish().await?)
+        c.decode_body::<Resp, C>(r?)
     }
 }
 
-/// A bidirectional call in progress: send and receive from one task,
-/// interleaved as the method's protocol requires.
-#[derive(Debug)]
-pub struct BidiCall {
-    call: Call,
-}
-
-impl BidiCall {
-    /// Sends one message.
-    pub async fn send(&mut self, message: Bytes) -> Result<(), Status> {
-        self.call.send(message).await
-    }
-
+impl ClientStreamingCall {
     /// Sends one value as JSON.
     #[cfg(feature = "json")]
     pub async fn send_json<T: serde::Serialize + ?Sized>(
@@ -555,6 +696,47 @@ impl BidiCall {
         value: &T,
     ) -> Result<(), Status> {
         self.call.send_json(value).await
+    }
+
+    /// Ends the request stream and decodes the JSON response.
+    #[cfg(feature = "json")]
+    pub async fn finish_json<T: serde::de::DeserializeOwned>(mut self) -> Result<T, Status> {
+        self.call.close_send().await?;
+        let c = &mut self.call;
+        let r = within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await;
+        observe::client_ended(&c.span, &r);
+        c.decode_json_body(&r?)
+    }
+}
+
+/// A bidirectional call in progress: send `Req` and receive `Resp` values
+/// (raw `Bytes` by default) from one task, interleaved as the method's
+/// protocol requires. Also a `futures::Stream` of the responses.
+pub struct BidiCall<Req = Bytes, Resp = Bytes, C = Raw> {
+    call: Call,
+    _t: PhantomData<fn(Req, C) -> Resp>,
+}
+
+impl<Req, Resp, C> std::fmt::Debug for BidiCall<Req, Resp, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BidiCall")
+            .field("call", &self.call)
+            .finish()
+    }
+}
+
+impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
+    fn new(call: Call) -> Self {
+        BidiCall {
+            call,
+            _t: PhantomData,
+        }
+    }
+
+    /// Sends one message.
+    pub async fn send(&mut self, message: Req) -> Result<(), Status> {
+        let framed = <C as Codec<Req>>::encode(&message, self.call.max)?;
+        self.call.send_framed(framed).await
     }
 
     /// Ends this side: the server's `message()` returns `Ok(None)`.
@@ -563,8 +745,33 @@ impl BidiCall {
     }
 
     /// The next message from the server; `Ok(None)` after its successful end.
-    pub async fn message(&mut self) -> Result<Option<Bytes>, Status> {
-        self.call.message().await
+    pub async fn message(&mut self) -> Result<Option<Resp>, Status> {
+        let m = self.call.message().await?;
+        self.call.decode::<Resp, C>(m)
+    }
+}
+
+impl<Req, Resp, C: Codec<Req> + Codec<Resp>> futures_core::Stream for BidiCall<Req, Resp, C> {
+    type Item = Result<Resp, Status>;
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let m = ready!(this.call.poll_message(cx));
+        Poll::Ready(m.and_then(|m| this.call.decode::<Resp, C>(m)).transpose())
+    }
+}
+
+impl BidiCall {
+    /// Sends one value as JSON.
+    #[cfg(feature = "json")]
+    pub async fn send_json<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+    ) -> Result<(), Status> {
+        self.call.send_json(value).await
     }
 
     /// The next message as JSON.
@@ -572,6 +779,7 @@ impl BidiCall {
     pub async fn message_json<T: serde::de::DeserializeOwned>(
         &mut self,
     ) -> Result<Option<T>, Status> {
-        decode_json(self.call.message().await?)
+        let m = self.call.message().await?;
+        self.call.decode_json(m)
     }
 }

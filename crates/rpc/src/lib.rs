@@ -59,6 +59,7 @@ mod status;
 mod streams;
 #[cfg(feature = "tower")]
 mod tower;
+mod typed;
 mod wire;
 mod within;
 
@@ -72,4 +73,5 @@ pub use status::{Code, Status};
 pub use streams::{BidiStream, RequestStream, ResponseSink};
 #[cfg(feature = "tower")]
 pub use tower::{DEFAULT_IN_FLIGHT, UnaryRequest};
+pub use typed::{Codec, IntoRoutes, Json, Raw, Requests, Responses};
 pub use weft_frame::Metadata;

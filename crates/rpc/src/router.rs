@@ -95,7 +95,7 @@ impl Router {
         Router::default()
     }
 
-    fn add(mut self, name: &str, shape: Shape, handler: Arc<dyn Handler>) -> Router {
+    pub(crate) fn add(mut self, name: &str, shape: Shape, handler: Arc<dyn Handler>) -> Router {
         let canonical: Arc<str> = match method::canonicalize(name) {
             Ok(c) => Arc::from(&*c),
             Err(e) => panic!("cannot register method {name:?}: {e}"),
@@ -261,14 +261,14 @@ impl Router {
     }
 }
 
-struct Unary<F, Req, Resp> {
+pub(crate) struct Unary<F, Req, Resp> {
     f: Arc<F>,
     pool: Arc<Pool>,
     _t: PhantomData<fn(Req) -> Resp>,
 }
 
 impl<F, Req, Resp> Unary<F, Req, Resp> {
-    fn new(f: F) -> Self {
+    pub(crate) fn new(f: F) -> Self {
         Unary {
             f: Arc::new(f),
             pool: Arc::default(),
@@ -294,14 +294,14 @@ where
     }
 }
 
-struct ServerStreaming<F, Req> {
+pub(crate) struct ServerStreaming<F, Req> {
     f: Arc<F>,
     pool: Arc<Pool>,
     _t: PhantomData<fn(Req)>,
 }
 
 impl<F, Req> ServerStreaming<F, Req> {
-    fn new(f: F) -> Self {
+    pub(crate) fn new(f: F) -> Self {
         ServerStreaming {
             f: Arc::new(f),
             pool: Arc::default(),
@@ -323,14 +323,14 @@ where
     }
 }
 
-struct ClientStreaming<F, Resp> {
+pub(crate) struct ClientStreaming<F, Resp> {
     f: Arc<F>,
     pool: Arc<Pool>,
     _t: PhantomData<fn() -> Resp>,
 }
 
 impl<F, Resp> ClientStreaming<F, Resp> {
-    fn new(f: F) -> Self {
+    pub(crate) fn new(f: F) -> Self {
         ClientStreaming {
             f: Arc::new(f),
             pool: Arc::default(),
@@ -355,13 +355,13 @@ where
     }
 }
 
-struct Bidi<F> {
+pub(crate) struct Bidi<F> {
     f: Arc<F>,
     pool: Arc<Pool>,
 }
 
 impl<F> Bidi<F> {
-    fn new(f: F) -> Self {
+    pub(crate) fn new(f: F) -> Self {
         Bidi {
             f: Arc::new(f),
             pool: Arc::default(),

@@ -336,7 +336,7 @@ where
 /// Ends a streaming call with the handler's result, if the stream is still
 /// in its slot (a send cancelled half-way took it out, resetting the call).
 async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard: &mut CallGuard) {
-    match slot.take() {
+    match slot.close() {
         Some(mut stream) => respond(&mut stream, result, guard).await,
         None => guard.clean = false,
     }

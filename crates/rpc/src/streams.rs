@@ -8,7 +8,9 @@
 //! nothing; a send cancelled half-way could leave half a message on the
 //! wire, so it resets the call instead.
 
+use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use weft_mux::Stream;
@@ -17,38 +19,118 @@ use crate::Status;
 use crate::codec;
 use crate::wire::{self, Reader};
 
-/// The call's stream, shared between the server task and the handler.
+/// Where the call's stream is.
+#[derive(Debug)]
+enum Place {
+    /// In the slot, free to lease.
+    Here(Stream),
+    /// Leased: a send (or the server's reset watch) has it.
+    Out,
+    /// The call is over: ended by the server, or reset by a cancelled send.
+    Gone,
+}
+
+/// Who waits for the stream to come back: one waker per role, so the two
+/// halves of a bidirectional call can wait from two tasks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Role {
+    Receive = 0,
+    Send = 1,
+}
+
+#[derive(Debug)]
+struct SlotInner {
+    place: Place,
+    waiting: [Option<Waker>; 2],
+}
+
+/// The call's stream, shared between the server task and the handler's
+/// handles. A receive leases it for one poll at a time; a send for the
+/// whole send (it may wait for flow-control credit), during which a
+/// receive waits.
 #[derive(Debug, Clone)]
-pub(crate) struct Slot(Arc<Mutex<Option<Stream>>>);
+pub(crate) struct Slot(Arc<Mutex<SlotInner>>);
 
 impl Slot {
     pub(crate) fn new(stream: Stream) -> Slot {
-        Slot(Arc::new(Mutex::new(Some(stream))))
+        Slot(Arc::new(Mutex::new(SlotInner {
+            place: Place::Here(stream),
+            waiting: [None, None],
+        })))
     }
 
+    fn inner(&self) -> std::sync::MutexGuard<'_, SlotInner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the stream out if it is here (to be [`put`](Self::put) back).
     pub(crate) fn take(&self) -> Option<Stream> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+        let mut inner = self.inner();
+        match std::mem::replace(&mut inner.place, Place::Out) {
+            Place::Here(s) => Some(s),
+            other => {
+                inner.place = other;
+                None
+            }
+        }
     }
 
     pub(crate) fn put(&self, s: Stream) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+        let mut inner = self.inner();
+        inner.place = Place::Here(s);
+        wake_all(&mut inner.waiting);
     }
 
-    fn lease(&self) -> Result<Lease<'_>, Status> {
-        match self.take() {
-            Some(stream) => Ok(Lease {
+    /// Takes the stream for good (the call is ending); later leases fail.
+    pub(crate) fn close(&self) -> Option<Stream> {
+        let mut inner = self.inner();
+        let place = std::mem::replace(&mut inner.place, Place::Gone);
+        wake_all(&mut inner.waiting);
+        match place {
+            Place::Here(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Leases the stream, waiting while another handle has it out.
+    fn poll_lease(&self, role: Role, cx: &mut Context<'_>) -> Poll<Result<Lease<'_>, Status>> {
+        let mut inner = self.inner();
+        match std::mem::replace(&mut inner.place, Place::Out) {
+            Place::Here(stream) => Poll::Ready(Ok(Lease {
                 slot: self,
                 stream: Some(stream),
-            }),
-            None => Err(Status::cancelled("the call is over")),
+                sending: false,
+            })),
+            Place::Out => {
+                inner.waiting[role as usize] = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            Place::Gone => {
+                inner.place = Place::Gone;
+                Poll::Ready(Err(Status::cancelled("the call is over")))
+            }
         }
+    }
+
+    async fn lease(&self, role: Role) -> Result<Lease<'_>, Status> {
+        poll_fn(|cx| self.poll_lease(role, cx)).await
     }
 }
 
-/// The stream taken out of its slot; goes back when dropped.
+fn wake_all(waiting: &mut [Option<Waker>; 2]) {
+    for w in waiting.iter_mut().filter_map(Option::take) {
+        w.wake();
+    }
+}
+
+/// The stream taken out of its slot; goes back when dropped, unless a
+/// send was under way: a send cut short could leave half a message on the
+/// wire, so the stream is dropped (resetting the call) and the slot reads
+/// as over.
 struct Lease<'a> {
     slot: &'a Slot,
     stream: Option<Stream>,
+    sending: bool,
 }
 
 impl Lease<'_> {
@@ -57,18 +139,15 @@ impl Lease<'_> {
             .as_mut()
             .expect("a lease holds its stream until dropped")
     }
-
-    /// Keep the stream out of the slot: dropping it resets the call.
-    fn forfeit(&mut self) -> Stream {
-        self.stream
-            .take()
-            .expect("a lease holds its stream until dropped")
-    }
 }
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        if let Some(s) = self.stream.take() {
+        let Some(s) = self.stream.take() else { return };
+        if self.sending {
+            self.slot.close();
+            drop(s);
+        } else {
             self.slot.put(s);
         }
     }
@@ -91,15 +170,25 @@ impl RequestStream {
 
     /// The next message; `Ok(None)` once the caller has ended its side. A
     /// caller that went away is an error (`CANCELLED`), never an end.
-    /// Cancel safe.
+    /// Cancel safe. Holds the call's stream only while polled, so a
+    /// [`ResponseSink`] of the same call can send from another task.
     pub async fn message(&mut self) -> Result<Option<Bytes>, Status> {
-        let mut lease = self.slot.lease()?;
-        self.reader.next(lease.get()).await
+        poll_fn(|cx| self.poll_message(cx)).await
+    }
+
+    /// Polls for the next message (see [`message`](Self::message)).
+    pub fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Status>> {
+        let mut lease = match self.slot.poll_lease(Role::Receive, cx) {
+            Poll::Ready(Ok(l)) => l,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        };
+        self.reader.poll_next(lease.get(), cx)
     }
 
     /// The single message of a call that carries one.
     pub(crate) async fn single(&mut self) -> Result<Bytes, Status> {
-        let mut lease = self.slot.lease()?;
+        let mut lease = self.slot.lease(Role::Receive).await?;
         self.reader.single(lease.get()).await
     }
 
@@ -128,13 +217,18 @@ impl ResponseSink {
         ResponseSink { slot, max_message }
     }
 
-    async fn send_framed(&mut self, framed: codec::Framed) -> Result<(), Status> {
-        let mut lease = self.slot.lease()?;
-        let mut stream = lease.forfeit();
-        wire::send(&mut stream, framed, None).await?;
-        drop(lease);
-        self.slot.put(stream);
-        Ok(())
+    pub(crate) async fn send_framed(&mut self, framed: codec::Framed) -> Result<(), Status> {
+        send_on(&self.slot, framed).await
+    }
+
+    /// A clone of the call's slot, for a send future that owns it.
+    pub(crate) fn slot(&self) -> Slot {
+        self.slot.clone()
+    }
+
+    /// The message limit.
+    pub(crate) fn max_message(&self) -> usize {
+        self.max_message
     }
 
     /// Sends one message, waiting for flow-control credit. Fails if the
@@ -156,12 +250,22 @@ impl ResponseSink {
     }
 }
 
+/// Sends one framed message on the call in `slot`.
+pub(crate) async fn send_on(slot: &Slot, framed: codec::Framed) -> Result<(), Status> {
+    let mut lease = slot.lease(Role::Send).await?;
+    lease.sending = true;
+    wire::send(lease.get(), framed, None).await?;
+    lease.sending = false;
+    Ok(())
+}
+
 /// Both directions of a bidirectional call, from the handler's side.
 ///
-/// One handle for both directions, used from one task: interleave
-/// [`message`](Self::message) and [`send`](Self::send) as the protocol of
-/// the method requires. (Both directions are flow-controlled separately, so
-/// a handler that reads what it is sent never blocks the caller.)
+/// One handle for both directions: interleave [`message`](Self::message)
+/// and [`send`](Self::send) as the protocol of the method requires, or
+/// [`split`](Self::split) it into halves for two tasks. (Both directions
+/// are flow-controlled separately, so a handler that reads what it is sent
+/// never blocks the caller.)
 #[derive(Debug)]
 pub struct BidiStream {
     requests: RequestStream,
@@ -174,6 +278,13 @@ impl BidiStream {
             requests: RequestStream::new(slot.clone(), max_message),
             responses: ResponseSink::new(slot, max_message),
         }
+    }
+
+    /// The receiving and the sending half, usable from two tasks. A send
+    /// waiting for flow-control credit holds the call's stream: the
+    /// receiving half waits for it meanwhile.
+    pub fn split(self) -> (RequestStream, ResponseSink) {
+        (self.requests, self.responses)
     }
 
     /// The next message from the caller (see [`RequestStream::message`]).

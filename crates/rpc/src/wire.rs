@@ -109,32 +109,67 @@ impl Reader {
     /// message cut short). Cancel safe: nothing is lost if dropped.
     pub(crate) async fn next(&mut self, stream: &mut Stream) -> Result<Option<Bytes>, Status> {
         loop {
-            if let Some(m) = self.decoder.decode(&mut self.chunk)? {
-                return Ok(Some(m));
+            if let Some(done) = self.buffered()? {
+                return Ok(done);
             }
-            if self.ended {
-                if self.decoder.is_mid_message() {
-                    return Err(MessageDecoder::truncated());
-                }
-                return Ok(None);
+            // `recv` reads the socket from this task while it waits.
+            let chunk = stream.recv().await;
+            self.absorb(chunk)?;
+        }
+    }
+
+    /// [`next`](Self::next) as a poll (the connection task reads the socket).
+    pub(crate) fn poll_next(
+        &mut self,
+        stream: &mut Stream,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Option<Bytes>, Status>> {
+        loop {
+            if let Some(done) = self.buffered()? {
+                return std::task::Poll::Ready(Ok(done));
             }
-            match stream.recv().await {
-                Ok(Some(c)) => {
-                    if c.end {
-                        self.ended = true;
-                        if !c.metadata.is_empty() {
-                            self.trailers = Some(c.metadata);
-                        }
-                    } else if c.metadata.status().is_some() {
-                        // A status on a frame that does not end the stream.
+            let chunk = std::task::ready!(stream.poll_recv(cx));
+            self.absorb(chunk)?;
+        }
+    }
+
+    /// What the chunks received so far give: a message, the end, or `None`
+    /// (receive more).
+    fn buffered(&mut self) -> Result<Option<Option<Bytes>>, Status> {
+        if let Some(m) = self.decoder.decode(&mut self.chunk)? {
+            return Ok(Some(Some(m)));
+        }
+        if self.ended {
+            if self.decoder.is_mid_message() {
+                return Err(MessageDecoder::truncated());
+            }
+            return Ok(Some(None));
+        }
+        Ok(None)
+    }
+
+    /// Takes in what one receive gave.
+    fn absorb(
+        &mut self,
+        chunk: Result<Option<weft_mux::Chunk>, StreamError>,
+    ) -> Result<(), Status> {
+        match chunk {
+            Ok(Some(c)) => {
+                if c.end {
+                    self.ended = true;
+                    if !c.metadata.is_empty() {
                         self.trailers = Some(c.metadata);
                     }
-                    self.chunk = c.data;
+                } else if c.metadata.status().is_some() {
+                    // A status on a frame that does not end the stream.
+                    self.trailers = Some(c.metadata);
                 }
-                Ok(None) => self.ended = true,
-                Err(e) => return Err(from_stream(&e)),
+                self.chunk = c.data;
             }
+            Ok(None) => self.ended = true,
+            Err(e) => return Err(from_stream(&e)),
         }
+        Ok(())
     }
 
     /// The only message of a direction that carries exactly one (a unary

@@ -1,0 +1,351 @@
+//! Typed calls: a [`Codec`] turns values into messages, and the handles of
+//! typed streaming handlers, [`Requests`] (a `futures::Stream`) and
+//! [`Responses`] (a `futures::Sink`), carry values instead of bytes.
+//!
+//! This is what `#[weft::service]` generates code against; it is usable by
+//! hand too:
+//!
+//! ```
+//! use weft_rpc::{Json, Router, Status};
+//!
+//! let router = Router::new()
+//!     .unary_codec("calc/double", Json, |_ctx, n: i64| async move { Ok::<_, Status>(n * 2) });
+//! assert!(router.has_method("calc/double"));
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, ready};
+
+use bytes::Bytes;
+
+use crate::codec::{self, Framed};
+use crate::message::{Decode, Encode};
+use crate::router::{Bidi, ClientStreaming, ServerStreaming, Unary};
+use crate::streams::{Slot, send_on};
+use crate::{Context, RequestStream, ResponseSink, Router, Shape, Status};
+
+/// How values of type `T` become messages and back.
+///
+/// A codec is a zero-sized marker passed by value (`Json`, `Raw`) so that
+/// the compiler infers it. Decoding malformed input is `INVALID_ARGUMENT`
+/// (the peer sent it); the client turns a response it cannot decode into
+/// `INTERNAL`, naming the method (the server broke the contract, not the
+/// caller).
+pub trait Codec<T>: Copy + Send + Sync + fmt::Debug + 'static {
+    /// The codec's name, as `weft` would put it on the wire.
+    const NAME: &'static str;
+
+    /// Encodes `value` as one framed message (prefix included) of at most
+    /// `max` bytes.
+    fn encode(value: &T, max: usize) -> Result<Framed, Status>;
+
+    /// Decodes one message body.
+    fn decode(body: Bytes) -> Result<T, Status>;
+}
+
+/// Raw bytes: the message is the value.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Raw;
+
+impl Codec<Bytes> for Raw {
+    const NAME: &'static str = "raw";
+
+    fn encode(value: &Bytes, max: usize) -> Result<Framed, Status> {
+        codec::frame(value.clone(), max)
+    }
+
+    fn decode(body: Bytes) -> Result<Bytes, Status> {
+        Ok(body)
+    }
+}
+
+/// JSON through serde_json (feature `json`): the default codec.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json;
+
+#[cfg(feature = "json")]
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T> for Json {
+    const NAME: &'static str = "json";
+
+    fn encode(value: &T, max: usize) -> Result<Framed, Status> {
+        crate::message::to_json(value, max).map(Framed::One)
+    }
+
+    fn decode(body: Bytes) -> Result<T, Status> {
+        crate::message::from_json(&body)
+    }
+}
+
+/// A value carried by codec `C`, for the router's handler machinery.
+pub(crate) struct With<C, T>(pub(crate) T, PhantomData<C>);
+
+impl<C, T> With<C, T> {
+    fn new(t: T) -> Self {
+        With(t, PhantomData)
+    }
+}
+
+impl<C: Codec<T>, T: Send + 'static> Decode for With<C, T> {
+    fn decode(body: Bytes) -> Result<Self, Status> {
+        C::decode(body).map(With::new)
+    }
+}
+
+impl<C: Codec<T>, T: Send + 'static> Encode for With<C, T> {
+    fn encode(self, max: usize) -> Result<Framed, Status> {
+        C::encode(&self.0, max)
+    }
+}
+
+/// A response body the client could not decode: the server's fault.
+pub(crate) fn response_error(method: Option<&str>, e: &Status) -> Status {
+    Status::internal(format!(
+        "cannot decode the response of {}: {}",
+        method.unwrap_or("?"),
+        e.message()
+    ))
+}
+
+/// The typed messages a caller streams to a handler: a `futures::Stream`
+/// of `Result<T, Status>` that ends (`None`) after the caller's explicit
+/// end; a caller that went away is an `Err` item, never an end.
+pub struct Requests<T, C = Json> {
+    inner: RequestStream,
+    _t: PhantomData<fn() -> (T, C)>,
+}
+
+impl<T, C> fmt::Debug for Requests<T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Requests").finish_non_exhaustive()
+    }
+}
+
+impl<T, C: Codec<T>> Requests<T, C> {
+    /// Typed view of a raw request stream.
+    pub fn new(inner: RequestStream) -> Self {
+        Requests {
+            inner,
+            _t: PhantomData,
+        }
+    }
+
+    /// The next value; `Ok(None)` once the caller ended its side.
+    pub async fn message(&mut self) -> Result<Option<T>, Status> {
+        match self.inner.message().await? {
+            Some(b) => C::decode(b).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl<T, C: Codec<T>> futures_core::Stream for Requests<T, C> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        Poll::Ready(match ready!(this.inner.poll_message(cx)) {
+            Ok(Some(b)) => Some(C::decode(b)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        })
+    }
+}
+
+type SendFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
+
+/// Typed messages from a handler to its caller: [`send`](Self::send), or
+/// use it as a `futures::Sink<T>` (each message sent through the `Sink`
+/// interface costs one boxed future; `send` costs none). The call ends
+/// with the handler's result; closing the sink only flushes.
+pub struct Responses<T, C = Json> {
+    inner: ResponseSink,
+    pending: Option<SendFuture>,
+    _t: PhantomData<fn(T, C)>,
+}
+
+impl<T, C> fmt::Debug for Responses<T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responses")
+            .field("sending", &self.pending.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, C: Codec<T>> Responses<T, C> {
+    /// Typed view of a raw response sink.
+    pub fn new(inner: ResponseSink) -> Self {
+        Responses {
+            inner,
+            pending: None,
+            _t: PhantomData,
+        }
+    }
+
+    /// Sends one value, waiting for flow-control credit.
+    pub async fn send(&mut self, value: T) -> Result<(), Status> {
+        self.flush_pending().await?;
+        let framed = C::encode(&value, self.inner.max_message())?;
+        self.inner.send_framed(framed).await
+    }
+
+    async fn flush_pending(&mut self) -> Result<(), Status> {
+        std::future::poll_fn(|cx| self.poll_pending(cx)).await
+    }
+
+    fn poll_pending(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
+        let Some(f) = self.pending.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let r = ready!(f.as_mut().poll(cx));
+        self.pending = None;
+        Poll::Ready(r)
+    }
+}
+
+impl<T, C: Codec<T>> futures_sink::Sink<T> for Responses<T, C> {
+    type Error = Status;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
+        self.get_mut().poll_pending(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: T) -> Result<(), Status> {
+        let this = self.get_mut();
+        let framed = C::encode(&item, this.inner.max_message())?;
+        let slot: Slot = this.inner.slot();
+        this.pending = Some(Box::pin(async move { send_on(&slot, framed).await }));
+        Ok(())
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
+        self.get_mut().poll_pending(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
+        self.get_mut().poll_pending(cx)
+    }
+}
+
+/// A set of methods that registers itself on a [`Router`]: what
+/// `#[weft::service]` generates for an implementation of a service trait.
+pub trait IntoRoutes {
+    /// Adds every method to `router`.
+    fn into_routes(self, router: Router) -> Router;
+}
+
+impl Router {
+    /// Adds a service's methods (see [`IntoRoutes`]).
+    ///
+    /// # Panics
+    /// If one of its methods is already registered.
+    pub fn add_service(self, service: impl IntoRoutes) -> Router {
+        service.into_routes(self)
+    }
+
+    /// Registers a unary handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn unary_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Req: Send + 'static,
+        Resp: Send + 'static,
+    {
+        let h = move |ctx, With(req, _): With<C, Req>| {
+            let fut = handler(ctx, req);
+            async move { fut.await.map(With::<C, Resp>::new) }
+        };
+        self.add(name, Shape::Unary, Arc::new(Unary::new(h)))
+    }
+
+    /// Registers a server-streaming handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn server_streaming_codec<C, F, Fut, Req, Resp>(
+        self,
+        name: &str,
+        _codec: C,
+        handler: F,
+    ) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Req, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+        Req: Send + 'static,
+    {
+        let h =
+            move |ctx, With(req, _): With<C, Req>, sink| handler(ctx, req, Responses::new(sink));
+        self.add(
+            name,
+            Shape::ServerStreaming,
+            Arc::new(ServerStreaming::new(h)),
+        )
+    }
+
+    /// Registers a client-streaming handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn client_streaming_codec<C, F, Fut, Req, Resp>(
+        self,
+        name: &str,
+        _codec: C,
+        handler: F,
+    ) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Resp: Send + 'static,
+    {
+        let h = move |ctx, rx| {
+            let fut = handler(ctx, Requests::new(rx));
+            async move { fut.await.map(With::<C, Resp>::new) }
+        };
+        self.add(
+            name,
+            Shape::ClientStreaming,
+            Arc::new(ClientStreaming::new(h)),
+        )
+    }
+
+    /// Registers a bidirectional handler on values carried by `codec`. The
+    /// two halves can be moved to two tasks.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn bidi_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, C>, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        let h = move |ctx, s: crate::BidiStream| {
+            let (rx, tx) = s.split();
+            handler(ctx, Requests::new(rx), Responses::new(tx))
+        };
+        self.add(name, Shape::Bidi, Arc::new(Bidi::new(h)))
+    }
+
+    /// Registers a bidirectional handler on JSON values.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    #[cfg(feature = "json")]
+    pub fn bidi_json<F, Fut, Req, Resp>(self, name: &str, handler: F) -> Router
+    where
+        Json: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, Json>, Responses<Resp, Json>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        self.bidi_codec(name, Json, handler)
+    }
+}
