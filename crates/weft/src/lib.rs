@@ -74,6 +74,34 @@ pub use weft_transform::EncryptionPolicy;
 #[cfg(feature = "tower")]
 pub use weft_rpc::UnaryRequest;
 pub use weft_rpc::{
-    BidiCall, BidiStream, CallOptions, CancelSignal, Client, ClientStreamingCall, Code, Context,
-    Metadata, PeerInfo, RequestStream, ResponseSink, Router, Server, Shape, Status, Streaming,
+    BidiCall, BidiStream, CallOptions, CancelSignal, Client, ClientStreamingCall, Code, Codec,
+    Context, IntoRoutes, Json, Metadata, PeerInfo, Raw, RequestStream, Requests, ResponseSink,
+    Responses, Router, Server, Shape, Status, Streaming,
 };
+
+/// Makes a trait a service: a typed client `FooClient` and a server
+/// adapter `FooServer` (see `weft_macros` for the contract).
+///
+/// ```
+/// use weft::{Config, Context, Router, Status};
+///
+/// #[weft::service(package = "calc")]
+/// pub trait Calc {
+///     async fn double(&self, ctx: Context, n: i64) -> Result<i64, Status>;
+/// }
+///
+/// struct Impl;
+/// impl Calc for Impl {
+///     async fn double(&self, _ctx: Context, n: i64) -> Result<i64, Status> {
+///         Ok(n * 2)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let router = Router::new().add_service(CalcServer::new(Impl));
+/// let client = CalcClient::new(weft::memory(router, &Config::new()).await.unwrap());
+/// assert_eq!(client.double(21).await.unwrap(), 42);
+/// assert_eq!(CalcServer::<Impl>::METHODS, ["calc.calc/double"]);
+/// # }
+/// ```
+pub use weft_macros::service;

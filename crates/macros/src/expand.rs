@@ -1,0 +1,234 @@
+//! The code `#[weft::service]` generates: the trait (its methods as `Send`
+//! futures), `FooClient` and `FooServer`.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::ItemTrait;
+
+use crate::model::{Method, Options, Shape};
+
+pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenStream> {
+    let methods = crate::model::methods(&mut item, opts)?;
+    let rpc = opts.rpc();
+    item.supertraits.push(syn::parse_quote!(::core::marker::Send));
+    item.supertraits.push(syn::parse_quote!(::core::marker::Sync));
+    item.supertraits.push(syn::parse_quote!('static));
+    let vis = &item.vis;
+    let name = &item.ident;
+    let client = format_ident!("{}Client", name);
+    let server = format_ident!("{}Server", name);
+    let checks = methods.iter().map(|m| codec_check(m, &rpc));
+    let client_fns = methods.iter().map(|m| client_fn(m, &rpc));
+    let routes = methods.iter().map(|m| route(m, &rpc));
+    let wires = methods.iter().map(|m| &m.wire);
+    let client_doc = format!(
+        "The typed client of [`{name}`]: one method per call, each with a `_with` \
+         variant taking `CallOptions`. Cheap to clone (clones share the connection)."
+    );
+    let server_doc = format!(
+        "Serves an implementation of [`{name}`]: add it to a `Router` with \
+         `Router::add_service`."
+    );
+    Ok(quote! {
+        #item
+
+        #(#checks)*
+
+        #[doc = #client_doc]
+        #[derive(Clone, Debug)]
+        #vis struct #client {
+            inner: #rpc::Client,
+        }
+
+        impl #client {
+            /// A client making its calls on `client`'s connection.
+            #vis fn new(client: #rpc::Client) -> Self {
+                #client { inner: client }
+            }
+
+            /// The untyped client underneath.
+            #vis fn inner(&self) -> &#rpc::Client {
+                &self.inner
+            }
+
+            #(#client_fns)*
+        }
+
+        #[doc = #server_doc]
+        #vis struct #server<S> {
+            service: ::std::sync::Arc<S>,
+        }
+
+        impl<S> #server<S> {
+            /// The wire names of the service's methods, in declaration order.
+            #vis const METHODS: &'static [&'static str] = &[#(#wires),*];
+
+            /// An adapter serving `service`.
+            #vis fn new(service: S) -> Self {
+                #server { service: ::std::sync::Arc::new(service) }
+            }
+
+            /// An adapter serving a shared `service`.
+            #vis fn from_arc(service: ::std::sync::Arc<S>) -> Self {
+                #server { service }
+            }
+        }
+
+        impl<S> ::core::fmt::Debug for #server<S> {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(::core::stringify!(#server))
+                    .field("methods", &Self::METHODS)
+                    .finish()
+            }
+        }
+
+        impl<S: #name> #rpc::IntoRoutes for #server<S> {
+            fn into_routes(self, router: #rpc::Router) -> #rpc::Router {
+                #(#routes)*
+                router
+            }
+        }
+    })
+}
+
+/// A compile-time check that the method's codec carries its types, spanned
+/// at the method so a missing `Serialize` points there.
+fn codec_check(m: &Method, rpc: &TokenStream) -> TokenStream {
+    let (req, resp, codec) = (&m.request, &m.response, &m.codec);
+    quote_spanned! {m.span=>
+        const _: fn() = || {
+            fn carries<C: #rpc::Codec<T>, T>(_: C) {}
+            carries::<_, #req>(#codec);
+            carries::<_, #resp>(#codec);
+        };
+    }
+}
+
+fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
+    let Method {
+        ident,
+        docs,
+        wire,
+        request,
+        response,
+        codec,
+        ..
+    } = m;
+    let with = format_ident!("{}_with", ident);
+    let opts_doc = format!("[`{ident}`](Self::{ident}) with options (deadline, metadata).");
+    match &m.shape {
+        Shape::Unary => quote! {
+            #(#docs)*
+            pub fn #ident(
+                &self,
+                request: #request,
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + use<'_> {
+                self.inner.unary_codec(#wire, #codec, &request, &#rpc::CallOptions::new())
+            }
+
+            #[doc = #opts_doc]
+            pub fn #with<'a>(
+                &'a self,
+                request: #request,
+                opts: &#rpc::CallOptions,
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + use<'a> {
+                self.inner.unary_codec(#wire, #codec, &request, opts)
+            }
+        },
+        Shape::ServerStreaming { .. } => quote! {
+            #(#docs)*
+            pub async fn #ident(
+                &self,
+                request: #request,
+            ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status> {
+                self.#with(request, &#rpc::CallOptions::new()).await
+            }
+
+            #[doc = #opts_doc]
+            pub async fn #with(
+                &self,
+                request: #request,
+                opts: &#rpc::CallOptions,
+            ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status> {
+                self.inner.server_streaming_codec(#wire, #codec, &request, opts).await
+            }
+        },
+        Shape::ClientStreaming { .. } => quote! {
+            #(#docs)*
+            pub async fn #ident(
+                &self,
+            ) -> ::core::result::Result<#rpc::ClientStreamingCall<#request, #response, #codec>, #rpc::Status> {
+                self.#with(&#rpc::CallOptions::new()).await
+            }
+
+            #[doc = #opts_doc]
+            pub async fn #with(
+                &self,
+                opts: &#rpc::CallOptions,
+            ) -> ::core::result::Result<#rpc::ClientStreamingCall<#request, #response, #codec>, #rpc::Status> {
+                self.inner.client_streaming_codec(#wire, #codec, opts).await
+            }
+        },
+        Shape::Bidi { .. } => quote! {
+            #(#docs)*
+            pub async fn #ident(
+                &self,
+            ) -> ::core::result::Result<#rpc::BidiCall<#request, #response, #codec>, #rpc::Status> {
+                self.#with(&#rpc::CallOptions::new()).await
+            }
+
+            #[doc = #opts_doc]
+            pub async fn #with(
+                &self,
+                opts: &#rpc::CallOptions,
+            ) -> ::core::result::Result<#rpc::BidiCall<#request, #response, #codec>, #rpc::Status> {
+                self.inner.bidi_codec(#wire, #codec, opts).await
+            }
+        },
+    }
+}
+
+/// Registers one method on `router`: the closure holds the service and
+/// clones its `Arc` per call (no allocation).
+fn route(m: &Method, rpc: &TokenStream) -> TokenStream {
+    let Method {
+        ident,
+        wire,
+        request,
+        codec,
+        ..
+    } = m;
+    let ctx = quote!(#rpc::Context);
+    let register = match &m.shape {
+        Shape::Unary => quote! {
+            router.unary_codec(#wire, #codec, move |ctx: #ctx, request: #request| {
+                let s = s.clone();
+                async move { s.#ident(ctx, request).await }
+            })
+        },
+        Shape::ServerStreaming { sink } => quote! {
+            router.server_streaming_codec(#wire, #codec, move |ctx: #ctx, request: #request, sink: #sink| {
+                let s = s.clone();
+                async move { s.#ident(ctx, request, sink).await }
+            })
+        },
+        Shape::ClientStreaming { source } => quote! {
+            router.client_streaming_codec(#wire, #codec, move |ctx: #ctx, requests: #source| {
+                let s = s.clone();
+                async move { s.#ident(ctx, requests).await }
+            })
+        },
+        Shape::Bidi { source, sink } => quote! {
+            router.bidi_codec(#wire, #codec, move |ctx: #ctx, requests: #source, sink: #sink| {
+                let s = s.clone();
+                async move { s.#ident(ctx, requests, sink).await }
+            })
+        },
+    };
+    quote! {
+        let router = {
+            let s = ::std::sync::Arc::clone(&self.service);
+            #register
+        };
+    }
+}
