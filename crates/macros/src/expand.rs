@@ -4,14 +4,25 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::ItemTrait;
+use syn::spanned::Spanned;
 
 use crate::model::{Method, Options, Shape};
 
 pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenStream> {
-    let methods = crate::model::methods(&mut item, opts)?;
+    let methods = match crate::model::methods(&mut item, opts) {
+        Ok(m) => m,
+        // The trait as written (its `#[weft]` attributes stripped) with the
+        // errors: uses of it elsewhere do not add errors of their own.
+        Err(e) => {
+            let e = e.to_compile_error();
+            return Ok(quote!(#item #e));
+        }
+    };
     let rpc = opts.rpc();
-    item.supertraits.push(syn::parse_quote!(::core::marker::Send));
-    item.supertraits.push(syn::parse_quote!(::core::marker::Sync));
+    item.supertraits
+        .push(syn::parse_quote!(::core::marker::Send));
+    item.supertraits
+        .push(syn::parse_quote!(::core::marker::Sync));
     item.supertraits.push(syn::parse_quote!('static));
     let vis = &item.vis;
     let name = &item.ident;
@@ -91,15 +102,38 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     })
 }
 
+/// `tokens` with every span set to `span`, so that errors they cause point
+/// at the user's method, not at the attribute.
+fn respan(tokens: &TokenStream, span: proc_macro2::Span) -> TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    tokens
+        .clone()
+        .into_iter()
+        .map(|mut t| {
+            if let TokenTree::Group(g) = &t {
+                let mut ng = Group::new(g.delimiter(), respan(&g.stream(), span));
+                ng.set_span(span);
+                t = TokenTree::Group(ng);
+            } else {
+                t.set_span(span);
+            }
+            t
+        })
+        .collect()
+}
+
 /// A compile-time check that the method's codec carries its types, spanned
 /// at the method so a missing `Serialize` points there.
 fn codec_check(m: &Method, rpc: &TokenStream) -> TokenStream {
-    let (req, resp, codec) = (&m.request, &m.response, &m.codec);
+    let (req, resp) = (&m.request, &m.response);
+    let (c1, c2) = (respan(&m.codec, req.span()), respan(&m.codec, resp.span()));
+    let req_check = quote_spanned! {req.span()=> carries::<_, #req>(#c1); };
+    let resp_check = quote_spanned! {resp.span()=> carries::<_, #resp>(#c2); };
     quote_spanned! {m.span=>
         const _: fn() = || {
             fn carries<C: #rpc::Codec<T>, T>(_: C) {}
-            carries::<_, #req>(#codec);
-            carries::<_, #resp>(#codec);
+            #req_check
+            #resp_check
         };
     }
 }
@@ -111,14 +145,21 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
         wire,
         request,
         response,
-        codec,
         ..
     } = m;
+    let codec = &respan(&m.codec, m.span);
     let with = format_ident!("{}_with", ident);
     let opts_doc = format!("[`{ident}`](Self::{ident}) with options (deadline, metadata).");
+    let wire_doc = format!("Wire name: `{wire}`.");
+    let docs = quote! {
+        #(#docs)*
+        #[doc = ""]
+        #[doc = #wire_doc]
+    };
+    let span = m.span;
     match &m.shape {
-        Shape::Unary => quote! {
-            #(#docs)*
+        Shape::Unary => quote_spanned! {span=>
+            #docs
             pub fn #ident(
                 &self,
                 request: #request,
@@ -135,8 +176,8 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
                 self.inner.unary_codec(#wire, #codec, &request, opts)
             }
         },
-        Shape::ServerStreaming { .. } => quote! {
-            #(#docs)*
+        Shape::ServerStreaming { .. } => quote_spanned! {span=>
+            #docs
             pub async fn #ident(
                 &self,
                 request: #request,
@@ -153,8 +194,8 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
                 self.inner.server_streaming_codec(#wire, #codec, &request, opts).await
             }
         },
-        Shape::ClientStreaming { .. } => quote! {
-            #(#docs)*
+        Shape::ClientStreaming { .. } => quote_spanned! {span=>
+            #docs
             pub async fn #ident(
                 &self,
             ) -> ::core::result::Result<#rpc::ClientStreamingCall<#request, #response, #codec>, #rpc::Status> {
@@ -169,8 +210,8 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
                 self.inner.client_streaming_codec(#wire, #codec, opts).await
             }
         },
-        Shape::Bidi { .. } => quote! {
-            #(#docs)*
+        Shape::Bidi { .. } => quote_spanned! {span=>
+            #docs
             pub async fn #ident(
                 &self,
             ) -> ::core::result::Result<#rpc::BidiCall<#request, #response, #codec>, #rpc::Status> {
@@ -195,30 +236,31 @@ fn route(m: &Method, rpc: &TokenStream) -> TokenStream {
         ident,
         wire,
         request,
-        codec,
         ..
     } = m;
+    let codec = &respan(&m.codec, m.span);
     let ctx = quote!(#rpc::Context);
+    let span = m.span;
     let register = match &m.shape {
-        Shape::Unary => quote! {
+        Shape::Unary => quote_spanned! {span=>
             router.unary_codec(#wire, #codec, move |ctx: #ctx, request: #request| {
                 let s = s.clone();
                 async move { s.#ident(ctx, request).await }
             })
         },
-        Shape::ServerStreaming { sink } => quote! {
+        Shape::ServerStreaming { sink } => quote_spanned! {span=>
             router.server_streaming_codec(#wire, #codec, move |ctx: #ctx, request: #request, sink: #sink| {
                 let s = s.clone();
                 async move { s.#ident(ctx, request, sink).await }
             })
         },
-        Shape::ClientStreaming { source } => quote! {
+        Shape::ClientStreaming { source } => quote_spanned! {span=>
             router.client_streaming_codec(#wire, #codec, move |ctx: #ctx, requests: #source| {
                 let s = s.clone();
                 async move { s.#ident(ctx, requests).await }
             })
         },
-        Shape::Bidi { source, sink } => quote! {
+        Shape::Bidi { source, sink } => quote_spanned! {span=>
             router.bidi_codec(#wire, #codec, move |ctx: #ctx, requests: #source, sink: #sink| {
                 let s = s.clone();
                 async move { s.#ident(ctx, requests, sink).await }

@@ -38,7 +38,9 @@ impl Options {
             } else if meta.path.is_ident("rpc") {
                 o.rpc = Some(meta.value()?.parse()?);
             } else {
-                return Err(meta.error("expected `package = \"...\"`, `codec = Path` or `rpc = path`"));
+                return Err(
+                    meta.error("expected `package = \"...\"`, `codec = Path` or `rpc = path`")
+                );
             }
             Ok(())
         });
@@ -109,10 +111,7 @@ pub(crate) fn methods(item: &mut ItemTrait, opts: &Options) -> syn::Result<Vec<M
                 if let Some(prev) = out.iter().find(|p| p.wire == m.wire) {
                     let e = syn::Error::new(
                         m.span,
-                        format!(
-                            "wire name {:?} is also used by `{}`",
-                            m.wire, prev.ident
-                        ),
+                        format!("wire name {:?} is also used by `{}`", m.wire, prev.ident),
                     );
                     push(&mut errors, e);
                 }
@@ -213,9 +212,15 @@ fn method(
     if last_ident(ctx).is_none_or(|i| i != "Context") {
         return Err(ctx_err());
     }
-    let rest: Vec<&Type> = args.map(|a| typed_arg(Some(a))).collect::<Option<_>>().ok_or_else(
-        || syn::Error::new(sig.inputs.span(), "a #[weft::service] method's arguments are `name: Type`"),
-    )?;
+    let rest: Vec<&Type> = args
+        .map(|a| typed_arg(Some(a)))
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            syn::Error::new(
+                sig.inputs.span(),
+                "a #[weft::service] method's arguments are `name: Type`",
+            )
+        })?;
     let ok = ok_type(&sig.output)?;
     let is = |t: &Type, name: &str| last_ident(t).is_some_and(|i| i == name);
     let shape_err = || {
@@ -389,9 +394,8 @@ fn wire_name(
         ),
         (None, None) => (format!("{service}/{}", camel(ident)), ident.span()),
     };
-    canonical(&name).map_err(|why| {
-        syn::Error::new(span, format!("{name:?} is not a weft method name: {why}"))
-    })
+    canonical(&name)
+        .map_err(|why| syn::Error::new(span, format!("{name:?} is not a weft method name: {why}")))
 }
 
 /// The runtime's canonical form (`weft_rpc::method`), at compile time.

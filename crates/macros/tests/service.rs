@@ -1,0 +1,167 @@
+//! `#[weft::service]` end to end, in memory: every call shape, the typed
+//! handles as `futures` Stream/Sink, bidi halves on two tasks, per-call
+//! options, and a response of the wrong type reported as `INTERNAL`.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use weft::{CallOptions, Code, Config, Context, Requests, Responses, Router, Status};
+
+/// The service under test.
+#[weft::service(package = "test.v1")]
+pub trait Calc {
+    /// Unary.
+    async fn double(&self, ctx: Context, n: i64) -> Result<i64, Status>;
+    /// Server streaming, answered through the `Sink` interface.
+    async fn count_to(&self, ctx: Context, n: u32, out: Responses<u32>) -> Result<(), Status>;
+    /// Client streaming, read through the `Stream` interface.
+    async fn sum(&self, ctx: Context, numbers: Requests<i64>) -> Result<i64, Status>;
+    /// Bidirectional: each request echoed upper-cased, from another task.
+    #[weft(name = "test.v1.Calc/Shout")]
+    async fn shout(
+        &self,
+        ctx: Context,
+        words: Requests<String>,
+        out: Responses<String>,
+    ) -> Result<(), Status>;
+    /// Waits for its deadline.
+    async fn stall(&self, ctx: Context, req: ()) -> Result<(), Status>;
+}
+
+struct CalcImpl;
+
+impl Calc for CalcImpl {
+    async fn double(&self, _ctx: Context, n: i64) -> Result<i64, Status> {
+        n.checked_mul(2)
+            .ok_or_else(|| Status::invalid_argument("overflow"))
+    }
+
+    async fn count_to(&self, _ctx: Context, n: u32, mut out: Responses<u32>) -> Result<(), Status> {
+        for i in 1..=n {
+            SinkExt::send(&mut out, i).await?;
+        }
+        Ok(())
+    }
+
+    async fn sum(&self, _ctx: Context, mut numbers: Requests<i64>) -> Result<i64, Status> {
+        let mut total = 0;
+        while let Some(n) = numbers.next().await {
+            total += n?;
+        }
+        Ok(total)
+    }
+
+    async fn shout(
+        &self,
+        _ctx: Context,
+        mut words: Requests<String>,
+        mut out: Responses<String>,
+    ) -> Result<(), Status> {
+        // The halves on two tasks: a channel between them.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(4);
+        let reader = tokio::spawn(async move {
+            while let Some(w) = words.message().await? {
+                if tx.send(w.to_uppercase()).await.is_err() {
+                    break;
+                }
+            }
+            Ok::<_, Status>(())
+        });
+        while let Some(w) = rx.recv().await {
+            out.send(w).await?;
+        }
+        reader
+            .await
+            .map_err(|_| Status::internal("reader panicked"))?
+    }
+
+    async fn stall(&self, _ctx: Context, _req: ()) -> Result<(), Status> {
+        std::future::pending().await
+    }
+}
+
+async fn client() -> CalcClient {
+    let router = Router::new().add_service(CalcServer::new(CalcImpl));
+    CalcClient::new(weft::memory(router, &Config::new()).await.unwrap())
+}
+
+#[test]
+fn wire_names_are_explicit_and_canonical() {
+    assert_eq!(
+        CalcServer::<CalcImpl>::METHODS,
+        [
+            "test.v1.calc/double",
+            "test.v1.calc/countto",
+            "test.v1.calc/sum",
+            "test.v1.calc/shout",
+            "test.v1.calc/stall",
+        ]
+    );
+    let r = Router::new().add_service(CalcServer::new(CalcImpl));
+    assert!(r.has_method("/test.v1.Calc/CountTo"));
+    assert!(format!("{:?}", CalcServer::new(CalcImpl)).contains("test.v1.calc/sum"));
+}
+
+#[tokio::test]
+async fn every_shape_round_trips() {
+    let c = client().await;
+    assert_eq!(c.double(21).await.unwrap(), 42);
+    assert_eq!(
+        c.double(i64::MAX).await.unwrap_err().code(),
+        Code::INVALID_ARGUMENT
+    );
+    // A clone shares the connection.
+    let c2 = c.clone();
+    assert_eq!(c2.double(1).await.unwrap(), 2);
+
+    let got: Vec<u32> = c
+        .count_to(4)
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(got, [1, 2, 3, 4]);
+
+    let mut s = c.sum().await.unwrap();
+    for n in [1, 2, 39] {
+        s.send(n).await.unwrap();
+    }
+    assert_eq!(s.finish().await.unwrap(), 42);
+
+    let mut b = c.shout().await.unwrap();
+    b.send("hi".into()).await.unwrap();
+    assert_eq!(b.message().await.unwrap().as_deref(), Some("HI"));
+    b.send("there".into()).await.unwrap();
+    b.close_send().await.unwrap();
+    assert_eq!(b.next().await.unwrap().unwrap(), "THERE");
+    assert!(b.next().await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_call_options_apply() {
+    let c = client().await;
+    let opts = CallOptions::new().timeout(Duration::from_millis(50));
+    let e = c.stall_with((), &opts).await.unwrap_err();
+    assert_eq!(e.code(), Code::DEADLINE_EXCEEDED);
+    assert_eq!(c.double_with(4, &opts).await.unwrap(), 8);
+}
+
+/// The same wire name with another response type: what a client built
+/// against a different version of the service sees.
+/// An old version of `Calc`.
+#[weft::service(package = "test.v1")]
+pub trait CalcV0 {
+    /// Same name, other type.
+    #[weft(name = "test.v1.Calc/Double")]
+    async fn double(&self, ctx: Context, n: i64) -> Result<String, Status>;
+}
+
+#[tokio::test]
+async fn an_undecodable_response_is_internal_and_names_the_method() {
+    let c = client().await;
+    let old = CalcV0Client::new(c.inner().clone());
+    let e = old.double(2).await.unwrap_err();
+    assert_eq!(e.code(), Code::INTERNAL, "{e}");
+    assert!(e.message().contains("test.v1.calc/double"), "{e}");
+}
