@@ -105,3 +105,8 @@ pub use weft_rpc::{
 /// # }
 /// ```
 pub use weft_macros::service;
+
+/// The README's quick start, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
