@@ -97,7 +97,10 @@ mod tests {
     async fn every_demo_method_answers_typed() {
         let c = DemoClient::new(weft::memory(router(), &Config::new()).await.unwrap());
         assert_eq!(c.echo(Bytes::from_static(b"x")).await.unwrap(), "x");
-        assert_eq!(c.ping(serde_json::Value::Null).await.unwrap(), Pong { n: 1 });
+        assert_eq!(
+            c.ping(serde_json::Value::Null).await.unwrap(),
+            Pong { n: 1 }
+        );
         let r = c.add(AddRequest { a: 2, b: 3 }).await.unwrap();
         assert_eq!(r.sum, 5);
         let e = c.add(AddRequest { a: i64::MAX, b: 1 }).await.unwrap_err();
@@ -119,7 +122,10 @@ mod tests {
     /// short names still work.
     #[tokio::test]
     async fn the_wire_names_and_encodings_are_unchanged() {
-        assert_eq!(DemoServer::<DemoImpl>::METHODS, ["echo", "ping", "add", "count"]);
+        assert_eq!(
+            DemoServer::<DemoImpl>::METHODS,
+            ["echo", "ping", "add", "count"]
+        );
         let c = weft::memory(router(), &Config::new()).await.unwrap();
         assert_eq!(
             c.unary("echo", Bytes::from_static(b"x")).await.unwrap(),

@@ -73,5 +73,7 @@ pub use status::{Code, Status};
 pub use streams::{BidiStream, RequestStream, ResponseSink};
 #[cfg(feature = "tower")]
 pub use tower::{DEFAULT_IN_FLIGHT, UnaryRequest};
+#[cfg(feature = "postcard")]
+pub use typed::Postcard;
 pub use typed::{Codec, IntoRoutes, Json, Raw, Requests, Responses};
 pub use weft_frame::Metadata;

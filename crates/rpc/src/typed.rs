@@ -80,6 +80,33 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T
     }
 }
 
+/// postcard (feature `postcard`): a compact binary serde format (varint
+/// integers, no field names). Not self-describing: both ends must agree on
+/// the types, which a `#[weft::service]` trait is for.
+#[cfg(feature = "postcard")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Postcard;
+
+#[cfg(feature = "postcard")]
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T> for Postcard {
+    const NAME: &'static str = "postcard";
+
+    /// Written straight into the framing arena: no allocation in steady state.
+    fn encode(value: &T, max: usize) -> Result<Framed, Status> {
+        use bytes::BufMut as _;
+        codec::frame_with(max, |buf| {
+            postcard::to_io(value, (&mut *buf).writer()).map(drop)
+        })
+        .map_err(|e| Status::internal(format!("cannot encode postcard: {e}")))?
+        .map(Framed::One)
+    }
+
+    fn decode(body: Bytes) -> Result<T, Status> {
+        postcard::from_bytes(&body)
+            .map_err(|e| Status::invalid_argument(format!("malformed postcard message: {e}")))
+    }
+}
+
 /// A value carried by codec `C`, for the router's handler machinery.
 pub(crate) struct With<C, T>(pub(crate) T, PhantomData<C>);
 

@@ -42,14 +42,23 @@ impl Greeter for Polite {
         Ok(format!("hello, {}", who.name))
     }
 
-    async fn greet_many(&self, _ctx: Context, n: u32, mut out: Responses<String>) -> Result<(), Status> {
+    async fn greet_many(
+        &self,
+        _ctx: Context,
+        n: u32,
+        mut out: Responses<String>,
+    ) -> Result<(), Status> {
         for i in 1..=n {
             out.send(format!("hello #{i}")).await?;
         }
         Ok(())
     }
 
-    async fn greet_all(&self, _ctx: Context, mut names: Requests<String>) -> Result<String, Status> {
+    async fn greet_all(
+        &self,
+        _ctx: Context,
+        mut names: Requests<String>,
+    ) -> Result<String, Status> {
         let mut all = Vec::new();
         while let Some(n) = names.message().await? {
             all.push(n);
@@ -75,7 +84,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let client = GreeterClient::new(weft::memory(router, &Config::new()).await?);
 
     let opts = CallOptions::new().timeout(Duration::from_secs(5));
-    let hi = client.greet_with(Hello { name: "ada".into() }, &opts).await?;
+    let hi = client
+        .greet_with(Hello { name: "ada".into() }, &opts)
+        .await?;
     assert_eq!(hi, "hello, ada");
 
     let mut many = client.greet_many(2).await?;

@@ -71,6 +71,8 @@ pub use weft_rpc as rpc;
 pub use weft_transform as transform;
 pub use weft_transform::EncryptionPolicy;
 
+#[cfg(feature = "postcard")]
+pub use weft_rpc::Postcard;
 #[cfg(feature = "tower")]
 pub use weft_rpc::UnaryRequest;
 pub use weft_rpc::{
