@@ -4,7 +4,7 @@
 //! server adapter (`FooServer`) that plugs an implementation into a
 //! `Router`. Use it through the facade, as `#[weft::service]`.
 //!
-//! ```ignore
+//! ```
 //! use weft::{Context, Requests, Responses, Status};
 //!
 //! #[weft::service(package = "shop")]

@@ -165,3 +165,30 @@ async fn an_undecodable_response_is_internal_and_names_the_method() {
     assert_eq!(e.code(), Code::INTERNAL, "{e}");
     assert!(e.message().contains("test.v1.calc/double"), "{e}");
 }
+
+/// `Calc` as a client speaking postcard would call it.
+#[weft::service(package = "test.v1", codec = weft::Postcard)]
+pub trait CalcBinary {
+    /// Same name, same types, other codec.
+    #[weft(name = "test.v1.Calc/Double")]
+    async fn double(&self, ctx: Context, n: i64) -> Result<i64, Status>;
+}
+
+#[tokio::test]
+async fn a_codec_mismatch_is_a_clear_error() {
+    let c = client().await;
+    let binary = CalcBinaryClient::new(c.inner().clone());
+    let e = binary.double(2).await.unwrap_err();
+    assert_eq!(e.code(), Code::UNIMPLEMENTED, "{e}");
+    assert!(
+        e.message().contains("json") && e.message().contains("postcard"),
+        "{e}"
+    );
+    // An untyped caller names no codec and is served as before.
+    let n: i64 = c
+        .inner()
+        .unary_json("test.v1.calc/double", &5)
+        .await
+        .unwrap();
+    assert_eq!(n, 10);
+}

@@ -121,36 +121,42 @@ impl Client {
         self.shared.max_message
     }
 
-    /// The `OPEN` metadata of a call with no deadline or custom entries,
-    /// cached under the name as the caller spelled it (so a hit skips
-    /// canonicalisation too).
-    fn plain_metadata(&self, method: &str) -> Result<Metadata, Status> {
+    /// The `OPEN` metadata of a call with no deadline or custom entries
+    /// (but its codec's name, if typed), cached under the name as the
+    /// caller spelled it (so a hit skips canonicalisation too).
+    fn plain_metadata(&self, method: &str, codec: Option<&str>) -> Result<Metadata, Status> {
         let mut cache = self.shared.plain.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = cache.get(method) {
+        if let Some(m) = cache.get(method)
+            && m.get(crate::typed::CODEC_KEY) == codec.map(str::as_bytes)
+        {
             return Ok(m.clone());
         }
-        let m = Metadata::builder()
-            .method(&method::canonicalize(method)?)
-            .finish();
+        let mut b = Metadata::builder().method(&method::canonicalize(method)?);
+        if let Some(c) = codec {
+            b = b.custom(crate::typed::CODEC_KEY, c.as_bytes());
+        }
+        let m = b.finish();
         if cache.len() < PLAIN_CACHE_MAX {
             cache.insert(method.into(), m.clone());
         }
         Ok(m)
     }
 
-    /// The `OPEN` metadata and deadline of a call.
+    /// The `OPEN` metadata and deadline of a call; a typed call names its
+    /// `codec`.
     fn prepare(
         &self,
         method: &str,
         opts: &CallOptions,
+        codec: Option<&str>,
     ) -> Result<(Metadata, Option<Instant>), Status> {
         if opts.is_plain() && self.shared.default_timeout.is_none() {
-            return Ok((self.plain_metadata(method)?, None));
+            return Ok((self.plain_metadata(method, codec)?, None));
         }
         let method = method::canonicalize(method)?;
         let now = Instant::now();
         let deadline = opts.effective_deadline(now, self.shared.default_timeout)?;
-        Ok((opts.open_metadata(&method, deadline, now)?, deadline))
+        Ok((opts.open_metadata(&method, deadline, now, codec)?, deadline))
     }
 
     async fn open(&self, meta: Metadata, first: Framed, end: bool) -> Result<Stream, Status> {
@@ -195,7 +201,7 @@ impl Client {
     ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
         let (span, opts) = observe::client_span(method, opts);
         let framed = codec::frame(request, self.max());
-        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts));
+        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, None));
         Traced::new(span, self.unary_prepared(prepared, Ok))
     }
 
@@ -227,7 +233,7 @@ impl Client {
     {
         let (span, opts) = observe::client_span(method, opts);
         let body = crate::message::to_json(request, self.max());
-        let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), &opts));
+        let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), &opts, None));
         Traced::new(
             span,
             self.unary_prepared(prepared, |b| crate::message::from_json(&b)),
@@ -248,7 +254,8 @@ impl Client {
     {
         let (span, opts) = observe::client_span(method, opts);
         let framed = <C as Codec<Req>>::encode(request, self.max());
-        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts));
+        let prepared = framed
+            .and_then(|f| self.prepare_unary(method, f, &opts, Some(<C as Codec<Req>>::NAME)));
         Traced::new(
             span,
             self.unary_prepared(prepared, <C as Codec<Resp>>::decode),
@@ -260,8 +267,9 @@ impl Client {
         method: &str,
         framed: Framed,
         opts: &CallOptions,
+        codec: Option<&str>,
     ) -> Result<Prepared, Status> {
-        let (meta, deadline) = self.prepare(method, opts)?;
+        let (meta, deadline) = self.prepare(method, opts, codec)?;
         Ok(Prepared {
             meta,
             framed,
@@ -311,7 +319,7 @@ impl Client {
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
         let framed = codec::frame(request, self.max())?;
-        self.start(method, framed, true, opts)
+        self.start(method, framed, true, opts, None)
             .await
             .map(Streaming::new)
     }
@@ -328,7 +336,7 @@ impl Client {
         C: Codec<Req> + Codec<Resp>,
     {
         let framed = <C as Codec<Req>>::encode(request, self.max())?;
-        self.start(method, framed, true, opts)
+        self.start(method, framed, true, opts, Some(<C as Codec<Req>>::NAME))
             .await
             .map(Streaming::new)
     }
@@ -343,7 +351,7 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
-        self.start_empty(method, opts)
+        self.start_empty(method, opts, Some(<C as Codec<Req>>::NAME))
             .await
             .map(ClientStreamingCall::new)
     }
@@ -358,7 +366,9 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
-        self.start_empty(method, opts).await.map(BidiCall::new)
+        self.start_empty(method, opts, Some(<C as Codec<Req>>::NAME))
+            .await
+            .map(BidiCall::new)
     }
 
     /// A server-streaming call with a JSON request.
@@ -370,7 +380,7 @@ impl Client {
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
         let framed = Framed::One(crate::message::to_json(request, self.max())?);
-        self.start(method, framed, true, opts)
+        self.start(method, framed, true, opts, None)
             .await
             .map(Streaming::new)
     }
@@ -382,18 +392,25 @@ impl Client {
         method: &str,
         opts: &CallOptions,
     ) -> Result<ClientStreamingCall, Status> {
-        self.start_empty(method, opts)
+        self.start_empty(method, opts, None)
             .await
             .map(ClientStreamingCall::new)
     }
 
     /// A bidirectional call.
     pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
-        self.start_empty(method, opts).await.map(BidiCall::new)
+        self.start_empty(method, opts, None)
+            .await
+            .map(BidiCall::new)
     }
 
-    async fn start_empty(&self, method: &str, opts: &CallOptions) -> Result<Call, Status> {
-        self.start(method, Framed::One(Bytes::new()), false, opts)
+    async fn start_empty(
+        &self,
+        method: &str,
+        opts: &CallOptions,
+        codec: Option<&str>,
+    ) -> Result<Call, Status> {
+        self.start(method, Framed::One(Bytes::new()), false, opts, codec)
             .await
     }
 
@@ -403,10 +420,11 @@ impl Client {
         first: Framed,
         end: bool,
         opts: &CallOptions,
+        codec: Option<&str>,
     ) -> Result<Call, Status> {
         let (span, opts) = observe::client_span(method, opts);
         let opened = async {
-            let (meta, deadline) = self.prepare(method, &opts)?;
+            let (meta, deadline) = self.prepare(method, &opts, codec)?;
             Ok((
                 within(deadline, self.open(meta, first, end)).await?,
                 deadline,

@@ -75,5 +75,5 @@ pub use streams::{BidiStream, RequestStream, ResponseSink};
 pub use tower::{DEFAULT_IN_FLIGHT, UnaryRequest};
 #[cfg(feature = "postcard")]
 pub use typed::Postcard;
-pub use typed::{Codec, IntoRoutes, Json, Raw, Requests, Responses};
+pub use typed::{CODEC_KEY, Codec, IntoRoutes, Json, Raw, Requests, Responses};
 pub use weft_frame::Metadata;

@@ -102,14 +102,19 @@ impl CallOptions {
         })
     }
 
-    /// The `OPEN` metadata for `method` (canonical) with this deadline.
+    /// The `OPEN` metadata for `method` (canonical) with this deadline,
+    /// naming the call's codec if it is typed.
     pub(crate) fn open_metadata(
         &self,
         method: &str,
         deadline: Option<Instant>,
         now: Instant,
+        codec: Option<&str>,
     ) -> Result<Metadata, Status> {
         let mut b = Metadata::builder().method(method);
+        if let Some(c) = codec {
+            b = b.custom(crate::typed::CODEC_KEY, c.as_bytes());
+        }
         if let Some(d) = deadline {
             b = b.timeout(deadline::remaining(d, now)?);
         }
@@ -162,13 +167,13 @@ mod tests {
             .metadata(b"trace", b"abc")
             .metadata(b"", b"skipped");
         let m = o
-            .open_metadata("svc/m", Some(now + Duration::from_millis(1500)), now)
+            .open_metadata("svc/m", Some(now + Duration::from_millis(1500)), now, None)
             .unwrap();
         assert_eq!(m.method(), Some("svc/m"));
         assert_eq!(m.timeout(), Some(Duration::from_millis(1500)));
         assert_eq!(m.get(b"trace"), Some(&b"abc"[..]));
         assert_eq!(m.iter().count(), 3);
-        let late = o.open_metadata("m", Some(now), now).unwrap_err();
+        let late = o.open_metadata("m", Some(now), now, None).unwrap_err();
         assert_eq!(late.code(), Code::DEADLINE_EXCEEDED);
     }
 }

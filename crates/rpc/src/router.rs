@@ -57,6 +57,9 @@ pub(crate) struct Route {
     pub(crate) name: Arc<str>,
     pub(crate) shape: Shape,
     pub(crate) handler: Arc<dyn Handler>,
+    /// The codec of a typed method (`Codec::NAME`), checked against the
+    /// one a call names; `None` for a raw or `_json` registration.
+    pub(crate) codec: Option<&'static str>,
 }
 
 /// Maps method names to handlers.
@@ -95,7 +98,17 @@ impl Router {
         Router::default()
     }
 
-    pub(crate) fn add(mut self, name: &str, shape: Shape, handler: Arc<dyn Handler>) -> Router {
+    fn add(self, name: &str, shape: Shape, handler: Arc<dyn Handler>) -> Router {
+        self.add_coded(name, shape, handler, None)
+    }
+
+    pub(crate) fn add_coded(
+        mut self,
+        name: &str,
+        shape: Shape,
+        handler: Arc<dyn Handler>,
+        codec: Option<&'static str>,
+    ) -> Router {
         let canonical: Arc<str> = match method::canonicalize(name) {
             Ok(c) => Arc::from(&*c),
             Err(e) => panic!("cannot register method {name:?}: {e}"),
@@ -104,6 +117,7 @@ impl Router {
             name: canonical.clone(),
             shape,
             handler,
+            codec,
         };
         if self.routes.insert(canonical.clone(), route).is_some() {
             panic!("method {canonical:?} registered twice");

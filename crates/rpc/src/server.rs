@@ -145,6 +145,12 @@ impl Server {
             Ok(r) => r,
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
+        if let (Some(want), Some(got)) = (route.codec, meta.get(crate::typed::CODEC_KEY))
+            && got != want.as_bytes()
+        {
+            let status = crate::typed::codec_mismatch(&route.name, want, got);
+            return Some(Box::pin(reject(stream, status)));
+        }
         // The clock is read only for calls that carry a timeout.
         let now = meta.timeout_micros().map(|_| Instant::now());
         let deadline = match now.map(|now| deadline::incoming(meta, now)).transpose() {

@@ -107,6 +107,18 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T
     }
 }
 
+/// The custom `OPEN` metadata key under which a typed call names its codec
+/// (docs/PROTOCOL.md, "Codec of a typed call").
+pub const CODEC_KEY: &[u8] = b"weft-codec";
+
+/// The status of a call whose codec is not the method's.
+pub(crate) fn codec_mismatch(method: &str, want: &str, got: &[u8]) -> Status {
+    Status::unimplemented(format!(
+        "method {method} carries {want} messages, the call sent {:?}",
+        String::from_utf8_lossy(got)
+    ))
+}
+
 /// A value carried by codec `C`, for the router's handler machinery.
 pub(crate) struct With<C, T>(pub(crate) T, PhantomData<C>);
 
@@ -289,7 +301,8 @@ impl Router {
             let fut = handler(ctx, req);
             async move { fut.await.map(With::<C, Resp>::new) }
         };
-        self.add(name, Shape::Unary, Arc::new(Unary::new(h)))
+        let codec = Some(<C as Codec<Req>>::NAME);
+        self.add_coded(name, Shape::Unary, Arc::new(Unary::new(h)), codec)
     }
 
     /// Registers a server-streaming handler on values carried by `codec`.
@@ -310,11 +323,9 @@ impl Router {
     {
         let h =
             move |ctx, With(req, _): With<C, Req>, sink| handler(ctx, req, Responses::new(sink));
-        self.add(
-            name,
-            Shape::ServerStreaming,
-            Arc::new(ServerStreaming::new(h)),
-        )
+        let codec = Some(<C as Codec<Req>>::NAME);
+        let handler = Arc::new(ServerStreaming::new(h));
+        self.add_coded(name, Shape::ServerStreaming, handler, codec)
     }
 
     /// Registers a client-streaming handler on values carried by `codec`.
@@ -337,11 +348,9 @@ impl Router {
             let fut = handler(ctx, Requests::new(rx));
             async move { fut.await.map(With::<C, Resp>::new) }
         };
-        self.add(
-            name,
-            Shape::ClientStreaming,
-            Arc::new(ClientStreaming::new(h)),
-        )
+        let codec = Some(<C as Codec<Req>>::NAME);
+        let handler = Arc::new(ClientStreaming::new(h));
+        self.add_coded(name, Shape::ClientStreaming, handler, codec)
     }
 
     /// Registers a bidirectional handler on values carried by `codec`. The
@@ -359,7 +368,8 @@ impl Router {
             let (rx, tx) = s.split();
             handler(ctx, Requests::new(rx), Responses::new(tx))
         };
-        self.add(name, Shape::Bidi, Arc::new(Bidi::new(h)))
+        let codec = Some(<C as Codec<Req>>::NAME);
+        self.add_coded(name, Shape::Bidi, Arc::new(Bidi::new(h)), codec)
     }
 
     /// Registers a bidirectional handler on JSON values.
