@@ -50,6 +50,7 @@ mod hash;
 mod message;
 mod meter;
 pub mod method;
+pub mod middleware;
 mod observe;
 mod options;
 mod pool;
@@ -65,6 +66,9 @@ mod within;
 
 pub use client::{BidiCall, Client, ClientStreamingCall, Streaming};
 pub use context::{CancelSignal, Context, PeerInfo};
+pub use middleware::Interceptor;
+#[cfg(feature = "tower")]
+pub use middleware::{CallService, IncomingCall, Layered};
 pub use observe::{TRACEPARENT, TraceContext};
 pub use options::CallOptions;
 pub use router::{Router, Shape};

@@ -73,13 +73,13 @@ pub use weft_transform::EncryptionPolicy;
 
 #[cfg(feature = "postcard")]
 pub use weft_rpc::Postcard;
-#[cfg(feature = "tower")]
-pub use weft_rpc::UnaryRequest;
 pub use weft_rpc::{
     BidiCall, BidiStream, CallOptions, CancelSignal, Client, ClientStreamingCall, Code, Codec,
     Context, IntoRoutes, Json, Metadata, PeerInfo, Raw, RequestStream, Requests, ResponseSink,
     Responses, Router, Server, Shape, Status, Streaming,
 };
+#[cfg(feature = "tower")]
+pub use weft_rpc::{CallService, IncomingCall, UnaryRequest};
 
 /// Makes a trait a service: a typed client `FooClient` and a server
 /// adapter `FooServer` (see `weft_macros` for the contract).

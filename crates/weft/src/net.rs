@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use weft_mux::{Connection, Reason, Role};
-use weft_rpc::{Client, PeerInfo, Router, Server};
+use weft_rpc::{Client, PeerInfo, Server};
 
 use crate::admission::{Admission, Refusal, Ticket, Tracked, preface_sent, refuse};
 use crate::{Config, Error};
@@ -110,9 +110,9 @@ where
 
 /// An in-memory client/server pair over `tokio::io::duplex`: the server
 /// side runs on a spawned task. For tests, examples, and in-process use.
-pub async fn memory(router: Router, config: &Config) -> Result<Client, Error> {
+pub async fn memory(service: impl Into<Server>, config: &Config) -> Result<Client, Error> {
     let (a, b) = tokio::io::duplex(256 * 1024);
-    let server = rpc_server(router, config);
+    let server = rpc_server(service.into(), config);
     let cfg = config.clone();
     let accept = tokio::spawn(async move {
         let (_conn, serving) = accept_io(b, &server, &cfg, Some("memory".into())).await?;
@@ -126,8 +126,8 @@ pub async fn memory(router: Router, config: &Config) -> Result<Client, Error> {
     client
 }
 
-fn rpc_server(router: Router, config: &Config) -> Server {
-    Server::new(router).max_message(config.message_limit())
+fn rpc_server(server: Server, config: &Config) -> Server {
+    server.max_message(config.message_limit())
 }
 
 /// A bound TCP or Unix listener.
@@ -212,7 +212,8 @@ fn bind_unix(path: &std::path::Path, backlog: u32) -> std::io::Result<tokio::net
     tokio::net::UnixListener::bind(path)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then shuts down
+/// Serves `service` (a `Router`, or a `Server` with middleware) on
+/// `listener` until `shutdown` resolves, then shuts down
 /// gracefully: stops accepting, sends every connection `GOAWAY` (calls in
 /// flight finish, new ones fail retry-safe), and returns once all
 /// connections closed or the config's drain time passed.
@@ -225,11 +226,11 @@ fn bind_unix(path: &std::path::Path, backlog: u32) -> std::io::Result<tokio::net
 /// through `tracing` (target `weft::net`).
 pub async fn serve(
     listener: Listener,
-    router: Router,
+    service: impl Into<Server>,
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let server = rpc_server(router, &config);
+    let server = rpc_server(service.into(), &config);
     let live: Live = Arc::default();
     let admission = Admission::new(config.admission_limits());
     let lingering = Arc::new(Semaphore::new(MAX_LINGERING));
