@@ -50,6 +50,8 @@ use proc_macro::TokenStream;
 
 mod expand;
 mod model;
+#[cfg(test)]
+mod tests;
 
 /// Makes a trait a weft service: see the [crate docs](crate).
 #[proc_macro_attribute]
