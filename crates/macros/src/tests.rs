@@ -53,14 +53,21 @@ fn every_shape_expands_to_its_router_and_client_calls() {
     ] {
         assert!(out.contains(want), "{want} missing from {out}");
     }
-    assert!(!out.contains("async fn get_one"), "trait methods become Send futures");
+    assert!(
+        !out.contains("async fn get_one"),
+        "trait methods become Send futures"
+    );
 }
 
 #[test]
 fn defaults_name_the_trait_and_json() {
     let out = run(
         quote!(),
-        quote!(trait Calc { async fn add(&self, ctx: weft::Context, r: (i64, i64)) -> Result<i64, Status>; }),
+        quote!(
+            trait Calc {
+                async fn add(&self, ctx: weft::Context, r: (i64, i64)) -> Result<i64, Status>;
+            }
+        ),
     )
     .unwrap();
     assert!(out.contains("\"calc/add\""), "{out}");
@@ -70,33 +77,197 @@ fn defaults_name_the_trait_and_json() {
 #[test]
 fn misuse_is_reported() {
     let cases = [
-        (quote!(nope = 1), quote!(trait T {}), "expected `package"),
-        (quote!(), quote!(trait T { const X: u8; }), "only `async fn`"),
-        (quote!(), quote!(trait T { fn f(&self, c: Context, r: u8) -> Result<u8, Status>; }), "`async fn`"),
-        (quote!(), quote!(trait T { async fn f<X>(&self, c: Context, r: X) -> Result<u8, Status>; }), "generic"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, r: u8) -> Result<u8, Status> { todo!() } }), "default body"),
-        (quote!(), quote!(trait T { async fn f(c: Context, r: u8) -> Result<u8, Status>; }), "`&self` first"),
-        (quote!(), quote!(trait T { async fn f(&mut self, c: Context, r: u8) -> Result<u8, Status>; }), "`&self` first"),
-        (quote!(), quote!(trait T { async fn f(&self, r: u8) -> Result<u8, Status>; }), "`Context`"),
-        (quote!(), quote!(trait T { async fn f(&self) -> Result<u8, Status>; }), "`Context`"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, (a, b): (u8, u8)) -> Result<u8, Status>; }), "`name: Type`"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, r: u8) -> u8; }), "returns `Result<T, Status>`"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, r: u8); }), "returns `Result<T, Status>`"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context) -> Result<u8, Status>; }), "expected `(&self"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, a: u8, b: u8) -> Result<u8, Status>; }), "expected `(&self"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, o: Responses<u8>) -> Result<(), Status>; }), "expected `(&self"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, r: u8, o: Responses<u8>) -> Result<u8, Status>; }), "Result<(), Status>"),
-        (quote!(), quote!(trait T { async fn f(&self, c: Context, r: Requests) -> Result<u8, Status>; }), "name the message type"),
-        (quote!(), quote!(trait T { #[weft(nam = "x")] async fn f(&self, c: Context, r: u8) -> Result<u8, Status>; }), "expected `name"),
-        (quote!(), quote!(trait T { #[weft(name = "a b")] async fn f(&self, c: Context, r: u8) -> Result<u8, Status>; }), "not a weft method name"),
-        (quote!(package = "é"), quote!(trait T { async fn f(&self, c: Context, r: u8) -> Result<u8, Status>; }), "not a weft method name"),
+        (
+            quote!(nope = 1),
+            quote!(
+                trait T {}
+            ),
+            "expected `package",
+        ),
         (
             quote!(),
-            quote!(trait T {
-                async fn f(&self, c: Context, r: u8) -> Result<u8, Status>;
-                #[weft(name = "T/F")]
-                async fn g(&self, c: Context, r: u8) -> Result<u8, Status>;
-            }),
+            quote!(
+                trait T {
+                    const X: u8;
+                }
+            ),
+            "only `async fn`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    fn f(&self, c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "`async fn`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f<X>(&self, c: Context, r: X) -> Result<u8, Status>;
+                }
+            ),
+            "generic",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: u8) -> Result<u8, Status> {
+                        todo!()
+                    }
+                }
+            ),
+            "default body",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "`&self` first",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&mut self, c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "`&self` first",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "`Context`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self) -> Result<u8, Status>;
+                }
+            ),
+            "`Context`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, (a, b): (u8, u8)) -> Result<u8, Status>;
+                }
+            ),
+            "`name: Type`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: u8) -> u8;
+                }
+            ),
+            "returns `Result<T, Status>`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: u8);
+                }
+            ),
+            "returns `Result<T, Status>`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context) -> Result<u8, Status>;
+                }
+            ),
+            "expected `(&self",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, a: u8, b: u8) -> Result<u8, Status>;
+                }
+            ),
+            "expected `(&self",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, o: Responses<u8>) -> Result<(), Status>;
+                }
+            ),
+            "expected `(&self",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: u8, o: Responses<u8>) -> Result<u8, Status>;
+                }
+            ),
+            "Result<(), Status>",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: Requests) -> Result<u8, Status>;
+                }
+            ),
+            "name the message type",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    #[weft(nam = "x")]
+                    async fn f(&self, c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "expected `name",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    #[weft(name = "a b")]
+                    async fn f(&self, c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "not a weft method name",
+        ),
+        (
+            quote!(package = "é"),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "not a weft method name",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: u8) -> Result<u8, Status>;
+                    #[weft(name = "T/F")]
+                    async fn g(&self, c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
             "also used by `f`",
         ),
     ];

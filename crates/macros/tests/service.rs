@@ -32,8 +32,10 @@ struct CalcImpl;
 
 impl Calc for CalcImpl {
     async fn double(&self, _ctx: Context, n: i64) -> Result<i64, Status> {
-        n.checked_mul(2)
-            .ok_or_else(|| Status::invalid_argument("overflow"))
+        n.checked_mul(2).ok_or_else(|| {
+            // Machine-readable details: the largest value that works.
+            Status::invalid_argument("overflow").with_details_as(weft::Json, &(i64::MAX / 2))
+        })
     }
 
     async fn count_to(&self, _ctx: Context, n: u32, mut out: Responses<u32>) -> Result<(), Status> {
@@ -106,10 +108,10 @@ fn wire_names_are_explicit_and_canonical() {
 async fn every_shape_round_trips() {
     let c = client().await;
     assert_eq!(c.double(21).await.unwrap(), 42);
-    assert_eq!(
-        c.double(i64::MAX).await.unwrap_err().code(),
-        Code::INVALID_ARGUMENT
-    );
+    let e = c.double(i64::MAX).await.unwrap_err();
+    assert_eq!(e.code(), Code::INVALID_ARGUMENT);
+    let max: i64 = e.details_as(weft::Json).unwrap().unwrap();
+    assert_eq!(max, i64::MAX / 2);
     // A clone shares the connection.
     let c2 = c.clone();
     assert_eq!(c2.double(1).await.unwrap(), 2);

@@ -73,7 +73,7 @@ pub use observe::{TRACEPARENT, TraceContext};
 pub use options::CallOptions;
 pub use router::{Router, Shape};
 pub use server::Server;
-pub use status::{Code, Status};
+pub use status::{Code, MAX_DETAILS, Status};
 pub use streams::{BidiStream, RequestStream, ResponseSink};
 #[cfg(feature = "tower")]
 pub use tower::{DEFAULT_IN_FLIGHT, UnaryRequest};

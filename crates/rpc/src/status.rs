@@ -100,6 +100,8 @@ pub struct Status {
     code: Code,
     message: Cow<'static, str>,
     retry_safe: bool,
+    /// Machine-readable details, boxed so a `Status` stays small.
+    details: Option<Box<bytes::Bytes>>,
 }
 
 impl Status {
@@ -109,6 +111,7 @@ impl Status {
             code,
             message: message.into(),
             retry_safe: false,
+            details: None,
         }
     }
 
@@ -118,6 +121,7 @@ impl Status {
             code: Code::OK,
             message: Cow::Borrowed(""),
             retry_safe: false,
+            details: None,
         }
     }
 
@@ -151,6 +155,41 @@ impl Status {
     pub fn retry_safe(mut self) -> Status {
         self.retry_safe = true;
         self
+    }
+
+    /// Attaches machine-readable details (bytes the caller decodes; e.g. a
+    /// retry delay or a field violation). They travel in the trailers
+    /// (docs/PROTOCOL.md 7.5.1), at most [`MAX_DETAILS`] bytes: larger
+    /// details are dropped on the wire (the code and message still go).
+    #[must_use]
+    pub fn with_details(mut self, details: bytes::Bytes) -> Status {
+        self.details = Some(Box::new(details));
+        self
+    }
+
+    /// Attaches `value` as details, encoded by `codec` (see
+    /// [`with_details`](Self::with_details)).
+    pub fn with_details_as<T, C: crate::Codec<T>>(self, _codec: C, value: &T) -> Status {
+        match C::encode(value, MAX_DETAILS) {
+            Ok(crate::codec::Framed::One(b)) => {
+                self.with_details(b.slice(crate::codec::PREFIX_LEN..))
+            }
+            Ok(crate::codec::Framed::Two(_, body)) => self.with_details(body),
+            Err(e) => {
+                tracing::warn!(%e, "status details not encoded");
+                self
+            }
+        }
+    }
+
+    /// The details, if any.
+    pub fn details(&self) -> Option<&bytes::Bytes> {
+        self.details.as_deref()
+    }
+
+    /// The details decoded by `codec`: `None` without details.
+    pub fn details_as<T, C: crate::Codec<T>>(&self, _codec: C) -> Option<Result<T, Status>> {
+        self.details().map(|d| C::decode(d.clone()))
     }
 
     /// [`Code::CANCELLED`].
@@ -194,6 +233,9 @@ impl fmt::Debug for Status {
         if self.retry_safe {
             d.field("retry_safe", &true);
         }
+        if let Some(x) = &self.details {
+            d.field("details", x);
+        }
         d.finish()
     }
 }
@@ -209,6 +251,10 @@ impl fmt::Display for Status {
 }
 
 impl std::error::Error for Status {}
+
+/// Largest status details sent, in bytes (the trailers must fit the 16 KiB
+/// metadata limit next to an 8 KiB message).
+pub const MAX_DETAILS: usize = 4 * 1024;
 
 #[cfg(test)]
 mod tests {

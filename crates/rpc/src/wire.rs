@@ -37,11 +37,19 @@ pub(crate) fn trailers(status: &Status) -> Metadata {
         }
         msg = &msg[..end];
     }
-    Metadata::builder()
-        .status(status.code().0)
-        .message(msg)
-        .finish()
+    let b = Metadata::builder().status(status.code().0).message(msg);
+    match status.details() {
+        Some(d) if d.len() <= crate::status::MAX_DETAILS => b.custom(DETAILS_KEY, d).finish(),
+        Some(d) => {
+            tracing::warn!(len = d.len(), "status details over the limit, not sent");
+            b.finish()
+        }
+        None => b.finish(),
+    }
 }
+
+/// The custom trailer key of a status's details (PROTOCOL 7.5.1).
+pub(crate) const DETAILS_KEY: &[u8] = b"weft-status-details";
 
 /// The call's outcome from its trailers.
 pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
@@ -55,7 +63,11 @@ pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
         .and_then(Metadata::message)
         .unwrap_or("")
         .to_owned();
-    Err(Status::new(Code(code), message))
+    let status = Status::new(Code(code), message);
+    Err(match trailers.and_then(|t| t.get(DETAILS_KEY)) {
+        Some(d) => status.with_details(Bytes::copy_from_slice(d)),
+        None => status,
+    })
 }
 
 /// A stream failure as a status.
@@ -239,6 +251,19 @@ mod tests {
         // An unknown code survives as a number.
         let odd = Metadata::builder().status(77).finish();
         assert_eq!(status_of(Some(&odd)).unwrap_err().code(), Code(77));
+    }
+
+    #[test]
+    fn details_round_trip_and_oversize_ones_are_dropped() {
+        let s = Status::not_found("x").with_details(Bytes::from_static(b"\0\xffbin"));
+        let back = status_of(Some(&trailers(&s))).unwrap_err();
+        assert_eq!(back.details().map(|d| &d[..]), Some(&b"\0\xffbin"[..]));
+        assert_eq!(back, s);
+        assert!(format!("{back:?}").contains("details"));
+        let big = Bytes::from(vec![1u8; crate::status::MAX_DETAILS + 1]);
+        let back =
+            status_of(Some(&trailers(&Status::internal("y").with_details(big)))).unwrap_err();
+        assert_eq!((back.code(), back.details()), (Code::INTERNAL, None));
     }
 
     #[test]
