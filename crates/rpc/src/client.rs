@@ -311,6 +311,30 @@ impl Client {
         value
     }
 
+    /// A unary call on raw bytes that also returns the response's trailers
+    /// (the final frame's metadata: the status entries and the custom ones
+    /// the handler set with `Context::set_trailer`).
+    pub async fn unary_with_trailers(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+    ) -> Result<(Bytes, Metadata), Status> {
+        let framed = codec::frame(request, self.max())?;
+        let Prepared {
+            meta,
+            framed,
+            deadline,
+        } = self.prepare_unary(method, framed, opts, None)?;
+        within(deadline, async {
+            let mut stream = self.open(meta, framed, true).await?;
+            let mut reader = Reader::new(self.max());
+            let body = read_response(&mut reader, &mut stream).await?;
+            Ok((body, reader.trailers().cloned().unwrap_or_default()))
+        })
+        .await
+    }
+
     /// A server-streaming call: sends `request`, returns the response stream.
     pub async fn server_streaming(
         &self,
@@ -626,6 +650,12 @@ impl<T, C: Codec<T>> Streaming<T, C> {
         let m = self.call.message().await?;
         self.call.decode::<T, C>(m)
     }
+
+    /// The trailers, once the call ended (custom entries the handler set
+    /// with `Context::set_trailer`, next to the status).
+    pub fn trailers(&self) -> Option<&Metadata> {
+        self.call.reader.trailers()
+    }
 }
 
 impl Streaming {
@@ -766,6 +796,11 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
     pub async fn message(&mut self) -> Result<Option<Resp>, Status> {
         let m = self.call.message().await?;
         self.call.decode::<Resp, C>(m)
+    }
+
+    /// The trailers, once the call ended (see [`Streaming::trailers`]).
+    pub fn trailers(&self) -> Option<&Metadata> {
+        self.call.reader.trailers()
     }
 }
 

@@ -140,17 +140,36 @@ impl Context {
     }
 
     /// Options for a call made on behalf of this one: they carry this
-    /// call's deadline, so a nested call gives up when the caller does, and
-    /// its trace context (`traceparent`), so the nested call joins its trace.
+    /// call's deadline, so a nested call gives up when the caller does; its
+    /// trace context (`traceparent`), so the nested call joins its trace;
+    /// and the caller's metadata that [`propagates`]: `tracestate` and
+    /// every custom key starting with `weft-propagate-`. Nothing else is
+    /// copied: credentials meant for this server must not leak to the next.
     pub fn call_options(&self) -> CallOptions {
-        let o = CallOptions::new();
-        let o = match self.trace {
-            Some(t) => o.metadata(crate::TRACEPARENT, &t.encode()),
-            None => o,
-        };
-        match self.deadline {
-            Some(d) => o.deadline(d),
-            None => o,
+        let mut o = CallOptions::new();
+        if let Some(t) = self.trace {
+            o = o.metadata(crate::TRACEPARENT, &t.encode());
+        }
+        if let Some(d) = self.deadline {
+            o = o.deadline(d);
+        }
+        for e in self.metadata.iter() {
+            if e.tag == weft_frame::metadata::tag::CUSTOM && propagates(e.key) {
+                o = o.metadata(e.key, e.value);
+            }
+        }
+        o
+    }
+
+    /// Adds a custom entry to the trailers that end this call (the final
+    /// frame's metadata, next to the status), e.g. a server timing or a
+    /// cursor; the caller reads them with `Streaming::trailers` or
+    /// `Client::unary_with_trailers`. Keys as in `CallOptions::metadata`.
+    /// Set after the call ended, or on a context made with
+    /// [`Context::new`], it is dropped.
+    pub fn set_trailer(&self, key: &[u8], value: &[u8]) {
+        if let CancelSlot::Call(calls, id) = &self.cancel {
+            calls.add_trailer(*id, key, value);
         }
     }
 
@@ -166,6 +185,13 @@ impl Context {
             CancelSlot::Call(calls, id) => calls.signal(*id),
         }
     }
+}
+
+/// Whether a custom metadata key travels from a call to the calls its
+/// handler makes through [`Context::call_options`] (`traceparent` travels
+/// too, re-encoded from the call's trace context).
+pub fn propagates(key: &[u8]) -> bool {
+    key == b"tracestate" || key.starts_with(b"weft-propagate-")
 }
 
 #[derive(Debug)]
@@ -219,21 +245,31 @@ impl CancelSignal {
 /// asked for. A signal is allocated only when a handler asks.
 #[derive(Debug, Default)]
 pub(crate) struct Calls {
-    live: Mutex<HashMap<u32, Option<CancelSignal>, FastHash>>,
+    live: Mutex<HashMap<u32, Live, FastHash>>,
+}
+
+/// A live call's entry: its cancellation signal, once asked for, and the
+/// trailers its handler set (both empty, allocating nothing, until used).
+#[derive(Debug, Default)]
+struct Live {
+    signal: Option<CancelSignal>,
+    trailers: Vec<(Box<[u8]>, Box<[u8]>)>,
 }
 
 impl Calls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Option<CancelSignal>, FastHash>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Live, FastHash>> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn begin(&self, id: u32) {
-        self.lock().insert(id, None);
+        self.lock().insert(id, Live::default());
     }
 
     pub(crate) fn end(&self, id: u32, cancelled: bool) {
         let slot = self.lock().remove(&id);
-        if let Some(Some(sig)) = slot
+        if let Some(Live {
+            signal: Some(sig), ..
+        }) = slot
             && cancelled
         {
             sig.fire();
@@ -243,12 +279,27 @@ impl Calls {
     fn signal(&self, id: u32) -> CancelSignal {
         let mut live = self.lock();
         match live.get_mut(&id) {
-            Some(slot) => slot.get_or_insert_with(CancelSignal::new).clone(),
+            Some(live) => live.signal.get_or_insert_with(CancelSignal::new).clone(),
             None => {
                 let s = CancelSignal::new();
                 s.fire();
                 s
             }
+        }
+    }
+
+    fn add_trailer(&self, id: u32, key: &[u8], value: &[u8]) {
+        if let Some(live) = self.lock().get_mut(&id) {
+            live.trailers.push((key.into(), value.into()));
+        }
+    }
+
+    /// The trailers the handler of call `id` set (taken: asked once, as
+    /// the call ends).
+    pub(crate) fn take_trailers(&self, id: u32) -> Vec<(Box<[u8]>, Box<[u8]>)> {
+        match self.lock().get_mut(&id) {
+            Some(live) => std::mem::take(&mut live.trailers),
+            None => Vec::new(),
         }
     }
 
@@ -318,6 +369,20 @@ mod tests {
         assert_eq!(ctx.metadata().get(b"k"), Some(&b"v"[..]));
         assert!(ctx.peer().compressed && !ctx.peer().encrypted);
         assert_eq!(ctx.call_options().deadline_at(), Some(deadline));
+        // Only `tracestate` and `weft-propagate-` keys travel on (the
+        // traceparent comes from the parsed trace context, not copied).
+        let meta = Metadata::builder()
+            .custom(b"tracestate", b"vendor=1")
+            .custom(b"authorization", b"Bearer x")
+            .custom(b"weft-propagate-tenant", b"t1")
+            .finish();
+        let nested = Context::new("m", None, meta, PeerInfo::default()).call_options();
+        let open = nested
+            .open_metadata("m", None, Instant::now(), None)
+            .unwrap();
+        assert_eq!(open.get(b"tracestate"), Some(&b"vendor=1"[..]));
+        assert_eq!(open.get(b"weft-propagate-tenant"), Some(&b"t1"[..]));
+        assert_eq!(open.get(b"authorization"), None);
         assert!(!ctx.cancellation().is_cancelled());
         let free = Context::new("m", None, Metadata::new(), PeerInfo::default());
         assert_eq!(free.remaining(), None);

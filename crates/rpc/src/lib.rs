@@ -65,7 +65,7 @@ mod wire;
 mod within;
 
 pub use client::{BidiCall, Client, ClientStreamingCall, Streaming};
-pub use context::{CancelSignal, Context, PeerInfo};
+pub use context::{CancelSignal, Context, PeerInfo, propagates};
 pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
 pub use middleware::{CallService, IncomingCall, Layered};

@@ -390,15 +390,21 @@ async fn respond(
     if let Ok(Some(framed)) = &result {
         guard.meter.sent(framed);
     }
+    // The handler's own trailers, if it set any (none allocates nothing).
+    let extra = guard.calls.take_trailers(guard.id);
     let (sent, cut) = match result {
-        Ok(Some(framed)) => (
-            wire::send(stream, framed, Some(wire::trailers(&Status::ok()))).await,
+        Ok(Some(framed)) => {
+            let t = wire::trailers_with(&Status::ok(), &extra);
+            (wire::send(stream, framed, Some(t)).await, false)
+        }
+        Ok(None) => (
+            wire::finish_with(stream, &Status::ok(), &extra).await,
             false,
         ),
-        Ok(None) => (wire::finish(stream, &Status::ok()).await, false),
         Err(status) => {
             tracing::debug!(id = stream.id(), %status, "call failed");
-            (wire::finish(stream, &status).await, cut_short(&status))
+            let sent = wire::finish_with(stream, &status, &extra).await;
+            (sent, cut_short(&status))
         }
     };
     guard.clean = sent.is_ok() && !cut;

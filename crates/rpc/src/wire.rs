@@ -48,6 +48,25 @@ pub(crate) fn trailers(status: &Status) -> Metadata {
     }
 }
 
+/// The trailers for `status` with the handler's custom entries.
+pub(crate) fn trailers_with(status: &Status, extra: &[(Box<[u8]>, Box<[u8]>)]) -> Metadata {
+    if extra.is_empty() {
+        return trailers(status);
+    }
+    let mut b = Metadata::builder().status(status.code().0);
+    let base = trailers(status);
+    for e in base
+        .iter()
+        .filter(|e| e.tag != weft_frame::metadata::tag::STATUS)
+    {
+        b = b.raw(e.tag, e.key, e.value);
+    }
+    for (k, v) in extra {
+        b = b.custom(k, v);
+    }
+    b.finish()
+}
+
 /// The custom trailer key of a status's details (PROTOCOL 7.5.1).
 pub(crate) const DETAILS_KEY: &[u8] = b"weft-status-details";
 
@@ -224,8 +243,17 @@ pub(crate) async fn send(
 
 /// Ends the stream with `status` and no message.
 pub(crate) async fn finish(stream: &mut Stream, status: &Status) -> Result<(), Status> {
+    finish_with(stream, status, &[]).await
+}
+
+/// [`finish`] with the handler's trailers.
+pub(crate) async fn finish_with(
+    stream: &mut Stream,
+    status: &Status,
+    extra: &[(Box<[u8]>, Box<[u8]>)],
+) -> Result<(), Status> {
     stream
-        .send_with_metadata(trailers(status), Bytes::new(), true)
+        .send_with_metadata(trailers_with(status, extra), Bytes::new(), true)
         .await
         .map_err(|e| from_stream(&e))
 }
