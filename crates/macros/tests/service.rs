@@ -194,3 +194,26 @@ async fn a_codec_mismatch_is_a_clear_error() {
         .unwrap();
     assert_eq!(n, 10);
 }
+
+#[tokio::test]
+async fn a_client_bidi_call_splits_into_halves_on_two_tasks() {
+    let c = client().await;
+    let (mut tx, mut rx) = c.shout().await.unwrap().split();
+    let sender = tokio::spawn(async move {
+        for w in ["a", "b", "c"] {
+            tx.send(w.to_string()).await.unwrap();
+        }
+        tx.close_send().await.unwrap();
+        // Closed: a further send is refused, a second close is a no-op.
+        assert_eq!(
+            tx.send("d".into()).await.unwrap_err().code(),
+            Code::FAILED_PRECONDITION
+        );
+        tx.close_send().await.unwrap();
+    });
+    let got: Vec<String> = (&mut rx).map(Result::unwrap).collect().await;
+    sender.await.unwrap();
+    assert_eq!(got, ["A", "B", "C"]);
+    assert_eq!(rx.message().await.unwrap(), None);
+    assert_eq!(rx.trailers().and_then(|t| t.status()), Some(0));
+}

@@ -802,6 +802,21 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
     pub fn trailers(&self) -> Option<&Metadata> {
         self.call.reader.trailers()
     }
+
+    /// The sending and the receiving half, usable from two tasks (see
+    /// [`BidiSender`](crate::BidiSender)). Messages already received but
+    /// not read stay with the receiving half.
+    pub fn split(self) -> (crate::BidiSender<Req, C>, crate::BidiReceiver<Resp, C>) {
+        let Call {
+            stream,
+            reader,
+            max,
+            deadline,
+            send_ended,
+            ..
+        } = self.call;
+        crate::split::halves(stream, reader, max, deadline, send_ended)
+    }
 }
 
 impl<Req, Resp, C: Codec<Req> + Codec<Resp>> futures_core::Stream for BidiCall<Req, Resp, C> {

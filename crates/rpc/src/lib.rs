@@ -56,6 +56,7 @@ mod options;
 mod pool;
 mod router;
 mod server;
+mod split;
 mod status;
 mod streams;
 #[cfg(feature = "tower")]
@@ -73,6 +74,7 @@ pub use observe::{TRACEPARENT, TraceContext};
 pub use options::CallOptions;
 pub use router::{Router, Shape};
 pub use server::Server;
+pub use split::{BidiReceiver, BidiSender};
 pub use status::{Code, MAX_DETAILS, Status};
 pub use streams::{BidiStream, RequestStream, ResponseSink};
 #[cfg(feature = "tower")]

@@ -93,7 +93,11 @@ impl Slot {
     }
 
     /// Leases the stream, waiting while another handle has it out.
-    fn poll_lease(&self, role: Role, cx: &mut Context<'_>) -> Poll<Result<Lease<'_>, Status>> {
+    pub(crate) fn poll_lease(
+        &self,
+        role: Role,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Lease<'_>, Status>> {
         let mut inner = self.inner();
         match std::mem::replace(&mut inner.place, Place::Out) {
             Place::Here(stream) => Poll::Ready(Ok(Lease {
@@ -127,14 +131,14 @@ fn wake_all(waiting: &mut [Option<Waker>; 2]) {
 /// send was under way: a send cut short could leave half a message on the
 /// wire, so the stream is dropped (resetting the call) and the slot reads
 /// as over.
-struct Lease<'a> {
+pub(crate) struct Lease<'a> {
     slot: &'a Slot,
     stream: Option<Stream>,
     sending: bool,
 }
 
 impl Lease<'_> {
-    fn get(&mut self) -> &mut Stream {
+    pub(crate) fn get(&mut self) -> &mut Stream {
         self.stream
             .as_mut()
             .expect("a lease holds its stream until dropped")
@@ -255,6 +259,16 @@ pub(crate) async fn send_on(slot: &Slot, framed: codec::Framed) -> Result<(), St
     let mut lease = slot.lease(Role::Send).await?;
     lease.sending = true;
     wire::send(lease.get(), framed, None).await?;
+    lease.sending = false;
+    Ok(())
+}
+
+/// Ends the sending direction of the call in `slot` (`END_STREAM`, no data).
+pub(crate) async fn end_on(slot: &Slot) -> Result<(), Status> {
+    let mut lease = slot.lease(Role::Send).await?;
+    lease.sending = true;
+    let r = lease.get().send(Bytes::new(), true).await;
+    r.map_err(|e| wire::from_stream(&e))?;
     lease.sending = false;
     Ok(())
 }

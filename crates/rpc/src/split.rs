@@ -1,0 +1,167 @@
+//! The two halves of a client's bidirectional call
+//! ([`BidiCall::split`](crate::BidiCall::split)), usable from two tasks.
+//!
+//! They share the call's stream through the same slot the server's
+//! streaming handles use: a receive holds it for one poll, a send until
+//! its message is queued (a send waiting for flow-control credit makes the
+//! receiver wait for it).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use tokio::time::{Instant, Sleep};
+use weft_frame::Metadata;
+
+use crate::streams::{Role, Slot, end_on, send_on};
+use crate::typed::response_error;
+use crate::wire::{self, Reader};
+use crate::{Code, Codec, Status};
+
+/// The sending half: [`send`](Self::send), then
+/// [`close_send`](Self::close_send) (dropping it without closing leaves
+/// the server waiting for more, until the deadline).
+pub struct BidiSender<Req, C> {
+    slot: Slot,
+    max: usize,
+    closed: bool,
+    _t: PhantomData<fn(Req, C)>,
+}
+
+impl<Req, C> fmt::Debug for BidiSender<Req, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BidiSender")
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Req, C: Codec<Req>> BidiSender<Req, C> {
+    /// Sends one message.
+    pub async fn send(&mut self, message: Req) -> Result<(), Status> {
+        if self.closed {
+            return Err(Status::new(
+                Code::FAILED_PRECONDITION,
+                "send after close_send",
+            ));
+        }
+        let framed = C::encode(&message, self.max)?;
+        send_on(&self.slot, framed).await
+    }
+
+    /// Ends this side: the server's `message()` returns `Ok(None)`.
+    pub async fn close_send(&mut self) -> Result<(), Status> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        end_on(&self.slot).await
+    }
+}
+
+/// The receiving half: [`message`](Self::message), or a
+/// `futures::Stream` of the responses. As [`Streaming`](crate::Streaming),
+/// `Ok(None)` only after the server's explicit end with `OK`.
+pub struct BidiReceiver<Resp, C> {
+    slot: Slot,
+    reader: Reader,
+    /// The `OPEN` metadata, for the method name in decode errors.
+    open: Metadata,
+    deadline: Option<Instant>,
+    timer: Option<Pin<Box<Sleep>>>,
+    outcome: Option<Result<(), Status>>,
+    _t: PhantomData<fn(C) -> Resp>,
+}
+
+impl<Resp, C> fmt::Debug for BidiReceiver<Resp, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BidiReceiver")
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Resp, C: Codec<Resp>> BidiReceiver<Resp, C> {
+    /// The next message from the server; `Ok(None)` after its successful end.
+    pub async fn message(&mut self) -> Result<Option<Resp>, Status> {
+        std::future::poll_fn(|cx| self.poll_message(cx)).await
+    }
+
+    /// The trailers, once the call ended.
+    pub fn trailers(&self) -> Option<&Metadata> {
+        self.reader.trailers()
+    }
+
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Resp>, Status>> {
+        if let Some(o) = &self.outcome {
+            return Poll::Ready(o.clone().map(|()| None));
+        }
+        if let Some(d) = self.deadline {
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(d)));
+            if timer.as_mut().poll(cx).is_ready() {
+                return self.end(Err(Status::deadline_exceeded("deadline exceeded")));
+            }
+        }
+        let polled = match ready!(self.slot.poll_lease(Role::Receive, cx)) {
+            Ok(mut lease) => ready!(self.reader.poll_next(lease.get(), cx)),
+            Err(e) => Err(e),
+        };
+        match polled {
+            Ok(Some(b)) => Poll::Ready(
+                C::decode(b)
+                    .map(Some)
+                    .map_err(|e| response_error(self.open.method(), &e)),
+            ),
+            Ok(None) => {
+                let status = wire::status_of(self.reader.trailers());
+                self.end(status)
+            }
+            Err(e) => self.end(Err(e)),
+        }
+    }
+
+    fn end(&mut self, r: Result<(), Status>) -> Poll<Result<Option<Resp>, Status>> {
+        self.outcome = Some(r.clone());
+        Poll::Ready(r.map(|()| None))
+    }
+}
+
+impl<Resp, C: Codec<Resp>> futures_core::Stream for BidiReceiver<Resp, C> {
+    type Item = Result<Resp, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        Poll::Ready(ready!(this.poll_message(cx)).transpose())
+    }
+}
+
+/// The halves of a call's parts.
+pub(crate) fn halves<Req, Resp, C>(
+    stream: weft_mux::Stream,
+    reader: Reader,
+    max: usize,
+    deadline: Option<Instant>,
+    send_ended: bool,
+) -> (BidiSender<Req, C>, BidiReceiver<Resp, C>) {
+    let open = stream.metadata().clone();
+    let slot = Slot::new(stream);
+    let tx = BidiSender {
+        slot: slot.clone(),
+        max,
+        closed: send_ended,
+        _t: PhantomData,
+    };
+    let rx = BidiReceiver {
+        slot,
+        reader,
+        open,
+        deadline,
+        timer: None,
+        outcome: None,
+        _t: PhantomData,
+    };
+    (tx, rx)
+}
