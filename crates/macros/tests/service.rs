@@ -200,10 +200,11 @@ async fn a_client_bidi_call_splits_into_halves_on_two_tasks() {
     let c = client().await;
     let (mut tx, mut rx) = c.shout().await.unwrap().split();
     let sender = tokio::spawn(async move {
-        for w in ["a", "b", "c"] {
-            tx.send(w.to_string()).await.unwrap();
-        }
-        tx.close_send().await.unwrap();
+        tx.send("a".to_string()).await.unwrap();
+        // The sender is also a futures::Sink; closing it ends the requests.
+        SinkExt::send(&mut tx, "b".to_string()).await.unwrap();
+        SinkExt::send(&mut tx, "c".to_string()).await.unwrap();
+        SinkExt::close(&mut tx).await.unwrap();
         // Closed: a further send is refused, a second close is a no-op.
         assert_eq!(
             tx.send("d".into()).await.unwrap_err().code(),

@@ -15,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 
 use crate::streams::{Role, Slot, end_on, send_on};
-use crate::typed::response_error;
+use crate::typed::{PendingSend, response_error};
 use crate::wire::{self, Reader};
 use crate::{Code, Codec, Status};
 
@@ -26,6 +26,9 @@ pub struct BidiSender<Req, C> {
     slot: Slot,
     max: usize,
     closed: bool,
+    pending: PendingSend,
+    /// The end of the request stream, once `poll_close` started it.
+    closing: Option<Pin<Box<dyn std::future::Future<Output = Result<(), Status>> + Send>>>,
     _t: PhantomData<fn(Req, C)>,
 }
 
@@ -33,6 +36,7 @@ impl<Req, C> fmt::Debug for BidiSender<Req, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BidiSender")
             .field("closed", &self.closed)
+            .field("sending", &self.pending.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -46,6 +50,7 @@ impl<Req, C: Codec<Req>> BidiSender<Req, C> {
                 "send after close_send",
             ));
         }
+        self.pending.finish().await?;
         let framed = C::encode(&message, self.max)?;
         send_on(&self.slot, framed).await
     }
@@ -56,7 +61,50 @@ impl<Req, C: Codec<Req>> BidiSender<Req, C> {
             return Ok(());
         }
         self.closed = true;
+        self.pending.finish().await?;
         end_on(&self.slot).await
+    }
+}
+
+/// As a `futures::Sink`: one boxed send future per message (`send` boxes
+/// none); `poll_close` ends the request stream like `close_send`.
+impl<Req, C: Codec<Req>> futures_sink::Sink<Req> for BidiSender<Req, C> {
+    type Error = Status;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        self.get_mut().pending.poll(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Req) -> Result<(), Status> {
+        let this = self.get_mut();
+        if this.closed {
+            return Err(Status::new(Code::FAILED_PRECONDITION, "send after close"));
+        }
+        let framed = C::encode(&item, this.max)?;
+        this.pending.start(this.slot.clone(), framed);
+        Ok(())
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        self.get_mut().pending.poll(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        let this = self.get_mut();
+        ready!(this.pending.poll(cx))?;
+        if !this.closed {
+            this.closed = true;
+            let slot = this.slot.clone();
+            this.closing = Some(Box::pin(async move { end_on(&slot).await }));
+        }
+        match this.closing.as_mut() {
+            Some(f) => {
+                let r = ready!(f.as_mut().poll(cx));
+                this.closing = None;
+                Poll::Ready(r)
+            }
+            None => Poll::Ready(Ok(())),
+        }
     }
 }
 
@@ -152,6 +200,8 @@ pub(crate) fn halves<Req, Resp, C>(
         slot: slot.clone(),
         max,
         closed: send_ended,
+        pending: PendingSend::default(),
+        closing: None,
         _t: PhantomData,
     };
     let rx = BidiReceiver {

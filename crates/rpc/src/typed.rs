@@ -196,13 +196,43 @@ impl<T, C: Codec<T>> futures_core::Stream for Requests<T, C> {
 
 type SendFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
 
+/// The message a `Sink` has started sending, if any: the `Sink` side of
+/// [`Responses`] and [`BidiSender`](crate::BidiSender).
+#[derive(Default)]
+pub(crate) struct PendingSend(Option<SendFuture>);
+
+impl PendingSend {
+    pub(crate) fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Starts sending `framed` on the call in `slot`.
+    pub(crate) fn start(&mut self, slot: Slot, framed: Framed) {
+        self.0 = Some(Box::pin(async move { send_on(&slot, framed).await }));
+    }
+
+    /// Drives the started send to its end.
+    pub(crate) fn poll(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
+        let Some(f) = self.0.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let r = ready!(f.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(r)
+    }
+
+    pub(crate) async fn finish(&mut self) -> Result<(), Status> {
+        std::future::poll_fn(|cx| self.poll(cx)).await
+    }
+}
+
 /// Typed messages from a handler to its caller: [`send`](Self::send), or
 /// use it as a `futures::Sink<T>` (each message sent through the `Sink`
 /// interface costs one boxed future; `send` costs none). The call ends
 /// with the handler's result; closing the sink only flushes.
 pub struct Responses<T, C = Json> {
     inner: ResponseSink,
-    pending: Option<SendFuture>,
+    pending: PendingSend,
     _t: PhantomData<fn(T, C)>,
 }
 
@@ -219,29 +249,16 @@ impl<T, C: Codec<T>> Responses<T, C> {
     pub fn new(inner: ResponseSink) -> Self {
         Responses {
             inner,
-            pending: None,
+            pending: PendingSend::default(),
             _t: PhantomData,
         }
     }
 
     /// Sends one value, waiting for flow-control credit.
     pub async fn send(&mut self, value: T) -> Result<(), Status> {
-        self.flush_pending().await?;
+        self.pending.finish().await?;
         let framed = C::encode(&value, self.inner.max_message())?;
         self.inner.send_framed(framed).await
-    }
-
-    async fn flush_pending(&mut self) -> Result<(), Status> {
-        std::future::poll_fn(|cx| self.poll_pending(cx)).await
-    }
-
-    fn poll_pending(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-        let Some(f) = self.pending.as_mut() else {
-            return Poll::Ready(Ok(()));
-        };
-        let r = ready!(f.as_mut().poll(cx));
-        self.pending = None;
-        Poll::Ready(r)
     }
 }
 
@@ -249,23 +266,22 @@ impl<T, C: Codec<T>> futures_sink::Sink<T> for Responses<T, C> {
     type Error = Status;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-        self.get_mut().poll_pending(cx)
+        self.get_mut().pending.poll(cx)
     }
 
     fn start_send(self: Pin<&mut Self>, item: T) -> Result<(), Status> {
         let this = self.get_mut();
         let framed = C::encode(&item, this.inner.max_message())?;
-        let slot: Slot = this.inner.slot();
-        this.pending = Some(Box::pin(async move { send_on(&slot, framed).await }));
+        this.pending.start(this.inner.slot(), framed);
         Ok(())
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-        self.get_mut().poll_pending(cx)
+        self.get_mut().pending.poll(cx)
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-        self.get_mut().poll_pending(cx)
+        self.get_mut().pending.poll(cx)
     }
 }
 
