@@ -29,7 +29,7 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     let client = format_ident!("{}Client", name);
     let server = format_ident!("{}Server", name);
     let checks = methods.iter().map(|m| codec_check(m, &rpc));
-    let client_fns = methods.iter().map(|m| client_fn(m, &rpc));
+    let client_fns = methods.iter().map(|m| client_fn(m, &rpc, vis));
     let routes = methods.iter().map(|m| route(m, &rpc));
     let wires = methods.iter().map(|m| &m.wire);
     let client_doc = format!(
@@ -138,7 +138,7 @@ fn codec_check(m: &Method, rpc: &TokenStream) -> TokenStream {
     }
 }
 
-fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
+fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStream {
     let Method {
         ident,
         docs,
@@ -160,7 +160,7 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
     match &m.shape {
         Shape::Unary => quote_spanned! {span=>
             #docs
-            pub fn #ident(
+            #vis fn #ident(
                 &self,
                 request: #request,
             ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + use<'_> {
@@ -168,7 +168,7 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
             }
 
             #[doc = #opts_doc]
-            pub fn #with<'a>(
+            #vis fn #with<'a>(
                 &'a self,
                 request: #request,
                 opts: &#rpc::CallOptions,
@@ -178,7 +178,7 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
         },
         Shape::ServerStreaming { .. } => quote_spanned! {span=>
             #docs
-            pub async fn #ident(
+            #vis async fn #ident(
                 &self,
                 request: #request,
             ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status> {
@@ -186,7 +186,7 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
             }
 
             #[doc = #opts_doc]
-            pub async fn #with(
+            #vis async fn #with(
                 &self,
                 request: #request,
                 opts: &#rpc::CallOptions,
@@ -194,38 +194,29 @@ fn client_fn(m: &Method, rpc: &TokenStream) -> TokenStream {
                 self.inner.server_streaming_codec(#wire, #codec, &request, opts).await
             }
         },
-        Shape::ClientStreaming { .. } => quote_spanned! {span=>
-            #docs
-            pub async fn #ident(
-                &self,
-            ) -> ::core::result::Result<#rpc::ClientStreamingCall<#request, #response, #codec>, #rpc::Status> {
-                self.#with(&#rpc::CallOptions::new()).await
-            }
+        // Both open the call and hand back its handle.
+        Shape::ClientStreaming { .. } | Shape::Bidi { .. } => {
+            let (handle, open) = match &m.shape {
+                Shape::Bidi { .. } => (quote!(BidiCall), quote!(bidi_codec)),
+                _ => (quote!(ClientStreamingCall), quote!(client_streaming_codec)),
+            };
+            quote_spanned! {span=>
+                #docs
+                #vis async fn #ident(
+                    &self,
+                ) -> ::core::result::Result<#rpc::#handle<#request, #response, #codec>, #rpc::Status> {
+                    self.#with(&#rpc::CallOptions::new()).await
+                }
 
-            #[doc = #opts_doc]
-            pub async fn #with(
-                &self,
-                opts: &#rpc::CallOptions,
-            ) -> ::core::result::Result<#rpc::ClientStreamingCall<#request, #response, #codec>, #rpc::Status> {
-                self.inner.client_streaming_codec(#wire, #codec, opts).await
+                #[doc = #opts_doc]
+                #vis async fn #with(
+                    &self,
+                    opts: &#rpc::CallOptions,
+                ) -> ::core::result::Result<#rpc::#handle<#request, #response, #codec>, #rpc::Status> {
+                    self.inner.#open(#wire, #codec, opts).await
+                }
             }
-        },
-        Shape::Bidi { .. } => quote_spanned! {span=>
-            #docs
-            pub async fn #ident(
-                &self,
-            ) -> ::core::result::Result<#rpc::BidiCall<#request, #response, #codec>, #rpc::Status> {
-                self.#with(&#rpc::CallOptions::new()).await
-            }
-
-            #[doc = #opts_doc]
-            pub async fn #with(
-                &self,
-                opts: &#rpc::CallOptions,
-            ) -> ::core::result::Result<#rpc::BidiCall<#request, #response, #codec>, #rpc::Status> {
-                self.inner.bidi_codec(#wire, #codec, opts).await
-            }
-        },
+        }
     }
 }
 

@@ -62,11 +62,11 @@ pub(crate) enum Shape {
     /// `(ctx, Req) -> Result<Resp, Status>`
     Unary,
     /// `(ctx, Req, Responses<Resp>) -> Result<(), Status>`
-    ServerStreaming { sink: Type },
+    ServerStreaming { sink: Box<Type> },
     /// `(ctx, Requests<Req>) -> Result<Resp, Status>`
-    ClientStreaming { source: Type },
+    ClientStreaming { source: Box<Type> },
     /// `(ctx, Requests<Req>, Responses<Resp>) -> Result<(), Status>`
-    Bidi { source: Type, sink: Type },
+    Bidi { source: Box<Type>, sink: Box<Type> },
 }
 
 /// One method of the service.
@@ -235,7 +235,7 @@ fn method(
     let (shape, request, response) = match rest.as_slice() {
         [req] if is(req, "Requests") => (
             Shape::ClientStreaming {
-                source: (*req).clone(),
+                source: Box::new((*req).clone()),
             },
             first_arg(req)?,
             ok.clone(),
@@ -246,13 +246,13 @@ fn method(
             let response = first_arg(sink)?;
             if is(req, "Requests") {
                 let shape = Shape::Bidi {
-                    source: (*req).clone(),
-                    sink: (*sink).clone(),
+                    source: Box::new((*req).clone()),
+                    sink: Box::new((*sink).clone()),
                 };
                 (shape, first_arg(req)?, response)
             } else {
                 let shape = Shape::ServerStreaming {
-                    sink: (*sink).clone(),
+                    sink: Box::new((*sink).clone()),
                 };
                 (shape, (*req).clone(), response)
             }

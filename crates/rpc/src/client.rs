@@ -531,16 +531,11 @@ impl Call {
         if let Some(o) = &self.outcome {
             return Poll::Ready(o.clone().map(|()| None));
         }
-        if let Some(d) = self.deadline {
-            let timer = self
-                .timer
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(d)));
-            if timer.as_mut().poll(cx).is_ready() {
-                let e = Err(Status::deadline_exceeded("deadline exceeded"));
-                observe::client_ended(&self.span, &e);
-                self.outcome = Some(e.clone());
-                return Poll::Ready(e.map(|()| None));
-            }
+        if crate::within::poll_deadline(self.deadline, &mut self.timer, cx) {
+            let e = Err(Status::deadline_exceeded("deadline exceeded"));
+            observe::client_ended(&self.span, &e);
+            self.outcome = Some(e.clone());
+            return Poll::Ready(e.map(|()| None));
         }
         let r = match ready!(self.reader.poll_next(&mut self.stream, cx)) {
             Ok(Some(m)) => return Poll::Ready(Ok(Some(m))),
@@ -550,6 +545,16 @@ impl Call {
         observe::client_ended(&self.span, &r);
         self.outcome = Some(r.clone());
         Poll::Ready(r.map(|()| None))
+    }
+
+    /// Encodes and sends one value.
+    async fn send_value<T, C: Codec<T>>(&mut self, value: &T) -> Result<(), Status> {
+        let framed = C::encode(value, self.max)?;
+        self.send_framed(framed).await
+    }
+
+    fn fmt_as(&self, name: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(name).field("call", self).finish()
     }
 
     /// Decodes a response message; a failure is the server's fault.
@@ -706,9 +711,7 @@ pub struct ClientStreamingCall<Req = Bytes, Resp = Bytes, C = Raw> {
 
 impl<Req, Resp, C> std::fmt::Debug for ClientStreamingCall<Req, Resp, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientStreamingCall")
-            .field("call", &self.call)
-            .finish()
+        self.call.fmt_as("ClientStreamingCall", f)
     }
 }
 
@@ -722,8 +725,7 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> ClientStreamingCall<Req, Resp, C> {
 
     /// Sends one message (waits for flow-control credit).
     pub async fn send(&mut self, message: Req) -> Result<(), Status> {
-        let framed = <C as Codec<Req>>::encode(&message, self.call.max)?;
-        self.call.send_framed(framed).await
+        self.call.send_value::<Req, C>(&message).await
     }
 
     /// Ends the request stream and waits for the response.
@@ -767,9 +769,7 @@ pub struct BidiCall<Req = Bytes, Resp = Bytes, C = Raw> {
 
 impl<Req, Resp, C> std::fmt::Debug for BidiCall<Req, Resp, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BidiCall")
-            .field("call", &self.call)
-            .finish()
+        self.call.fmt_as("BidiCall", f)
     }
 }
 
@@ -783,8 +783,7 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
 
     /// Sends one message.
     pub async fn send(&mut self, message: Req) -> Result<(), Status> {
-        let framed = <C as Codec<Req>>::encode(&message, self.call.max)?;
-        self.call.send_framed(framed).await
+        self.call.send_value::<Req, C>(&message).await
     }
 
     /// Ends this side: the server's `message()` returns `Ok(None)`.

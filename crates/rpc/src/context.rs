@@ -253,7 +253,7 @@ pub(crate) struct Calls {
 #[derive(Debug, Default)]
 struct Live {
     signal: Option<CancelSignal>,
-    trailers: Vec<(Box<[u8]>, Box<[u8]>)>,
+    trailers: Vec<crate::options::Entry>,
 }
 
 impl Calls {
@@ -296,7 +296,7 @@ impl Calls {
 
     /// The trailers the handler of call `id` set (taken: asked once, as
     /// the call ends).
-    pub(crate) fn take_trailers(&self, id: u32) -> Vec<(Box<[u8]>, Box<[u8]>)> {
+    pub(crate) fn take_trailers(&self, id: u32) -> Vec<crate::options::Entry> {
         match self.lock().get_mut(&id) {
             Some(live) => std::mem::take(&mut live.trailers),
             None => Vec::new(),

@@ -8,7 +8,7 @@ use weft_frame::Metadata;
 use crate::{Status, deadline};
 
 /// A custom metadata entry: key and value.
-type Entry = (Box<[u8]>, Box<[u8]>);
+pub(crate) type Entry = (Box<[u8]>, Box<[u8]>);
 
 /// Options for one outgoing call.
 ///

@@ -15,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 
 use crate::streams::{Role, Slot, end_on, send_on};
-use crate::typed::{PendingSend, response_error};
+use crate::typed::{PendingSend, SendFuture, response_error};
 use crate::wire::{self, Reader};
 use crate::{Code, Codec, Status};
 
@@ -28,7 +28,7 @@ pub struct BidiSender<Req, C> {
     closed: bool,
     pending: PendingSend,
     /// The end of the request stream, once `poll_close` started it.
-    closing: Option<Pin<Box<dyn std::future::Future<Output = Result<(), Status>> + Send>>>,
+    closing: Option<SendFuture>,
     _t: PhantomData<fn(Req, C)>,
 }
 
@@ -145,13 +145,8 @@ impl<Resp, C: Codec<Resp>> BidiReceiver<Resp, C> {
         if let Some(o) = &self.outcome {
             return Poll::Ready(o.clone().map(|()| None));
         }
-        if let Some(d) = self.deadline {
-            let timer = self
-                .timer
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(d)));
-            if timer.as_mut().poll(cx).is_ready() {
-                return self.end(Err(Status::deadline_exceeded("deadline exceeded")));
-            }
+        if crate::within::poll_deadline(self.deadline, &mut self.timer, cx) {
+            return self.end(Err(Status::deadline_exceeded("deadline exceeded")));
         }
         let polled = match ready!(self.slot.poll_lease(Role::Receive, cx)) {
             Ok(mut lease) => ready!(self.reader.poll_next(lease.get(), cx)),

@@ -194,7 +194,7 @@ impl<T, C: Codec<T>> futures_core::Stream for Requests<T, C> {
     }
 }
 
-type SendFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
+pub(crate) type SendFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
 
 /// The message a `Sink` has started sending, if any: the `Sink` side of
 /// [`Responses`] and [`BidiSender`](crate::BidiSender).

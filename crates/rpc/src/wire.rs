@@ -49,7 +49,7 @@ pub(crate) fn trailers(status: &Status) -> Metadata {
 }
 
 /// The trailers for `status` with the handler's custom entries.
-pub(crate) fn trailers_with(status: &Status, extra: &[(Box<[u8]>, Box<[u8]>)]) -> Metadata {
+pub(crate) fn trailers_with(status: &Status, extra: &[crate::options::Entry]) -> Metadata {
     if extra.is_empty() {
         return trailers(status);
     }
@@ -250,7 +250,7 @@ pub(crate) async fn finish(stream: &mut Stream, status: &Status) -> Result<(), S
 pub(crate) async fn finish_with(
     stream: &mut Stream,
     status: &Status,
-    extra: &[(Box<[u8]>, Box<[u8]>)],
+    extra: &[crate::options::Entry],
 ) -> Result<(), Status> {
     stream
         .send_with_metadata(trailers_with(status, extra), Bytes::new(), true)

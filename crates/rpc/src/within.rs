@@ -40,6 +40,18 @@ where
     }
 }
 
+/// For poll-based reads (`futures::Stream`): whether `deadline` has
+/// passed, arming `timer` on first use so the task is woken when it does.
+pub(crate) fn poll_deadline(
+    deadline: Option<Instant>,
+    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    cx: &mut Context<'_>,
+) -> bool {
+    let Some(d) = deadline else { return false };
+    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(d)));
+    timer.as_mut().poll(cx).is_ready()
+}
+
 pin_project_lite::pin_project! {
     /// The future of [`within`]: `work` alone, or `work` under a timer.
     #[project = WithinProj]

@@ -36,32 +36,33 @@ impl Bank for Vault {
 
 type CallFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
 
-/// Refuses calls without `authorization: Bearer <token>` (`UNAUTHENTICATED`).
+/// A layer that runs `check` on each call before passing it inward, and
+/// ends the call with the check's `Err` status instead (the handler never
+/// runs). Auth and the rate limit below are both one.
 #[derive(Debug, Clone)]
-pub struct Auth {
-    token: &'static str,
-}
+pub struct Check<F>(F);
 
-impl<S> Layer<S> for Auth {
-    type Service = AuthService<S>;
-    fn layer(&self, inner: S) -> AuthService<S> {
-        AuthService {
+impl<S, F: Clone> Layer<S> for Check<F> {
+    type Service = Checked<S, F>;
+    fn layer(&self, inner: S) -> Checked<S, F> {
+        Checked {
             inner,
-            token: self.token,
+            check: self.0.clone(),
         }
     }
 }
 
-/// [`Auth`] around a service.
+/// [`Check`] around a service.
 #[derive(Debug, Clone)]
-pub struct AuthService<S> {
+pub struct Checked<S, F> {
     inner: S,
-    token: &'static str,
+    check: F,
 }
 
-impl<S> Service<IncomingCall> for AuthService<S>
+impl<S, F> Service<IncomingCall> for Checked<S, F>
 where
     S: Service<IncomingCall, Response = (), Error = Status, Future = CallFuture>,
+    F: Fn(&IncomingCall) -> Result<(), Status>,
 {
     type Response = ();
     type Error = Status;
@@ -72,90 +73,57 @@ where
     }
 
     fn call(&mut self, call: IncomingCall) -> CallFuture {
+        match (self.check)(&call) {
+            Ok(()) => self.inner.call(call),
+            Err(status) => Box::pin(async move { Err(status) }),
+        }
+    }
+}
+
+/// Refuses calls without `authorization: Bearer <token>` (`UNAUTHENTICATED`).
+fn auth(token: &'static str) -> Check<impl Fn(&IncomingCall) -> Result<(), Status> + Clone> {
+    Check(move |call: &IncomingCall| {
         let ok = call
             .metadata()
             .get(b"authorization")
             .and_then(|v| v.strip_prefix(b"Bearer "))
-            .is_some_and(|t| t == self.token.as_bytes());
-        if !ok {
-            return Box::pin(async { Err(Status::new(Code::UNAUTHENTICATED, "no valid token")) });
+            .is_some_and(|t| t == token.as_bytes());
+        if ok {
+            Ok(())
+        } else {
+            Err(Status::new(Code::UNAUTHENTICATED, "no valid token"))
         }
-        self.inner.call(call)
-    }
+    })
 }
 
-/// At most `burst` calls of `method` per `window` (fixed windows), then
-/// `RESOURCE_EXHAUSTED` until the window turns. Other methods pass.
-#[derive(Debug, Clone)]
-pub struct MethodLimit {
+/// At most `burst` calls of `method` per `window` (fixed windows, shared by
+/// every connection), then `RESOURCE_EXHAUSTED` until the window turns.
+/// Other methods pass.
+fn method_limit(
     method: &'static str,
     burst: u32,
     window: Duration,
-    /// Start of the current window and calls in it, shared by clones.
-    state: Arc<Mutex<(Instant, u32)>>,
-}
-
-impl MethodLimit {
-    fn new(method: &'static str, burst: u32, window: Duration) -> MethodLimit {
-        let state = Arc::new(Mutex::new((Instant::now(), 0)));
-        MethodLimit {
-            method,
-            burst,
-            window,
-            state,
+) -> Check<impl Fn(&IncomingCall) -> Result<(), Status> + Clone> {
+    // Start of the current window and the calls in it.
+    let state = Arc::new(Mutex::new((Instant::now(), 0u32)));
+    Check(move |call: &IncomingCall| {
+        if call.method() != method {
+            return Ok(());
         }
-    }
-
-    fn admit(&self) -> bool {
-        let mut s = self.state.lock().unwrap();
+        let mut s = state.lock().unwrap();
         let now = Instant::now();
-        if now.duration_since(s.0) >= self.window {
+        if now.duration_since(s.0) >= window {
             *s = (now, 0);
         }
         s.1 += 1;
-        s.1 <= self.burst
-    }
-}
-
-impl<S> Layer<S> for MethodLimit {
-    type Service = Limited<S>;
-    fn layer(&self, inner: S) -> Limited<S> {
-        Limited {
-            inner,
-            limit: self.clone(),
+        if s.1 <= burst {
+            Ok(())
+        } else {
+            Err(Status::resource_exhausted(format!(
+                "{method} is limited to {burst} calls per {window:?}"
+            )))
         }
-    }
-}
-
-/// [`MethodLimit`] around a service.
-#[derive(Debug, Clone)]
-pub struct Limited<S> {
-    inner: S,
-    limit: MethodLimit,
-}
-
-impl<S> Service<IncomingCall> for Limited<S>
-where
-    S: Service<IncomingCall, Response = (), Error = Status, Future = CallFuture>,
-{
-    type Response = ();
-    type Error = Status;
-    type Future = CallFuture;
-
-    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: IncomingCall) -> CallFuture {
-        if call.method() == self.limit.method && !self.limit.admit() {
-            let msg = format!(
-                "{} is limited to {} calls per {:?}",
-                self.limit.method, self.limit.burst, self.limit.window
-            );
-            return Box::pin(async move { Err(Status::resource_exhausted(msg)) });
-        }
-        self.inner.call(call)
-    }
+    })
 }
 
 const BURST: u32 = 3;
@@ -165,8 +133,8 @@ const WINDOW: Duration = Duration::from_secs(1);
 /// added runs first).
 fn server() -> Server {
     Server::new(Router::new().add_service(BankServer::new(Vault)))
-        .layer(MethodLimit::new("bank.bank/statement", BURST, WINDOW))
-        .layer(Auth { token: "s3cret" })
+        .layer(method_limit("bank.bank/statement", BURST, WINDOW))
+        .layer(auth("s3cret"))
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
