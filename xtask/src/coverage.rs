@@ -316,7 +316,7 @@ mod tests {
         let floor = |p: &str| floors.crates.iter().find(|c| c.package == p).unwrap().floor;
         assert_eq!(floor("weft-frame"), 100.0);
         assert_eq!(floor("weft-transform"), 95.0);
-        for p in ["weft-mux", "weft-rpc", "weft"] {
+        for p in ["weft-mux", "weft-rpc", "weft", "weft-macros"] {
             assert_eq!(floor(p), 90.0, "{p}");
         }
         for p in [
