@@ -78,7 +78,7 @@ pub use split::{BidiReceiver, BidiSender};
 pub use status::{Code, MAX_DETAILS, Status};
 pub use streams::{BidiStream, RequestStream, ResponseSink};
 #[cfg(feature = "tower")]
-pub use tower::{DEFAULT_IN_FLIGHT, UnaryRequest};
+pub use tower::{DEFAULT_IN_FLIGHT, TypedRequest, TypedService, UnaryRequest};
 #[cfg(feature = "postcard")]
 pub use typed::Postcard;
 pub use typed::{CODEC_KEY, Codec, IntoRoutes, Json, Raw, Requests, Responses};

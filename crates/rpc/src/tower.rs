@@ -65,6 +65,129 @@ impl UnaryRequest {
     }
 }
 
+/// Readiness of the tower interface: stream credit, then a permit.
+fn poll_credit(client: &Client, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+    match client.connection().poll_open_ready(cx) {
+        Poll::Ready(Ok(())) => {}
+        Poll::Ready(Err(_)) => {
+            return Poll::Ready(Err(Status::unavailable("connection closed")));
+        }
+        Poll::Pending => return Poll::Pending,
+    }
+    let sem = client.credit().clone();
+    let mut st = client
+        .tower_slot()
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let (permit, acquiring) = &mut *st;
+    if permit.is_some() {
+        return Poll::Ready(Ok(()));
+    }
+    if acquiring.is_none() {
+        if let Ok(p) = sem.clone().try_acquire_owned() {
+            *permit = Some(p);
+            return Poll::Ready(Ok(()));
+        }
+        *acquiring = Some(Box::pin(async move { sem.acquire_owned().await.ok() }));
+    }
+    let fut = acquiring.as_mut().expect("set above");
+    match fut.as_mut().poll(cx) {
+        Poll::Pending => Poll::Pending,
+        Poll::Ready(p) => {
+            *acquiring = None;
+            match p {
+                Some(p) => {
+                    *permit = Some(p);
+                    Poll::Ready(Ok(()))
+                }
+                None => Poll::Ready(Err(Status::unavailable("client closed"))),
+            }
+        }
+    }
+}
+
+/// The permit `poll_ready` reserved for this handle, for the call.
+fn take_permit(client: &Client) -> Option<OwnedSemaphorePermit> {
+    client
+        .tower_slot()
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .0
+        .take()
+}
+
+/// A typed unary call for the tower interface of a [`TypedService`].
+#[derive(Debug, Clone)]
+pub struct TypedRequest<Req, Resp> {
+    /// The method name.
+    pub method: String,
+    /// The request value.
+    pub request: Req,
+    /// Deadline and metadata.
+    pub options: CallOptions,
+    _resp: std::marker::PhantomData<fn() -> Resp>,
+}
+
+impl<Req, Resp> TypedRequest<Req, Resp> {
+    /// A request with default options.
+    pub fn new(method: impl Into<String>, request: Req) -> Self {
+        TypedRequest {
+            method: method.into(),
+            request,
+            options: CallOptions::new(),
+            _resp: std::marker::PhantomData,
+        }
+    }
+}
+
+/// A client as a `tower::Service` of typed calls carried by codec `C`
+/// ([`Client::typed_service`]); readiness as the raw interface's.
+#[derive(Debug, Clone)]
+pub struct TypedService<C> {
+    client: Client,
+    codec: C,
+}
+
+impl Client {
+    /// This client as a `tower::Service<TypedRequest<Req, Resp>>` over
+    /// `codec` (the raw `Service<UnaryRequest>` stays on `Client`).
+    pub fn typed_service<C>(&self, codec: C) -> TypedService<C> {
+        TypedService {
+            client: self.clone(),
+            codec,
+        }
+    }
+}
+
+impl<Req, Resp, C> tower_service::Service<TypedRequest<Req, Resp>> for TypedService<C>
+where
+    C: crate::Codec<Req> + crate::Codec<Resp>,
+    Req: Send + 'static,
+    Resp: Send + 'static,
+{
+    type Response = Resp;
+    type Error = Status;
+    type Future = Pin<Box<dyn Future<Output = Result<Resp, Status>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        poll_credit(&self.client, cx)
+    }
+
+    fn call(&mut self, req: TypedRequest<Req, Resp>) -> Self::Future {
+        let permit = take_permit(&self.client);
+        let client = self.client.clone();
+        let codec = self.codec;
+        Box::pin(async move {
+            let _permit = permit;
+            client
+                .unary_codec(&req.method, codec, &req.request, &req.options)
+                .await
+        })
+    }
+}
+
 pub(crate) fn semaphore(n: usize) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(n.clamp(1, Semaphore::MAX_PERMITS)))
 }
@@ -75,54 +198,11 @@ impl tower_service::Service<UnaryRequest> for Client {
     type Future = Pin<Box<dyn Future<Output = Result<Bytes, Status>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
-        match self.connection().poll_open_ready(cx) {
-            Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(_)) => {
-                return Poll::Ready(Err(Status::unavailable("connection closed")));
-            }
-            Poll::Pending => return Poll::Pending,
-        }
-        let sem = self.credit().clone();
-        let mut st = self
-            .tower_slot()
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let (permit, acquiring) = &mut *st;
-        if permit.is_some() {
-            return Poll::Ready(Ok(()));
-        }
-        if acquiring.is_none() {
-            if let Ok(p) = sem.clone().try_acquire_owned() {
-                *permit = Some(p);
-                return Poll::Ready(Ok(()));
-            }
-            *acquiring = Some(Box::pin(async move { sem.acquire_owned().await.ok() }));
-        }
-        let fut = acquiring.as_mut().expect("set above");
-        match fut.as_mut().poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(p) => {
-                *acquiring = None;
-                match p {
-                    Some(p) => {
-                        *permit = Some(p);
-                        Poll::Ready(Ok(()))
-                    }
-                    None => Poll::Ready(Err(Status::unavailable("client closed"))),
-                }
-            }
-        }
+        poll_credit(self, cx)
     }
 
     fn call(&mut self, req: UnaryRequest) -> Self::Future {
-        let permit = self
-            .tower_slot()
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .take();
+        let permit = take_permit(self);
         let client = self.clone();
         Box::pin(async move {
             let _permit = permit;

@@ -116,3 +116,31 @@ async fn poll_ready_waits_for_room_under_the_servers_stream_cap() {
         .unwrap();
     assert_eq!(r, "3");
 }
+
+#[cfg(feature = "json")]
+#[tokio::test]
+async fn typed_calls_through_the_tower_interface() {
+    use weft_rpc::{Json, TypedRequest};
+    let router =
+        Router::new().unary_codec(
+            "add",
+            Json,
+            |_c, (a, b): (i64, i64)| async move { Ok(a + b) },
+        );
+    let p = pair(router).await;
+    let mut svc = p.client.typed_service(Json);
+    poll_fn(|cx| Service::<TypedRequest<(i64, i64), i64>>::poll_ready(&mut svc, cx))
+        .await
+        .unwrap();
+    let sum: i64 = svc.call(TypedRequest::new("add", (2, 40))).await.unwrap();
+    assert_eq!(sum, 42);
+    // The wrong response type is the server's fault: INTERNAL.
+    poll_fn(|cx| Service::<TypedRequest<(i64, i64), String>>::poll_ready(&mut svc, cx))
+        .await
+        .unwrap();
+    let e = svc
+        .call(TypedRequest::<_, String>::new("add", (1, 1)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::INTERNAL);
+}

@@ -79,7 +79,7 @@ pub use weft_rpc::{
     Responses, Router, Server, Shape, Status, Streaming,
 };
 #[cfg(feature = "tower")]
-pub use weft_rpc::{CallService, IncomingCall, UnaryRequest};
+pub use weft_rpc::{CallService, IncomingCall, TypedRequest, TypedService, UnaryRequest};
 
 /// Makes a trait a service: a typed client `FooClient` and a server
 /// adapter `FooServer` (see `weft_macros` for the contract).
