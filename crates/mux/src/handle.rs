@@ -31,9 +31,8 @@ impl Connection {
     /// Fails retry-safe ([`MuxError::is_refused`]) after a `GOAWAY` or when
     /// stream ids run out, and with [`MuxError::is_closed`] once closed.
     ///
-    /// (A plain function returning the future, not an `async fn`: if the
-    /// connection's state is busy the call is polled again once it is
-    /// free, rather than waiting for it.)
+    /// (A plain function returning the future, not an `async fn`: one
+    /// state machine less per call.)
     pub fn open(
         &self,
         metadata: Metadata,
@@ -41,10 +40,8 @@ impl Connection {
         end: bool,
     ) -> impl Future<Output = Result<Stream, MuxError>> + '_ {
         let mut args = Some((metadata, payload));
-        poll_fn(move |cx| {
-            let Some(mut inner) = self.shared.lock_or_wake(cx.waker()) else {
-                return Poll::Pending;
-            };
+        poll_fn(move |_| {
+            let mut inner = self.shared.lock();
             let (metadata, payload) = args.take().expect("open polled after it completed");
             let id = inner.open(metadata.clone(), payload, end);
             drop(inner);
@@ -134,9 +131,7 @@ impl Incoming {
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Option<Stream>> {
-        let Some(mut inner) = self.shared.lock_or_wake(cx.waker()) else {
-            return Poll::Pending;
-        };
+        let mut inner = self.shared.lock();
         let out = std::task::ready!(inner.poll_accept(cx, read_inline));
         drop(inner);
         Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)))

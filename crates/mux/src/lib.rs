@@ -13,11 +13,12 @@
 //!   `AsyncRead + AsyncWrite + Unpin + Send`: it runs the handshake under
 //!   its deadline, then one owner at a time holds the connection's state
 //!   and does everyone's work — writes every queued frame, reads every
-//!   frame the socket has — while no caller ever waits for another: a
-//!   drop or reset is left for the owner, a poll that finds the state held
-//!   is polled again once it is free, and wake-ups happen after the state
-//!   is released. A caller alone on the connection writes and reads
-//!   inline, so a round trip needs no extra task wake-up; one task per
+//!   frame the socket has — and callers never wait for work that returns
+//!   nothing: a drop or reset is left for the owner; wake-ups happen after
+//!   the state is released; the connection task, finding the state held,
+//!   is polled again once it is free instead of blocking. A caller alone
+//!   on the connection writes and reads inline, so a round trip needs no
+//!   extra task wake-up; one task per
 //!   connection fires timers, finishes writes and watches the socket when
 //!   nobody else does.
 //!

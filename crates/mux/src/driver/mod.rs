@@ -159,17 +159,17 @@ impl Shared {
         self.state.lock_or_wake(waker)
     }
 
-    /// Polls `f` with the state if it is free; if not, `Pending`, and the
-    /// task is polled again once the holder lets go.
+    /// Polls `f` with the state, waiting for it if another caller holds
+    /// it. (Handles' polls do not use `lock_or_wake`: a refused poll made
+    /// the rpc server's inline first poll of a handler return `Pending`,
+    /// which moves that call to a spawned task — an allocation per call
+    /// the allocation gate caught with eight calls in flight.)
     pub(crate) fn poll_state<R>(
         &self,
         cx: &mut std::task::Context<'_>,
         f: impl FnOnce(&mut Inner, &mut std::task::Context<'_>) -> std::task::Poll<R>,
     ) -> std::task::Poll<R> {
-        match self.lock_or_wake(cx.waker()) {
-            Some(mut inner) => f(&mut inner, cx),
-            None => std::task::Poll::Pending,
-        }
+        f(&mut self.lock(), cx)
     }
 
     /// Runs `op` now, or leaves it to whoever holds the state (see

@@ -49,7 +49,7 @@ impl Future for Driver {
         let _enter = shared.span().enter();
         // Held by a caller: it does the reading and writing meanwhile, and
         // wakes us when it lets go (timers and deferred writes can wait
-        // that long); the connection task never blocks on a caller either.
+        // that long): the connection task never blocks on a caller.
         let Some(mut inner) = shared.lock_or_wake(cx.waker()) else {
             return Poll::Pending;
         };
