@@ -21,24 +21,80 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if !cargo_fuzz_present() {
         cmd::run("cargo", &["install", "--locked", CARGO_FUZZ])?;
     }
+    // One build for every target, then the targets side by side, one per
+    // core: each still gets N seconds of one core, and the step takes
+    // N seconds a wave instead of N seconds a target.
+    cmd::run(
+        "cargo",
+        &["+nightly", "fuzz", "build", "--fuzz-dir", "fuzz"],
+    )?;
+    let jobs = std::thread::available_parallelism().map_or(1, usize::from);
+    let logs = cmd::root().join("target").join("fuzz-logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("fuzz: {}: {e}", logs.display()))?;
     let max_time = format!("-max_total_time={secs}");
-    for target in &targets {
-        cmd::run(
-            "cargo",
-            &[
-                "+nightly",
-                "fuzz",
-                "run",
-                "--fuzz-dir",
-                "fuzz",
-                target,
-                "--",
-                &max_time,
-            ],
-        )?;
+    for wave in waves(&targets, jobs) {
+        let mut running = Vec::new();
+        for target in wave {
+            let log = logs.join(format!("{target}.log"));
+            let out =
+                std::fs::File::create(&log).map_err(|e| format!("fuzz: {}: {e}", log.display()))?;
+            let err = out.try_clone().map_err(|e| format!("fuzz: {e}"))?;
+            println!(
+                "$ cargo +nightly fuzz run --fuzz-dir fuzz {target} -- {max_time}  (log: {})",
+                log.display()
+            );
+            let child = Command::new("cargo")
+                .args([
+                    "+nightly",
+                    "fuzz",
+                    "run",
+                    "--fuzz-dir",
+                    "fuzz",
+                    target,
+                    "--",
+                    &max_time,
+                ])
+                .current_dir(cmd::root())
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .map_err(|e| format!("fuzz: could not start cargo fuzz: {e}"))?;
+            running.push((target, log, child));
+        }
+        let mut failed = Vec::new();
+        for (target, log, mut child) in running {
+            let status = child.wait().map_err(|e| format!("fuzz: {target}: {e}"))?;
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text
+                .lines()
+                .rev()
+                .take(if status.success() { 2 } else { 60 })
+                .collect();
+            println!("fuzz {target}: {status}");
+            for line in tail.into_iter().rev() {
+                println!("  {line}");
+            }
+            if !status.success() {
+                failed.push(target.clone());
+            }
+        }
+        if !failed.is_empty() {
+            return Err(format!(
+                "fuzz: {} failed (crash inputs in fuzz/artifacts/)",
+                failed.join(", ")
+            ));
+        }
     }
-    println!("fuzz: {} targets, {secs} s each, no failure", targets.len());
+    println!(
+        "fuzz: {} targets, {secs} s each, {jobs} at a time, no failure",
+        targets.len()
+    );
     Ok(())
+}
+
+/// `targets` in waves of at most `jobs`, in order.
+fn waves(targets: &[String], jobs: usize) -> std::slice::Chunks<'_, String> {
+    targets.chunks(jobs.max(1))
 }
 
 /// Whether `cargo fuzz` runs at all (then nothing is installed).
@@ -93,6 +149,15 @@ path = "fuzz_targets/record.rs"
 name  =  "record"
 "#;
         assert_eq!(bin_names(manifest), ["frame_decode", "record"]);
+    }
+
+    #[test]
+    fn targets_run_in_waves_of_the_core_count() {
+        let t: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        let w: Vec<&[String]> = waves(&t, 2).collect();
+        assert_eq!(w, [&t[0..2], &t[2..4], &t[4..5]]);
+        assert_eq!(waves(&t, 0).count(), 5, "no cores reported: one at a time");
+        assert_eq!(waves(&t, 8).count(), 1);
     }
 
     #[test]
