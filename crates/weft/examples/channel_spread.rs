@@ -1,6 +1,9 @@
 //! 64 spawned callers on one `Channel`: one connection against
 //! `connections(2)` (and a bare `Client` for reference), same run, same
-//! in-process loopback server. Prints calls/s of each.
+//! in-process loopback server. Prints calls/s of each, and how many cores
+//! the process kept busy meanwhile (user + system CPU time over wall time,
+//! from /proc/self/stat): on a machine where one connection already keeps
+//! every core busy, a second connection has no core to run on.
 //!
 //! ```text
 //! cargo run --release -p weft --example channel_spread [CALLS_PER_CALLER] [--encrypt] [--workers N]
@@ -28,7 +31,19 @@ impl Target {
     }
 }
 
-async fn time(target: &Target, per_caller: usize) -> Duration {
+/// CPU time this process has used (user + system), where /proc says.
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // USER_HZ is 100 on every Linux this runs on.
+    Some(Duration::from_millis(ticks * 10))
+}
+
+async fn time(target: &Target, per_caller: usize) -> (Duration, Option<f64>) {
+    let cpu0 = cpu_time();
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..CALLERS {
@@ -40,7 +55,11 @@ async fn time(target: &Target, per_caller: usize) -> Duration {
         });
     }
     while tasks.join_next().await.is_some() {}
-    start.elapsed()
+    let wall = start.elapsed();
+    let busy = cpu0
+        .zip(cpu_time())
+        .map(|(a, b)| (b - a).as_secs_f64() / wall.as_secs_f64());
+    (wall, busy)
 }
 
 fn main() {
@@ -96,9 +115,12 @@ fn main() {
         let total = (CALLERS * per_caller) as f64;
         let mut rates = Vec::new();
         for (name, t) in &targets {
-            let d = time(t, per_caller).await;
+            let (d, busy) = time(t, per_caller).await;
             let rate = total / d.as_secs_f64();
-            println!("{name:>15}: {rate:>10.0} calls/s ({CALLERS} callers x {per_caller}, {workers} workers)");
+            let busy = busy.map_or("n/a".to_string(), |b| format!("{b:.2}"));
+            println!(
+                "{name:>15}: {rate:>10.0} calls/s ({CALLERS} callers x {per_caller}, {workers} workers), {busy} cores busy"
+            );
             rates.push(rate);
         }
         println!(

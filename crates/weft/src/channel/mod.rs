@@ -42,11 +42,6 @@ pub use endpoint::Endpoint;
 use balance::Picker;
 use pool::{Lease, Pool};
 
-/// The default cap on calls per connection before it is replaced: with at
-/// most four records per call each way this stays under the 2^24 records
-/// one key may seal.
-pub const DEFAULT_MAX_CALLS_PER_CONNECTION: u64 = 1 << 22;
-
 /// The settings every endpoint of a channel shares.
 #[derive(Debug, Clone)]
 struct Settings {
@@ -66,7 +61,7 @@ impl Default for Settings {
             connections: 1,
             backoff: Backoff::default(),
             fail_fast: false,
-            max_calls: Some(DEFAULT_MAX_CALLS_PER_CONNECTION),
+            max_calls: None,
             idempotent: HashSet::new(),
             budget: (Duration::from_secs(10), 10, 0.2),
             call_timeout: None,
@@ -112,9 +107,16 @@ impl ChannelBuilder {
     }
 
     /// Replace a connection after this many calls (its calls in flight
-    /// finish on it). Default [`DEFAULT_MAX_CALLS_PER_CONNECTION`], which
-    /// keeps a busy encrypted connection below its record limit; `None`
-    /// never replaces a live connection.
+    /// finish on it). Default `None`: a live connection is kept however
+    /// many calls it carries (key updates keep an encrypted one under its
+    /// record limit, see `Config::rekey_after`), as tonic and grpc-go
+    /// clients keep theirs. A cap spreads long-lived clients over servers
+    /// added later, as grpc-go's server-side `MaxConnectionAge` does.
+    ///
+    /// ```
+    /// let builder = weft::Channel::builder().max_calls_per_connection(Some(1_000_000));
+    /// # let _ = builder;
+    /// ```
     #[must_use]
     pub fn max_calls_per_connection(mut self, n: Option<u64>) -> ChannelBuilder {
         self.settings.max_calls = n.map(|n| n.max(1));
