@@ -99,9 +99,20 @@ impl fmt::Display for Code {
 pub struct Status {
     code: Code,
     message: Cow<'static, str>,
-    retry_safe: bool,
+    retry: Retry,
     /// Machine-readable details, boxed so a `Status` stays small.
     details: Option<Box<bytes::Bytes>>,
+}
+
+/// Whether a failed call may be sent again (see [`Status::is_retry_safe`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retry {
+    /// The peer may have processed it.
+    No,
+    /// It provably was not processed.
+    Safe,
+    /// The peer refused this one stream; the connection is fine.
+    StreamRefused,
 }
 
 impl Status {
@@ -110,7 +121,7 @@ impl Status {
         Status {
             code,
             message: message.into(),
-            retry_safe: false,
+            retry: Retry::No,
             details: None,
         }
     }
@@ -120,7 +131,7 @@ impl Status {
         Status {
             code: Code::OK,
             message: Cow::Borrowed(""),
-            retry_safe: false,
+            retry: Retry::No,
             details: None,
         }
     }
@@ -144,7 +155,21 @@ impl Status {
     /// again cannot run it twice (the stream was refused, or opened above
     /// the id of the peer's `GOAWAY`).
     pub fn is_retry_safe(&self) -> bool {
-        self.retry_safe
+        self.retry != Retry::No
+    }
+
+    /// Whether the peer refused this one stream (`REFUSED_STREAM`, e.g. at
+    /// its concurrent-stream cap, or a stream above its `GOAWAY`'s last
+    /// id), as opposed to a connection that could not open any: a channel
+    /// then waits for room on the same connection instead of replacing it.
+    /// Implies [`is_retry_safe`](Self::is_retry_safe).
+    ///
+    /// ```
+    /// let s = weft_rpc::Status::unavailable("no connection").retry_safe();
+    /// assert!(s.is_retry_safe() && !s.is_stream_refused());
+    /// ```
+    pub fn is_stream_refused(&self) -> bool {
+        self.retry == Retry::StreamRefused
     }
 
     /// Marks this status retry-safe (see [`Status::is_retry_safe`]), for
@@ -153,7 +178,17 @@ impl Status {
     /// a handler returning it reaches the caller unmarked.
     #[must_use]
     pub fn retry_safe(mut self) -> Status {
-        self.retry_safe = true;
+        if self.retry == Retry::No {
+            self.retry = Retry::Safe;
+        }
+        self
+    }
+
+    /// Marks this status as the refusal of one stream (see
+    /// [`Status::is_stream_refused`]).
+    #[must_use]
+    pub(crate) fn stream_refused(mut self) -> Status {
+        self.retry = Retry::StreamRefused;
         self
     }
 
@@ -230,8 +265,8 @@ impl fmt::Debug for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Status");
         d.field("code", &self.code).field("message", &self.message);
-        if self.retry_safe {
-            d.field("retry_safe", &true);
+        if self.retry != Retry::No {
+            d.field("retry", &self.retry);
         }
         if let Some(x) = &self.details {
             d.field("details", x);
@@ -280,8 +315,11 @@ mod tests {
         assert!(Status::ok().is_ok());
         let r = Status::unavailable("refused").retry_safe();
         assert!(r.is_retry_safe());
-        assert!(format!("{r:?}").contains("retry_safe"));
-        assert!(!format!("{s:?}").contains("retry_safe"));
+        assert!(!r.is_stream_refused());
+        assert!(format!("{r:?}").contains("retry: Safe"));
+        assert!(!format!("{s:?}").contains("retry"));
+        let refused = Status::unavailable("refused").stream_refused().retry_safe();
+        assert!(refused.is_retry_safe() && refused.is_stream_refused());
         let all = [
             Status::cancelled(""),
             Status::invalid_argument(""),

@@ -92,7 +92,7 @@ pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
 /// A stream failure as a status.
 pub(crate) fn from_stream(e: &StreamError) -> Status {
     if e.is_refused() {
-        return Status::unavailable(format!("{e}")).retry_safe();
+        return Status::unavailable(format!("{e}")).stream_refused();
     }
     if e.is_closed() {
         return Status::unavailable(format!("{e}"));

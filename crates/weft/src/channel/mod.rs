@@ -365,7 +365,7 @@ impl Channel {
                     Err(s) => s,
                 };
                 if status.is_retry_safe() {
-                    if over_stream_cap(&status) {
+                    if status.is_stream_refused() {
                         // The connection is fine; the server's stream cap
                         // was reached. Wait for room on it (as h2 queues at
                         // its peer's max concurrent streams) instead of
@@ -470,18 +470,6 @@ impl Channel {
         )
         .await
     }
-}
-
-/// Whether a retry-safe failure is the refusal of one stream (a
-/// `REFUSED_STREAM` reset, as over the server's concurrent-stream cap, or
-/// a stream above a `GOAWAY`'s last id), as opposed to an `open` refused
-/// because the connection is going away, out of ids or closed. weft-mux
-/// tells them apart only in the text (`StreamError` against `MuxError`).
-/// After a stream refusal the call waits for room on the same connection;
-/// if that connection is going away, the retry's `open` is refused at
-/// once, and that retires it.
-fn over_stream_cap(status: &Status) -> bool {
-    status.message() == "stream refused (safe to retry)"
 }
 
 /// Locks a mutex, ignoring poisoning (the data stays consistent: every
