@@ -177,6 +177,11 @@ async fn client_streaming_calls_count_once_at_their_end() {
         Code::UNIMPLEMENTED
     );
 
+    // A stream that never opens (a name that is not one) counts at once,
+    // labelled as given.
+    let e = c.bidi("no such/../name", &none).await.unwrap_err();
+    assert_eq!(e.code(), Code::INVALID_ARGUMENT, "{e}");
+
     // One call still open when the snapshot is taken.
     let open = c
         .server_streaming("svc.m/three", Bytes::new(), &none)
@@ -196,6 +201,61 @@ async fn client_streaming_calls_count_once_at_their_end() {
     }
     let nope = [("rpc_method", "svc.m/nope"), ("code", "UNIMPLEMENTED")];
     assert_eq!(s.counter(HANDLED, &nope), 1);
+    let bad = [
+        ("rpc_method", "no such/../name"),
+        ("code", "INVALID_ARGUMENT"),
+    ];
+    assert_eq!(s.counter(HANDLED, &bad), 1);
     assert_eq!(s.counter(STARTED, &[("rpc_method", "svc.m/upper")]), 1);
     drop((three, tx, rx, open));
+}
+
+#[cfg(feature = "json")]
+#[tokio::test]
+async fn typed_and_client_streaming_calls_are_metered_too() {
+    use weft_rpc::Json;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let router = Router::new()
+        .unary_codec("svc.t/add", Json, |_c, (a, b): (i64, i64)| async move {
+            Ok(a + b)
+        })
+        .client_streaming("svc.t/concat", |_ctx, mut rx| async move {
+            let mut out = Vec::new();
+            while let Some(m) = rx.message().await? {
+                out.extend_from_slice(&m);
+            }
+            Ok(Bytes::from(out))
+        });
+    let p = common::pair(router).await;
+    let c = &p.client;
+    let none = CallOptions::new();
+
+    let n: i64 = c.unary_json("svc.t/add", &(1i64, 2i64)).await.unwrap();
+    assert_eq!(n, 3);
+    let n: i64 = c
+        .unary_codec("svc.t/add", Json, &(2i64, 3i64), &none)
+        .await
+        .unwrap();
+    assert_eq!(n, 5);
+    let mut up = c.client_streaming("svc.t/concat", &none).await.unwrap();
+    up.send(Bytes::from_static(b"ab")).await.unwrap();
+    up.send(Bytes::from_static(b"c")).await.unwrap();
+    assert_eq!(up.finish().await.unwrap(), "abc");
+
+    let s = Snap::take(&snapshotter);
+    let add = [("rpc_method", "svc.t/add")];
+    assert_eq!(s.counter(STARTED, &add), 2);
+    assert_eq!(
+        s.counter(HANDLED, &[("rpc_method", "svc.t/add"), ("code", "OK")]),
+        2
+    );
+    // `[1,2]` and `[2,3]` with their 4-byte prefixes out; `3` and `5` in.
+    assert_eq!(s.counter("weft_rpc_client_sent_bytes_total", &add), 18);
+    assert_eq!(s.counter("weft_rpc_client_received_bytes_total", &add), 2);
+    let concat = [("rpc_method", "svc.t/concat"), ("code", "OK")];
+    assert_eq!(s.counter(HANDLED, &concat), 1);
+    assert_eq!(s.samples(DURATION, &[("rpc_method", "svc.t/concat")]), 1);
+    assert_eq!(s.gauge("weft_rpc_client_calls_in_flight"), 0.0);
 }
