@@ -6,6 +6,7 @@
 mod common;
 
 use bytes::Bytes;
+use metrics::LocalRecorderGuard;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use weft_rpc::{CallOptions, Code, Router, Status};
 
@@ -89,15 +90,20 @@ impl Snap {
     }
 }
 
+/// A debugging recorder for this thread (leaked: it lives as long as the
+/// test) and its snapshotter.
+fn record() -> (LocalRecorderGuard<'static>, Snapshotter) {
+    let r: &'static DebuggingRecorder = Box::leak(Box::new(DebuggingRecorder::new()));
+    (metrics::set_default_local_recorder(r), r.snapshotter())
+}
+
 const STARTED: &str = "weft_rpc_client_started_total";
 const HANDLED: &str = "weft_rpc_client_handled_total";
 const DURATION: &str = "weft_rpc_client_duration_seconds";
 
 #[tokio::test]
 async fn client_unary_calls_count_by_method_and_code_with_latency_and_bytes() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let _local = metrics::set_default_local_recorder(&recorder);
+    let (_local, snapshotter) = record();
     let p = common::pair(router()).await;
     let c = &p.client;
 
@@ -148,9 +154,7 @@ async fn client_unary_calls_count_by_method_and_code_with_latency_and_bytes() {
 
 #[tokio::test]
 async fn client_streaming_calls_count_once_at_their_end() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let _local = metrics::set_default_local_recorder(&recorder);
+    let (_local, snapshotter) = record();
     let p = common::pair(router()).await;
     let c = &p.client;
     let none = CallOptions::new();
@@ -214,9 +218,7 @@ async fn client_streaming_calls_count_once_at_their_end() {
 #[tokio::test]
 async fn typed_and_client_streaming_calls_are_metered_too() {
     use weft_rpc::Json;
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let _local = metrics::set_default_local_recorder(&recorder);
+    let (_local, snapshotter) = record();
     let router = Router::new()
         .unary_codec("svc.t/add", Json, |_c, (a, b): (i64, i64)| async move {
             Ok(a + b)
