@@ -20,6 +20,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "warnings",
         ],
     )?;
+    // Issue 17: the workspace tests open `weft load --report`'s page in a
+    // headless browser; here that test must run, not skip.
+    let browser = browser()?;
+    println!("ci: the --report test uses {browser}");
     // The README's test command, verbatim.
     cmd::run("cargo", &["test", "--workspace"])?;
     // Issue 13: the driver's hand-off protocols, every interleaving (loom).
@@ -45,4 +49,35 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     // Issue 7: one minute of every call shape with cancellations.
     soak::run(&["--secs".to_string(), "60".to_string()])?;
     Ok(())
+}
+
+/// The headless browser `crates/cli/tests/report_browser.rs` will use:
+/// `$WEFT_BROWSER`, or (off CI, where the test looks there itself)
+/// `chromium` on `PATH`. None is an error, so CI cannot pass without
+/// having run that test.
+fn browser() -> Result<String, String> {
+    let hint = "the --report test needs a headless Chromium: `apt-get install chromium` \
+                and `export WEFT_BROWSER=/usr/bin/chromium` (what .ci/run does)";
+    if let Some(b) = std::env::var_os("WEFT_BROWSER") {
+        let b = std::path::PathBuf::from(b);
+        return if b.exists() {
+            Ok(b.display().to_string())
+        } else {
+            Err(format!(
+                "WEFT_BROWSER={} does not exist; {hint}",
+                b.display()
+            ))
+        };
+    }
+    if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
+        return Err(format!("WEFT_BROWSER is unset on CI; {hint}"));
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+                .find(|p| p.exists())
+        })
+        .map(|p| p.display().to_string())
+        .ok_or_else(|| format!("no browser found; {hint}"))
 }

@@ -125,5 +125,18 @@ mod tests {
             value(&text, "weft_rpc_server_connections", &[]).unwrap() >= 1.0,
             "{text}"
         );
+        // The client in this process is metered under the mirrored names.
+        assert!(
+            value(&text, "weft_rpc_client_handled_total", &[m, r#"code="OK""#]).unwrap() >= 3.0,
+            "{text}"
+        );
+        assert!(
+            value(&text, "weft_rpc_client_duration_seconds_count", &[m]).unwrap() >= 4.0,
+            "{text}"
+        );
+        assert!(
+            value(&text, "weft_rpc_client_sent_bytes_total", &[m]).unwrap() >= 3.0 * 17.0,
+            "{text}"
+        );
     }
 }

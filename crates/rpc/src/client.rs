@@ -15,6 +15,7 @@ use weft_mux::{Connection, Stream};
 
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
+use crate::meter::ClientMeters;
 use crate::observe::{self, Traced};
 use crate::typed::response_error;
 use crate::wire::{self, Reader};
@@ -30,6 +31,7 @@ struct Shared {
     max_message: usize,
     default_timeout: Option<Duration>,
     plain: Mutex<HashMap<Box<str>, Metadata, FastHash>>,
+    meters: ClientMeters,
     #[cfg(feature = "tower")]
     credit: Arc<tokio::sync::Semaphore>,
 }
@@ -72,6 +74,7 @@ impl Client {
                 max_message,
                 default_timeout,
                 plain: Mutex::new(HashMap::default()),
+                meters: ClientMeters::default(),
                 #[cfg(feature = "tower")]
                 credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
             }),
@@ -91,6 +94,7 @@ impl Client {
                 max_message: self.shared.max_message,
                 default_timeout: self.shared.default_timeout,
                 plain: Mutex::new(HashMap::default()),
+                meters: ClientMeters::default(),
                 credit: crate::tower::semaphore(n),
             }),
             ..self
@@ -199,10 +203,14 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
-        let (span, opts) = observe::client_span(method, opts);
+        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
         let framed = codec::frame(request, self.max());
         let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, None));
-        Traced::new(span, self.unary_prepared(prepared, Ok))
+        if let Ok(p) = &prepared {
+            obs.sent(&p.framed);
+        }
+        let finish = obs.counting(Ok);
+        Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
     /// A unary call on JSON values.
@@ -231,13 +239,14 @@ impl Client {
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let (span, opts) = observe::client_span(method, opts);
+        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
         let body = crate::message::to_json(request, self.max());
         let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), &opts, None));
-        Traced::new(
-            span,
-            self.unary_prepared(prepared, |b| crate::message::from_json(&b)),
-        )
+        if let Ok(p) = &prepared {
+            obs.sent(&p.framed);
+        }
+        let finish = obs.counting(|b| crate::message::from_json(&b));
+        Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
     /// A unary call on values carried by `codec` (what `#[weft::service]`
@@ -252,14 +261,15 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
-        let (span, opts) = observe::client_span(method, opts);
+        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
         let framed = <C as Codec<Req>>::encode(request, self.max());
         let prepared = framed
             .and_then(|f| self.prepare_unary(method, f, &opts, Some(<C as Codec<Req>>::NAME)));
-        Traced::new(
-            span,
-            self.unary_prepared(prepared, <C as Codec<Resp>>::decode),
-        )
+        if let Ok(p) = &prepared {
+            obs.sent(&p.framed);
+        }
+        let finish = obs.counting(<C as Codec<Resp>>::decode);
+        Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
     fn prepare_unary(
@@ -320,19 +330,28 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> Result<(Bytes, Metadata), Status> {
-        let framed = codec::frame(request, self.max())?;
-        let Prepared {
-            meta,
-            framed,
-            deadline,
-        } = self.prepare_unary(method, framed, opts, None)?;
-        within(deadline, async {
-            let mut stream = self.open(meta, framed, true).await?;
-            let mut reader = Reader::new(self.max());
-            let body = read_response(&mut reader, &mut stream).await?;
-            Ok((body, reader.trailers().cloned().unwrap_or_default()))
-        })
-        .await
+        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
+        let prepared = codec::frame(request, self.max())
+            .and_then(|f| self.prepare_unary(method, f, &opts, None));
+        if let Ok(p) = &prepared {
+            obs.sent(&p.framed);
+        }
+        let count = obs.counting(Ok);
+        let call = async {
+            let Prepared {
+                meta,
+                framed,
+                deadline,
+            } = prepared?;
+            within(deadline, async {
+                let mut stream = self.open(meta, framed, true).await?;
+                let mut reader = Reader::new(self.max());
+                let body = count(read_response(&mut reader, &mut stream).await?)?;
+                Ok((body, reader.trailers().cloned().unwrap_or_default()))
+            })
+            .await
+        };
+        Traced::new(obs, call).await
     }
 
     /// A server-streaming call: sends `request`, returns the response stream.
@@ -446,7 +465,7 @@ impl Client {
         opts: &CallOptions,
         codec: Option<&str>,
     ) -> Result<Call, Status> {
-        let (span, opts) = observe::client_span(method, opts);
+        let (mut obs, opts) = observe::client_call(&self.shared.meters, method, opts);
         let opened = async {
             let (meta, deadline) = self.prepare(method, &opts, codec)?;
             Ok((
@@ -454,9 +473,9 @@ impl Client {
                 deadline,
             ))
         };
-        let (stream, deadline) = observe::client_opened(&span, opened.await)?;
+        let (stream, deadline) = obs.opened(opened.await)?;
         Ok(Call {
-            span,
+            obs,
             stream,
             reader: Reader::new(self.max()),
             max: self.max(),
@@ -500,8 +519,8 @@ struct Call {
     send_ended: bool,
     /// Set once the call has a final outcome: later reads repeat it.
     outcome: Option<Result<(), Status>>,
-    /// The call's `rpc.client` span (disabled when nobody listens).
-    span: tracing::Span,
+    /// The call's span and meter.
+    obs: observe::ClientCall,
     /// The deadline's timer, for reads through `futures::Stream` (made on
     /// the first such read of a call with a deadline).
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -518,7 +537,7 @@ impl Call {
             Ok(None) => wire::status_of(self.reader.trailers()),
             Err(e) => Err(e),
         };
-        observe::client_ended(&self.span, &r);
+        self.obs.ended(&r);
         self.outcome = Some(r.clone());
         r.map(|()| None)
     }
@@ -533,7 +552,7 @@ impl Call {
         }
         if crate::within::poll_deadline(self.deadline, &mut self.timer, cx) {
             let e = Err(Status::deadline_exceeded("deadline exceeded"));
-            observe::client_ended(&self.span, &e);
+            self.obs.ended(&e);
             self.outcome = Some(e.clone());
             return Poll::Ready(e.map(|()| None));
         }
@@ -542,7 +561,7 @@ impl Call {
             Ok(None) => wire::status_of(self.reader.trailers()),
             Err(e) => Err(e),
         };
-        observe::client_ended(&self.span, &r);
+        self.obs.ended(&r);
         self.outcome = Some(r.clone());
         Poll::Ready(r.map(|()| None))
     }
@@ -733,7 +752,7 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> ClientStreamingCall<Req, Resp, C> {
         self.call.close_send().await?;
         let c = &mut self.call;
         let r = within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await;
-        observe::client_ended(&c.span, &r);
+        c.obs.ended(&r);
         c.decode_body::<Resp, C>(r?)
     }
 }
@@ -754,7 +773,7 @@ impl ClientStreamingCall {
         self.call.close_send().await?;
         let c = &mut self.call;
         let r = within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await;
-        observe::client_ended(&c.span, &r);
+        c.obs.ended(&r);
         c.decode_json_body(&r?)
     }
 }
@@ -812,9 +831,10 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
             max,
             deadline,
             send_ended,
+            obs,
             ..
         } = self.call;
-        crate::split::halves(stream, reader, max, deadline, send_ended)
+        crate::split::halves(stream, reader, max, deadline, send_ended, obs)
     }
 }
 

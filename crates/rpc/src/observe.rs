@@ -26,7 +26,9 @@
 //!
 //! ## Cost when nobody listens
 //! `span!` returns a disabled span after one cached interest check; no
-//! clock is read, no id drawn, no metadata built, nothing allocated.
+//! id is drawn, no metadata built, nothing allocated. (The call's meter,
+//! which travels with the span on the client as [`ClientCall`], reads
+//! the clock once per call for its duration histogram.)
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -35,11 +37,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 
+use bytes::Bytes;
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
 use tracing::{Level, Span, field};
 use weft_frame::Metadata;
 
+use crate::codec::Framed;
+use crate::meter::{CallMeter, ClientMeters};
 use crate::{CallOptions, Code, PeerInfo, Status};
 
 /// The metadata key of the W3C trace context.
@@ -244,7 +248,7 @@ pub(crate) fn client_stream(id: u32) {
 
 /// The span of an outgoing call, and its options with the `traceparent`
 /// to send (borrowed unchanged when there is nothing to add).
-pub(crate) fn client_span<'a>(method: &str, opts: &'a CallOptions) -> (Span, Cow<'a, CallOptions>) {
+fn client_span<'a>(method: &str, opts: &'a CallOptions) -> (Span, Cow<'a, CallOptions>) {
     let span = tracing::span!(
         Level::INFO,
         "rpc.client",
@@ -277,51 +281,94 @@ pub(crate) fn client_span<'a>(method: &str, opts: &'a CallOptions) -> (Span, Cow
     (span, Cow::Owned(with))
 }
 
-/// A streaming call's open: records the stream id, or the failure.
-pub(crate) fn client_opened<T>(
-    span: &Span,
-    opened: Result<(weft_mux::Stream, T), Status>,
-) -> Result<(weft_mux::Stream, T), Status> {
-    if !span.is_disabled() {
-        match &opened {
-            Ok((s, _)) => {
-                span.record("rpc.weft.stream_id", s.id());
-            }
-            Err(e) => client_ended(span, &Err::<(), _>(e.clone())),
-        }
-    }
-    opened
+/// A client call's observers: its `rpc.client` span (disabled when nobody
+/// listens) and its meter (no-op handles when no recorder is installed).
+#[derive(Debug)]
+pub(crate) struct ClientCall {
+    span: Span,
+    meter: CallMeter,
 }
 
-/// A streaming call's outcome, on its span.
-pub(crate) fn client_ended<T>(span: &Span, r: &Result<T, Status>) {
-    if span.is_disabled() {
-        return;
+/// The observers of an outgoing call, and its options with the
+/// `traceparent` to send (see [`client_span`]).
+pub(crate) fn client_call<'a>(
+    meters: &ClientMeters,
+    method: &str,
+    opts: &'a CallOptions,
+) -> (ClientCall, Cow<'a, CallOptions>) {
+    let (span, opts) = client_span(method, opts);
+    let meter = meters.start(method);
+    (ClientCall { span, meter }, opts)
+}
+
+impl ClientCall {
+    /// A unary request message is on its way.
+    pub(crate) fn sent(&self, framed: &Framed) {
+        self.meter.sent(framed);
     }
-    let code = match r {
-        Ok(_) => Code::OK,
-        Err(s) => s.code(),
-    };
-    span.record("rpc.response.status_code", code.name());
-    span.in_scope(|| tracing::debug!(rpc.response.status_code = code.name(), "call finished"));
+
+    /// `finish`, counting the response it decodes (see [`CallMeter::counting`]).
+    pub(crate) fn counting<T, F: FnOnce(Bytes) -> Result<T, Status>>(
+        &self,
+        finish: F,
+    ) -> impl FnOnce(Bytes) -> Result<T, Status> + use<T, F> {
+        self.meter.counting(finish)
+    }
+
+    /// A streaming call's open: records the stream id, or the failure.
+    pub(crate) fn opened<T>(
+        &mut self,
+        opened: Result<(weft_mux::Stream, T), Status>,
+    ) -> Result<(weft_mux::Stream, T), Status> {
+        match &opened {
+            Ok((s, _)) => {
+                if !self.span.is_disabled() {
+                    self.span.record("rpc.weft.stream_id", s.id());
+                }
+            }
+            Err(e) => self.ended(&Err::<(), _>(e.clone())),
+        }
+        opened
+    }
+
+    /// The call's outcome, on its span and its meter (once: later
+    /// outcomes are not counted again).
+    pub(crate) fn ended<T>(&mut self, r: &Result<T, Status>) {
+        let code = match r {
+            Ok(_) => Code::OK,
+            Err(s) => s.code(),
+        };
+        self.meter.finish(code);
+        if self.span.is_disabled() {
+            return;
+        }
+        self.span.record("rpc.response.status_code", code.name());
+        let latency_us = self.meter.started_at().elapsed().as_micros() as u64;
+        self.span.in_scope(|| {
+            tracing::debug!(
+                rpc.response.status_code = code.name(),
+                latency_us,
+                "call finished"
+            );
+        });
+    }
 }
 
 pin_project! {
     /// A client call future inside its span; records the outcome at the end.
     #[derive(Debug)]
     pub(crate) struct Traced<F> {
-        span: Span,
-        start: Option<Instant>,
+        obs: ClientCall,
         #[pin]
         inner: F,
     }
 }
 
 impl<F> Traced<F> {
-    /// `inner` in `span` (which may be disabled: then it is a plain poll).
-    pub(crate) fn new(span: Span, inner: F) -> Traced<F> {
-        let start = (!span.is_disabled()).then(Instant::now);
-        Traced { span, start, inner }
+    /// `inner` observed by `obs` (its span may be disabled: then it is a
+    /// plain poll).
+    pub(crate) fn new(obs: ClientCall, inner: F) -> Traced<F> {
+        Traced { obs, inner }
     }
 }
 
@@ -333,20 +380,11 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let _entered = this.span.enter();
-        let r = std::task::ready!(this.inner.poll(cx));
-        if let Some(start) = this.start {
-            let code = match &r {
-                Ok(_) => Code::OK,
-                Err(s) => s.code(),
-            };
-            this.span.record("rpc.response.status_code", code.name());
-            tracing::debug!(
-                rpc.response.status_code = code.name(),
-                latency_us = start.elapsed().as_micros() as u64,
-                "call finished"
-            );
-        }
+        let r = {
+            let _entered = this.obs.span.enter();
+            std::task::ready!(this.inner.poll(cx))
+        };
+        this.obs.ended(&r);
         Poll::Ready(r)
     }
 }

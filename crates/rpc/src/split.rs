@@ -14,6 +14,7 @@ use std::task::{Context, Poll, ready};
 use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 
+use crate::observe::ClientCall;
 use crate::streams::{Role, Slot, end_on, send_on};
 use crate::typed::{PendingSend, SendFuture, response_error};
 use crate::wire::{self, Reader};
@@ -119,6 +120,8 @@ pub struct BidiReceiver<Resp, C> {
     deadline: Option<Instant>,
     timer: Option<Pin<Box<Sleep>>>,
     outcome: Option<Result<(), Status>>,
+    /// The call's span and meter: the outcome is the receiver's.
+    obs: ClientCall,
     _t: PhantomData<fn(C) -> Resp>,
 }
 
@@ -167,6 +170,7 @@ impl<Resp, C: Codec<Resp>> BidiReceiver<Resp, C> {
     }
 
     fn end(&mut self, r: Result<(), Status>) -> Poll<Result<Option<Resp>, Status>> {
+        self.obs.ended(&r);
         self.outcome = Some(r.clone());
         Poll::Ready(r.map(|()| None))
     }
@@ -188,6 +192,7 @@ pub(crate) fn halves<Req, Resp, C>(
     max: usize,
     deadline: Option<Instant>,
     send_ended: bool,
+    obs: ClientCall,
 ) -> (BidiSender<Req, C>, BidiReceiver<Resp, C>) {
     let open = stream.metadata().clone();
     let slot = Slot::new(stream);
@@ -206,6 +211,7 @@ pub(crate) fn halves<Req, Resp, C>(
         deadline,
         timer: None,
         outcome: None,
+        obs,
         _t: PhantomData,
     };
     (tx, rx)

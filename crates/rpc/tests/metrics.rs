@@ -1,0 +1,263 @@
+//! Client and server call metrics through the `metrics` facade, read back
+//! from metrics-util's `DebuggingRecorder` installed for this thread (the
+//! tests run on a current-thread runtime, so the server's tasks record
+//! into it too).
+
+mod common;
+
+use bytes::Bytes;
+use metrics::LocalRecorderGuard;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use weft_rpc::{CallOptions, Code, Router, Status};
+
+fn router() -> Router {
+    Router::new()
+        .unary("svc.m/echo", |_ctx, req| async move { Ok(req) })
+        .unary("svc.m/missing", |_ctx, _req| async move {
+            Err(Status::not_found("no such thing"))
+        })
+        .unary("svc.m/stall", |_ctx, _req| std::future::pending())
+        .server_streaming("svc.m/three", |_ctx, _req, mut sink| async move {
+            for _ in 0..3 {
+                sink.send(Bytes::from_static(b"x")).await?;
+            }
+            Ok(())
+        })
+        .bidi("svc.m/upper", |_ctx, mut s| async move {
+            while let Some(m) = s.message().await? {
+                s.send(Bytes::from(m.to_ascii_uppercase())).await?;
+            }
+            Ok(())
+        })
+}
+
+/// A snapshot: name, labels and value of each metric. Taking one resets
+/// the recorder's counters and gauges and drains its histograms, so each
+/// test takes one.
+struct Snap(Vec<(String, Labels, DebugValue)>);
+
+type Labels = Vec<(String, String)>;
+
+impl Snap {
+    fn take(s: &Snapshotter) -> Snap {
+        Snap(
+            s.snapshot()
+                .into_vec()
+                .into_iter()
+                .map(|(k, _, _, v)| {
+                    let key = k.key();
+                    let labels = key
+                        .labels()
+                        .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                        .collect();
+                    (key.name().to_owned(), labels, v)
+                })
+                .collect(),
+        )
+    }
+
+    fn find(&self, name: &str, labels: &[(&str, &str)]) -> Option<&DebugValue> {
+        self.0
+            .iter()
+            .find(|(n, ls, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|(_, _, v)| v)
+    }
+
+    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        match self.find(name, labels) {
+            Some(DebugValue::Counter(n)) => *n,
+            other => panic!("{name} {labels:?}: {other:?} in {:#?}", self.0),
+        }
+    }
+
+    fn samples(&self, name: &str, labels: &[(&str, &str)]) -> usize {
+        match self.find(name, labels) {
+            Some(DebugValue::Histogram(v)) => v.len(),
+            other => panic!("{name} {labels:?}: {other:?} in {:#?}", self.0),
+        }
+    }
+
+    fn gauge(&self, name: &str) -> f64 {
+        match self.find(name, &[]) {
+            Some(DebugValue::Gauge(g)) => g.0,
+            other => panic!("{name}: {other:?} in {:#?}", self.0),
+        }
+    }
+}
+
+/// A debugging recorder for this thread (leaked: it lives as long as the
+/// test) and its snapshotter.
+fn record() -> (LocalRecorderGuard<'static>, Snapshotter) {
+    let r: &'static DebuggingRecorder = Box::leak(Box::new(DebuggingRecorder::new()));
+    (metrics::set_default_local_recorder(r), r.snapshotter())
+}
+
+const STARTED: &str = "weft_rpc_client_started_total";
+const HANDLED: &str = "weft_rpc_client_handled_total";
+const DURATION: &str = "weft_rpc_client_duration_seconds";
+
+#[tokio::test]
+async fn client_unary_calls_count_by_method_and_code_with_latency_and_bytes() {
+    let (_local, snapshotter) = record();
+    let p = common::pair(router()).await;
+    let c = &p.client;
+
+    for _ in 0..3 {
+        // Spelled with a leading slash: labelled by the canonical name.
+        let r = c.unary("/svc.m/echo", Bytes::from_static(b"hello")).await;
+        assert_eq!(r.unwrap(), "hello");
+    }
+    let e = c.unary("svc.m/missing", Bytes::new()).await.unwrap_err();
+    assert_eq!(e.code(), Code::NOT_FOUND);
+    // A call dropped before its end is cancelled; one timing out is not.
+    drop(c.unary("svc.m/stall", Bytes::new()));
+    let opts = CallOptions::new().timeout(std::time::Duration::from_millis(20));
+    let e = c
+        .unary_with("svc.m/stall", Bytes::new(), &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::DEADLINE_EXCEEDED);
+    // The trailers variant is metered too.
+    let (b, _) = c
+        .unary_with_trailers("svc.m/echo", Bytes::from_static(b"hi"), &opts)
+        .await
+        .unwrap();
+    assert_eq!(b, "hi");
+
+    let s = Snap::take(&snapshotter);
+    let echo = [("rpc_method", "svc.m/echo")];
+    let ok = [("rpc_method", "svc.m/echo"), ("code", "OK")];
+    assert_eq!(s.counter(STARTED, &echo), 4);
+    assert_eq!(s.counter(HANDLED, &ok), 4);
+    assert_eq!(s.samples(DURATION, &echo), 4);
+    // 3 × (4-byte prefix + 5) + (4 + 2) out; 3 × 5 + 2 in.
+    assert_eq!(s.counter("weft_rpc_client_sent_bytes_total", &echo), 33);
+    assert_eq!(s.counter("weft_rpc_client_received_bytes_total", &echo), 17);
+    let missing = [("rpc_method", "svc.m/missing"), ("code", "NOT_FOUND")];
+    assert_eq!(s.counter(HANDLED, &missing), 1);
+    let stall = [("rpc_method", "svc.m/stall")];
+    assert_eq!(s.counter(STARTED, &stall), 2);
+    let cancelled = [("rpc_method", "svc.m/stall"), ("code", "CANCELLED")];
+    assert_eq!(s.counter(HANDLED, &cancelled), 1);
+    let timed_out = [("rpc_method", "svc.m/stall"), ("code", "DEADLINE_EXCEEDED")];
+    assert_eq!(s.counter(HANDLED, &timed_out), 1);
+    assert_eq!(s.gauge("weft_rpc_client_calls_in_flight"), 0.0);
+    // The server's side of the same calls, under its own names.
+    let server_ok = [("rpc_method", "svc.m/echo"), ("code", "OK")];
+    assert_eq!(s.counter("weft_rpc_server_handled_total", &server_ok), 4);
+}
+
+#[tokio::test]
+async fn client_streaming_calls_count_once_at_their_end() {
+    let (_local, snapshotter) = record();
+    let p = common::pair(router()).await;
+    let c = &p.client;
+    let none = CallOptions::new();
+
+    let mut three = c
+        .server_streaming("svc.m/three", Bytes::new(), &none)
+        .await
+        .unwrap();
+    while three.message().await.unwrap().is_some() {}
+    // Reading past the end repeats the outcome; it is counted once.
+    assert_eq!(three.message().await.unwrap(), None);
+
+    // A split bidi call ends on its receiving half.
+    let (mut tx, mut rx) = c.bidi("svc.m/upper", &none).await.unwrap().split();
+    tx.send(Bytes::from_static(b"a")).await.unwrap();
+    assert_eq!(rx.message().await.unwrap().unwrap(), "A");
+    tx.close_send().await.unwrap();
+    assert_eq!(rx.message().await.unwrap(), None);
+
+    // A bidi call to an unknown method.
+    let mut nope = c.bidi("svc.m/nope", &none).await.unwrap();
+    assert_eq!(
+        nope.message().await.unwrap_err().code(),
+        Code::UNIMPLEMENTED
+    );
+
+    // A stream that never opens (a name that is not one) counts at once,
+    // labelled as given.
+    let e = c.bidi("no such/../name", &none).await.unwrap_err();
+    assert_eq!(e.code(), Code::INVALID_ARGUMENT, "{e}");
+
+    // One call still open when the snapshot is taken.
+    let open = c
+        .server_streaming("svc.m/three", Bytes::new(), &none)
+        .await
+        .unwrap();
+
+    let s = Snap::take(&snapshotter);
+    assert_eq!(s.gauge("weft_rpc_client_calls_in_flight"), 1.0, "open");
+    assert_eq!(s.counter(STARTED, &[("rpc_method", "svc.m/three")]), 2);
+    for m in ["svc.m/three", "svc.m/upper"] {
+        assert_eq!(
+            s.counter(HANDLED, &[("rpc_method", m), ("code", "OK")]),
+            1,
+            "{m}"
+        );
+        assert_eq!(s.samples(DURATION, &[("rpc_method", m)]), 1, "{m}");
+    }
+    let nope = [("rpc_method", "svc.m/nope"), ("code", "UNIMPLEMENTED")];
+    assert_eq!(s.counter(HANDLED, &nope), 1);
+    let bad = [
+        ("rpc_method", "no such/../name"),
+        ("code", "INVALID_ARGUMENT"),
+    ];
+    assert_eq!(s.counter(HANDLED, &bad), 1);
+    assert_eq!(s.counter(STARTED, &[("rpc_method", "svc.m/upper")]), 1);
+    drop((three, tx, rx, open));
+}
+
+#[cfg(feature = "json")]
+#[tokio::test]
+async fn typed_and_client_streaming_calls_are_metered_too() {
+    use weft_rpc::Json;
+    let (_local, snapshotter) = record();
+    let router = Router::new()
+        .unary_codec("svc.t/add", Json, |_c, (a, b): (i64, i64)| async move {
+            Ok(a + b)
+        })
+        .client_streaming("svc.t/concat", |_ctx, mut rx| async move {
+            let mut out = Vec::new();
+            while let Some(m) = rx.message().await? {
+                out.extend_from_slice(&m);
+            }
+            Ok(Bytes::from(out))
+        });
+    let p = common::pair(router).await;
+    let c = &p.client;
+    let none = CallOptions::new();
+
+    let n: i64 = c.unary_json("svc.t/add", &(1i64, 2i64)).await.unwrap();
+    assert_eq!(n, 3);
+    let n: i64 = c
+        .unary_codec("svc.t/add", Json, &(2i64, 3i64), &none)
+        .await
+        .unwrap();
+    assert_eq!(n, 5);
+    let mut up = c.client_streaming("svc.t/concat", &none).await.unwrap();
+    up.send(Bytes::from_static(b"ab")).await.unwrap();
+    up.send(Bytes::from_static(b"c")).await.unwrap();
+    assert_eq!(up.finish().await.unwrap(), "abc");
+
+    let s = Snap::take(&snapshotter);
+    let add = [("rpc_method", "svc.t/add")];
+    assert_eq!(s.counter(STARTED, &add), 2);
+    assert_eq!(
+        s.counter(HANDLED, &[("rpc_method", "svc.t/add"), ("code", "OK")]),
+        2
+    );
+    // `[1,2]` and `[2,3]` with their 4-byte prefixes out; `3` and `5` in.
+    assert_eq!(s.counter("weft_rpc_client_sent_bytes_total", &add), 18);
+    assert_eq!(s.counter("weft_rpc_client_received_bytes_total", &add), 2);
+    let concat = [("rpc_method", "svc.t/concat"), ("code", "OK")];
+    assert_eq!(s.counter(HANDLED, &concat), 1);
+    assert_eq!(s.samples(DURATION, &[("rpc_method", "svc.t/concat")]), 1);
+    assert_eq!(s.gauge("weft_rpc_client_calls_in_flight"), 0.0);
+}
