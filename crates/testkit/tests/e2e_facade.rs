@@ -369,3 +369,39 @@ async fn item_37_dropping_calls_at_every_await_point_leaks_nothing() {
     by.progress(5).await;
     server.stop().await;
 }
+
+#[tokio::test]
+async fn item_52_a_request_followed_by_a_tcp_half_close_gets_its_reply() {
+    let config = Config::new(); // encrypted and compressed, as deployed
+    let server = Facade::start(config.clone()).await;
+    let by = Bystander::start(&server.addr, &config).await;
+    let mut p = RawPeer::connect(
+        server.addr.parse().unwrap(),
+        config.handshake_config().clone(),
+    )
+    .await
+    .unwrap();
+    // svc/work answers after 300 ms: long after the half-close is read.
+    let mut open = Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        Bytes::from_static(&[0, 0, 0, 0]),
+    );
+    open.metadata = Metadata::builder().method("svc/work").finish();
+    p.send(&open).await.unwrap();
+    p.shutdown_write().await.unwrap();
+    let (frames, end) = p.rest().await;
+    assert_eq!(end, PeerRead::Eof, "{frames:?}");
+    let body: Vec<u8> = frames
+        .iter()
+        .filter(|f| f.stream_id == 1 && f.ty == FrameType::DATA)
+        .flat_map(|f| f.payload.iter().copied())
+        .collect();
+    assert!(body.ends_with(b"done"), "{frames:?}");
+    let last = frames.iter().rfind(|f| f.stream_id == 1).unwrap();
+    assert!(last.is_end_stream(), "{frames:?}");
+    assert_eq!(last.metadata.status(), Some(Code::OK.0), "{frames:?}");
+    by.progress(3).await;
+    server.stop().await;
+}
