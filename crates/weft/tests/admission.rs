@@ -147,6 +147,47 @@ async fn item_43_a_burst_of_simultaneous_connects_all_connect() {
     println!("{clients_n} clients connected; {done} retry-safe refusals on the way");
 }
 
+/// Item 43 through `weft::Channel`: the same burst of clients, each a
+/// Channel with its default (gRPC) reconnect backoff making one call,
+/// against a server with 64 handshake slots. The server refuses most of
+/// the burst (retry-safe); every Channel backs off,
+/// reconnects and gets its answer. 500 here, WEFT_BURST_CLIENTS=5000 for
+/// the storm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_43_a_burst_of_channels_all_connect_with_the_channel_backoff() {
+    let clients_n: usize = std::env::var("WEFT_BURST_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    // 64 handshake slots: most of the burst is surely refused at first.
+    let (addr, _stop) = start(Config::new().max_pending_handshakes(64)).await;
+    let all_in = Arc::new(tokio::sync::Barrier::new(clients_n + 1));
+    let mut calls = Vec::new();
+    for _ in 0..clients_n {
+        let (addr, all_in) = (addr.clone(), all_in.clone());
+        calls.push(tokio::spawn(async move {
+            let ch = weft::Channel::new(&addr, &Config::new()).unwrap();
+            let r = ch.unary("echo", Bytes::from_static(b"hi")).await;
+            // Hold the connection until every client is in.
+            all_in.wait().await;
+            r
+        }));
+    }
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(300), async {
+        all_in.wait().await;
+        for c in calls {
+            assert_eq!(c.await.unwrap().expect("the call succeeds"), "hi");
+        }
+    })
+    .await
+    .expect("not every channel connected");
+    println!(
+        "{clients_n} channels connected and answered in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// Item 46 (the cap): at the connection limit a newcomer gets a clear,
 /// retry-safe refusal; once a connection closes it gets in.
 #[tokio::test]
