@@ -29,17 +29,7 @@ use bytes::{BufMut, BytesMut};
 use weft_frame::{Flags, Frame, FrameType, Metadata};
 use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::session::settings_frame;
-use weft_testkit::{PeerRead, RawPeer};
-
-fn rss_bytes(pid: u32) -> u64 {
-    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).expect("Linux /proc");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .expect("statm has a resident field");
-    pages * 4096
-}
+use weft_testkit::{PeerRead, RawPeer, resident_bytes};
 
 fn kib(b: u64) -> u64 {
     b / 1024
@@ -68,7 +58,7 @@ fn spawn(cmd: &[String]) -> (Child, String) {
 
 async fn idle(n: usize, addr: &str, pid: u32) {
     let config = weft::Config::new().idle_timeout(None);
-    let before = rss_bytes(pid);
+    let before = resident_bytes(pid);
     let mut clients = Vec::with_capacity(n);
     while clients.len() < n {
         let mut set = tokio::task::JoinSet::new();
@@ -81,7 +71,7 @@ async fn idle(n: usize, addr: &str, pid: u32) {
         }
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let open = rss_bytes(pid);
+    let open = resident_bytes(pid);
     for c in &clients {
         c.connection().shutdown(Duration::ZERO).await;
     }
@@ -89,7 +79,7 @@ async fn idle(n: usize, addr: &str, pid: u32) {
     let mut after = u64::MAX;
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        after = after.min(rss_bytes(pid));
+        after = after.min(resident_bytes(pid));
     }
     let per = open.saturating_sub(before) / n as u64;
     println!(
@@ -127,7 +117,7 @@ async fn stalled(n: u32, addr: &str, pid: u32) {
         .await
         .expect("settings");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = rss_bytes(pid);
+    let before = resident_bytes(pid);
     for i in 0..n {
         p.send(&count_call(2 * i + 1)).await.expect("open");
     }
@@ -144,7 +134,7 @@ async fn stalled(n: u32, addr: &str, pid: u32) {
             other => break other,
         }
     };
-    let stalled = rss_bytes(pid);
+    let stalled = resident_bytes(pid);
     let per = stalled.saturating_sub(before) / u64::from(n);
     println!(
         "stalled: {n} streams, no credit granted: {frames} frames ({bytes} payload bytes) \

@@ -57,6 +57,14 @@ async fn connect_retrying(addr: &str, config: &Config, salt: u64) -> (Client, us
     }
 }
 
+/// Clients in a burst test: WEFT_BURST_CLIENTS, else `default`.
+fn burst_clients(default: usize) -> usize {
+    std::env::var("WEFT_BURST_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 async fn echo(c: &Client) {
     let r = c.unary("echo", Bytes::from_static(b"hi")).await.unwrap();
     assert_eq!(r, "hi");
@@ -117,10 +125,7 @@ async fn item_42_silent_connections_in_every_handshake_slot_do_not_lock_out_a_go
 async fn item_43_a_burst_of_simultaneous_connects_all_connect() {
     // WEFT_BURST_CLIENTS=5000 runs the full storm (needs a file
     // descriptor limit above 10,000).
-    let clients_n: usize = std::env::var("WEFT_BURST_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let clients_n = burst_clients(1000);
     let (addr, _stop) = start(Config::new()).await;
     let all_in = Arc::new(tokio::sync::Barrier::new(clients_n + 1));
     let mut clients = Vec::new();
@@ -155,10 +160,7 @@ async fn item_43_a_burst_of_simultaneous_connects_all_connect() {
 /// the storm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item_43_a_burst_of_channels_all_connect_with_the_channel_backoff() {
-    let clients_n: usize = std::env::var("WEFT_BURST_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let clients_n = burst_clients(500);
     // 64 handshake slots: most of the burst is surely refused at first.
     let (addr, _stop) = start(Config::new().max_pending_handshakes(64)).await;
     let all_in = Arc::new(tokio::sync::Barrier::new(clients_n + 1));
