@@ -29,6 +29,7 @@ pub struct Config {
     pub(crate) keepalive_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) progress_timeout: Option<Duration>,
+    pub(crate) half_close_drain: Duration,
     pub(crate) pending_accept_reset_budget: usize,
     pub(crate) local_reset_budget: u32,
     pub(crate) ping_budget: u32,
@@ -55,6 +56,7 @@ impl Default for Config {
             keepalive_timeout: Duration::from_secs(20),
             idle_timeout: Some(Duration::from_secs(30)),
             progress_timeout: None,
+            half_close_drain: Duration::from_secs(10),
             pending_accept_reset_budget: 20,
             local_reset_budget: 1024,
             ping_budget: 64,
@@ -166,6 +168,17 @@ impl Config {
     /// that must shed half-open streams opts in. Memory: none.
     pub fn progress_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
         self.progress_timeout = timeout.map(|t| t.max(Duration::from_millis(2)));
+        self
+    }
+
+    /// After the peer half-closes the transport (a clean end of file
+    /// between frames: it sends nothing more but still reads), how long
+    /// the streams it ended may take to be answered. The connection then
+    /// sends `GOAWAY(NO_ERROR)` and closes once they are done or this
+    /// passes; streams the peer left open fail at once. Default 10 s.
+    /// Memory: the answered streams' state for at most this long.
+    pub fn half_close_drain(&mut self, drain: Duration) -> &mut Self {
+        self.half_close_drain = drain;
         self
     }
 

@@ -2,82 +2,14 @@
 //! over `tokio::io::duplex` and TCP loopback.
 
 mod support;
+use support::raw::RawPeer;
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_frame::{Flags, Frame, FrameType};
-use weft_mux::pipeline::{HandshakeRole, Inbound, Outbound};
-use weft_mux::session::settings_frame;
 use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, connect};
-
-/// The far end of a mux connection, speaking raw frames (plain pipeline).
-struct RawPeer {
-    io: DuplexStream,
-    outbound: Outbound,
-    inbound: Inbound,
-    buf: BytesMut,
-}
-
-impl RawPeer {
-    /// Connects a mux `role` endpoint with `config` to a raw peer that has
-    /// done the handshake and sent its settings.
-    async fn start(role: Role, config: Config, pipe: usize) -> (Connection, Incoming, RawPeer) {
-        let (a, mut b) = tokio::io::duplex(pipe);
-        let mux = tokio::spawn(connect(a, role, config));
-        let hs_role = match role {
-            Role::Client => HandshakeRole::Responder,
-            Role::Server => HandshakeRole::Initiator,
-        };
-        let (est, buf) = support::raw_handshake(&mut b, hs_role).await;
-        assert!(!est.negotiated.encrypted);
-        let mut peer = RawPeer {
-            io: b,
-            outbound: est.outbound,
-            inbound: est.inbound,
-            buf,
-        };
-        peer.send(settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024))
-            .await;
-        let (conn, incoming) = mux.await.unwrap().unwrap();
-        let first = peer.recv().await.unwrap();
-        assert_eq!(first.ty, FrameType::WINDOW_UPDATE, "settings first");
-        (conn, incoming, peer)
-    }
-
-    fn encode(&mut self, f: &Frame) -> BytesMut {
-        let mut out = BytesMut::new();
-        self.outbound.encode(f, &mut out).unwrap();
-        out
-    }
-
-    async fn send(&mut self, f: Frame) {
-        let out = self.encode(&f);
-        self.io.write_all(&out).await.unwrap();
-    }
-
-    /// The next frame, or `None` at EOF.
-    async fn recv(&mut self) -> Option<Frame> {
-        loop {
-            if let Some(f) = self.inbound.decode(&mut self.buf).unwrap() {
-                return Some(f);
-            }
-            if self.io.read_buf(&mut self.buf).await.unwrap() == 0 {
-                return None;
-            }
-        }
-    }
-
-    /// Frames until EOF.
-    async fn rest(&mut self) -> Vec<Frame> {
-        let mut v = Vec::new();
-        while let Some(f) = self.recv().await {
-            v.push(f);
-        }
-        v
-    }
-}
 
 async fn pair_over(
     pipe: usize,

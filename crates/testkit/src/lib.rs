@@ -14,6 +14,8 @@
 //!   buffered bytes, handlers running) and how each stream ended;
 //!   [`Bystander`] is a well-behaved client that keeps doing checked round
 //!   trips on the same server during an attack.
+//! - [`resident_bytes`] and [`open_fds`] read another process's figures
+//!   from /proc, for the memory examples.
 //! - [`soak`] runs many clients of concurrent streaming calls for a while
 //!   and reports whether any call was lost, duplicated or corrupted and
 //!   whether the server's stream tables ended empty.
@@ -27,6 +29,7 @@
 mod faulty;
 mod modes;
 mod peer;
+mod process;
 mod server;
 mod soak;
 
@@ -36,6 +39,7 @@ pub use peer::{
     PEER_PATIENCE, PEER_STREAM_WINDOW, PeerRead, RawPeer, data, dial_small, open, raw_listener,
     settings,
 };
+pub use process::{open_fds, resident_bytes};
 pub use server::{
     Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
 };

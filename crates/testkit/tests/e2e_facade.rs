@@ -56,6 +56,16 @@ impl Facade {
         }
     }
 
+    /// A raw-frame peer connected with `config`'s handshake settings.
+    async fn raw_peer(&self, config: &Config) -> RawPeer {
+        RawPeer::connect(
+            self.addr.parse().unwrap(),
+            config.handshake_config().clone(),
+        )
+        .await
+        .unwrap()
+    }
+
     async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.task).await;
@@ -104,7 +114,8 @@ impl Bystander {
 
 /// One raw call: `OPEN` with `meta` and an empty length-prefixed message,
 /// then the final status code from the trailers (None if none came).
-async fn raw_call(p: &mut RawPeer, id: u32, meta: Metadata) -> Option<u32> {
+/// A whole call's `OPEN`: `meta`, one empty message, `END_STREAM`.
+fn call_frame(id: u32, meta: Metadata) -> Frame {
     let mut f = Frame::new(
         FrameType::OPEN,
         Flags::END_STREAM,
@@ -112,7 +123,11 @@ async fn raw_call(p: &mut RawPeer, id: u32, meta: Metadata) -> Option<u32> {
         Bytes::from_static(&[0, 0, 0, 0]),
     );
     f.metadata = meta;
-    p.send(&f).await.unwrap();
+    f
+}
+
+async fn raw_call(p: &mut RawPeer, id: u32, meta: Metadata) -> Option<u32> {
+    p.send(&call_frame(id, meta)).await.unwrap();
     loop {
         match p.recv().await {
             PeerRead::Frame(f) if f.stream_id == id && f.is_end_stream() => {
@@ -182,12 +197,7 @@ async fn item_36_malformed_negative_and_huge_deadlines_rejected_per_call() {
     let config = Config::new();
     let server = Facade::start(config.clone()).await;
     let by = Bystander::start(&server.addr, &config).await;
-    let mut p = RawPeer::connect(
-        server.addr.parse().unwrap(),
-        config.handshake_config().clone(),
-    )
-    .await
-    .unwrap();
+    let mut p = server.raw_peer(&config).await;
     let mut id = 1;
     for micros in [u64::MAX, 1u64 << 63, 8 * 24 * 3600 * 1_000_000] {
         let meta = Metadata::builder()
@@ -235,12 +245,7 @@ async fn item_40_unknown_and_odd_method_names_fail_that_call_only() {
     let config = Config::new();
     let server = Facade::start(config.clone()).await;
     let by = Bystander::start(&server.addr, &config).await;
-    let mut p = RawPeer::connect(
-        server.addr.parse().unwrap(),
-        config.handshake_config().clone(),
-    )
-    .await
-    .unwrap();
+    let mut p = server.raw_peer(&config).await;
     let cases: [(&str, Code); 8] = [
         ("svc/nope", Code::UNIMPLEMENTED),
         ("svc/../echo", Code::INVALID_ARGUMENT),
@@ -367,5 +372,30 @@ async fn item_37_dropping_calls_at_every_await_point_leaks_nothing() {
         "{st:?}"
     );
     by.progress(5).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn item_52_a_request_followed_by_a_tcp_half_close_gets_its_reply() {
+    let config = Config::new(); // encrypted and compressed, as deployed
+    let server = Facade::start(config.clone()).await;
+    let by = Bystander::start(&server.addr, &config).await;
+    let mut p = server.raw_peer(&config).await;
+    // svc/work answers after 300 ms: long after the half-close is read.
+    let meta = Metadata::builder().method("svc/work").finish();
+    p.send(&call_frame(1, meta)).await.unwrap();
+    p.shutdown_write().await.unwrap();
+    let (frames, end) = p.rest().await;
+    assert_eq!(end, PeerRead::Eof, "{frames:?}");
+    let body: Vec<u8> = frames
+        .iter()
+        .filter(|f| f.stream_id == 1 && f.ty == FrameType::DATA)
+        .flat_map(|f| f.payload.iter().copied())
+        .collect();
+    assert!(body.ends_with(b"done"), "{frames:?}");
+    let last = frames.iter().rfind(|f| f.stream_id == 1).unwrap();
+    assert!(last.is_end_stream(), "{frames:?}");
+    assert_eq!(last.metadata.status(), Some(Code::OK.0), "{frames:?}");
+    by.progress(3).await;
     server.stop().await;
 }

@@ -144,6 +144,74 @@ async fn window_flood(server: &EchoServer) {
     assert!(growth < 6 * MIB, "window flood: {growth} bytes");
 }
 
+/// Reads until nothing arrives for 300 ms (every stream stalled); returns
+/// the frames read.
+async fn settle(p: &mut RawPeer) -> usize {
+    let mut frames = 0;
+    while let Ok(PeerRead::Frame(_)) =
+        tokio::time::timeout(Duration::from_millis(300), p.recv()).await
+    {
+        frames += 1;
+    }
+    frames
+}
+
+/// Hostile catalogue item 45 over real TCP: a client that never grants
+/// credit (the baseline 64 KiB windows, no `WINDOW_UPDATE`) opens 128
+/// server-streaming calls whose handler sends 8-byte messages for ever.
+/// The facade server (send buffer 256 KiB per stream, the default) must
+/// hold at most 2 x (buffer + 4 KiB) per stream; before the send buffer
+/// counted each message's overhead it held about 2.4 MiB per stream.
+async fn stalled_streams() {
+    const STREAMS: u32 = 128;
+    const SEND_BUFFER: usize = 256 * 1024;
+    let router = weft::Router::new().server_streaming("tick", |_c, _b, mut sink| async move {
+        loop {
+            sink.send(Bytes::from_static(b"8 bytes!")).await?;
+        }
+    });
+    let listener = weft::Listener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = weft::Config::new().idle_timeout(None);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(weft::serve(listener, router, config.clone(), async {
+        let _ = stopped.await;
+    }));
+    let mut p = RawPeer::handshake(addr.parse().unwrap(), config.handshake_config().clone())
+        .await
+        .unwrap();
+    p.send(&weft_mux::session::settings_frame(0, 64 * 1024))
+        .await
+        .unwrap();
+    settle(&mut p).await;
+    let base = LIVE.load(Ordering::Relaxed);
+    let mut call = Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        0,
+        Bytes::from_static(&[0, 0, 0, 0]),
+    );
+    call.metadata = weft_frame::Metadata::builder().method("tick").finish();
+    for i in 0..STREAMS {
+        call.stream_id = 2 * i + 1;
+        p.send(&call).await.unwrap();
+    }
+    let frames = settle(&mut p).await;
+    let per_stream = LIVE.load(Ordering::Relaxed).saturating_sub(base) / STREAMS as usize;
+    println!(
+        "stalled streams: {per_stream} bytes held per stream ({STREAMS} streams, {frames} frames \
+         received before the stall)"
+    );
+    assert!(frames > 0, "the calls started");
+    assert!(
+        per_stream <= 2 * (SEND_BUFFER + 4096),
+        "stalled streams: {per_stream} bytes per stream"
+    );
+    drop(p);
+    let _ = stop.send(());
+    let _ = server.await;
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -156,6 +224,7 @@ fn main() {
         slow.handler_delay = Duration::from_secs(30);
         let server = EchoServer::with(slow).await;
         window_flood(&server).await;
+        stalled_streams().await;
     });
     println!("memory: ok");
 }

@@ -235,7 +235,9 @@ impl Config {
         self
     }
 
-    /// How long a graceful server shutdown lets calls in flight finish.
+    /// How long a graceful server shutdown lets calls in flight finish;
+    /// also how long calls a peer sent before half-closing its connection
+    /// may take to be answered (weft-mux `Config::half_close_drain`).
     /// Default 10 s.
     #[must_use]
     pub fn shutdown_drain(mut self, drain: Duration) -> Config {
@@ -342,7 +344,8 @@ impl Config {
             .keepalive_interval(self.keepalive_interval)
             .keepalive_timeout(self.keepalive_timeout)
             .idle_timeout(self.idle_timeout)
-            .progress_timeout(self.progress_timeout);
+            .progress_timeout(self.progress_timeout)
+            .half_close_drain(self.shutdown_drain);
         c
     }
 }

@@ -57,6 +57,14 @@ async fn connect_retrying(addr: &str, config: &Config, salt: u64) -> (Client, us
     }
 }
 
+/// Clients in a burst test: WEFT_BURST_CLIENTS, else `default`.
+fn burst_clients(default: usize) -> usize {
+    std::env::var("WEFT_BURST_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 async fn echo(c: &Client) {
     let r = c.unary("echo", Bytes::from_static(b"hi")).await.unwrap();
     assert_eq!(r, "hi");
@@ -117,10 +125,7 @@ async fn item_42_silent_connections_in_every_handshake_slot_do_not_lock_out_a_go
 async fn item_43_a_burst_of_simultaneous_connects_all_connect() {
     // WEFT_BURST_CLIENTS=5000 runs the full storm (needs a file
     // descriptor limit above 10,000).
-    let clients_n: usize = std::env::var("WEFT_BURST_CLIENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let clients_n = burst_clients(1000);
     let (addr, _stop) = start(Config::new()).await;
     let all_in = Arc::new(tokio::sync::Barrier::new(clients_n + 1));
     let mut clients = Vec::new();
@@ -145,6 +150,44 @@ async fn item_43_a_burst_of_simultaneous_connects_all_connect() {
     .await
     .expect("not every client connected");
     println!("{clients_n} clients connected; {done} retry-safe refusals on the way");
+}
+
+/// Item 43 through `weft::Channel`: the same burst of clients, each a
+/// Channel with its default (gRPC) reconnect backoff making one call,
+/// against a server with 64 handshake slots. The server refuses most of
+/// the burst (retry-safe); every Channel backs off,
+/// reconnects and gets its answer. 500 here, WEFT_BURST_CLIENTS=5000 for
+/// the storm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_43_a_burst_of_channels_all_connect_with_the_channel_backoff() {
+    let clients_n = burst_clients(500);
+    // 64 handshake slots: most of the burst is surely refused at first.
+    let (addr, _stop) = start(Config::new().max_pending_handshakes(64)).await;
+    let all_in = Arc::new(tokio::sync::Barrier::new(clients_n + 1));
+    let mut calls = Vec::new();
+    for _ in 0..clients_n {
+        let (addr, all_in) = (addr.clone(), all_in.clone());
+        calls.push(tokio::spawn(async move {
+            let ch = weft::Channel::new(&addr, &Config::new()).unwrap();
+            let r = ch.unary("echo", Bytes::from_static(b"hi")).await;
+            // Hold the connection until every client is in.
+            all_in.wait().await;
+            r
+        }));
+    }
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(300), async {
+        all_in.wait().await;
+        for c in calls {
+            assert_eq!(c.await.unwrap().expect("the call succeeds"), "hi");
+        }
+    })
+    .await
+    .expect("not every channel connected");
+    println!(
+        "{clients_n} channels connected and answered in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// Item 46 (the cap): at the connection limit a newcomer gets a clear,

@@ -133,13 +133,14 @@ impl Inner {
 
     /// Whether the socket woke since the last read was armed.
     pub(super) fn read_wake_fired(&self) -> bool {
-        self.read_armed && self.read_wake.fired.load(Ordering::Acquire)
+        self.read_armed && !self.reader.eof && self.read_wake.fired.load(Ordering::Acquire)
     }
 
     /// Whether the socket may have bytes nobody has read: it is not armed,
-    /// or it fired since.
+    /// or it fired since. Never after its end of file: nothing is read
+    /// after it, so no caller waits for the socket then.
     pub(super) fn read_needed(&self) -> bool {
-        self.read_wake.may_have_bytes(self.read_armed)
+        !self.reader.eof && self.read_wake.may_have_bytes(self.read_armed)
     }
 
     fn decode(&mut self, eof: bool) {
@@ -188,10 +189,11 @@ impl Inner {
             }
         }
         if eof {
-            self.session.handle_transport_closed(CloseCause::peer(
-                Reason::NO_ERROR,
-                "transport closed by peer",
-            ));
+            // A clean end of file between frames (a truncated frame closed
+            // the session above): the peer half-closed its write side.
+            // What it asked for is still answered; the session closes once
+            // that is done or its drain deadline passes.
+            self.session.handle_peer_eof(clock());
         }
     }
 
@@ -207,7 +209,7 @@ impl Inner {
         if let Some((other, w)) = displaced {
             self.park_displaced(other, w);
         }
-        if !may_have_bytes || self.read_blocked {
+        if !may_have_bytes || self.read_blocked || self.reader.eof {
             return false;
         }
         if may_read {

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::time::Sleep;
 use weft_frame::Reason;
@@ -21,7 +21,15 @@ pub(crate) struct Driver {
     armed: Option<Instant>,
     /// The last poll only yielded before a deferred write.
     yielded: bool,
+    /// Once closed: when the final flush gives up.
+    flush_by: Option<Instant>,
 }
+
+/// How long the final frames may take to be written once the connection
+/// has closed. A peer that stops reading (one that half-closed included)
+/// cannot hold the transport, its descriptor and our buffers for ever:
+/// after this the transport is dropped unflushed.
+const CLOSE_FLUSH_LIMIT: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,6 +44,7 @@ impl Driver {
             sleep: None,
             armed: None,
             yielded: false,
+            flush_by: None,
         }
     }
 }
@@ -104,9 +113,52 @@ impl Driver {
         }
         self.arm_timer(inner, cx);
         if inner.session.is_closed() {
-            return poll_close(inner, cx);
+            return self.poll_close(inner, cx);
         }
         Poll::Pending
+    }
+
+    /// Flushes the final frames, shuts the transport's write side (even
+    /// after a failed write: the peer must see the end), wakes everyone.
+    /// Gives up on the flush after [`CLOSE_FLUSH_LIMIT`].
+    fn poll_close(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
+        if flush_and_shut(inner, cx).is_pending() && !self.flush_expired(cx) {
+            return Poll::Pending;
+        }
+        inner.writer.shut = true;
+        inner.finish();
+        Poll::Ready(())
+    }
+
+    /// Whether the final flush has had its time (the timer is armed for it
+    /// on the first call).
+    fn flush_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let by = *self
+            .flush_by
+            .get_or_insert_with(|| now() + CLOSE_FLUSH_LIMIT);
+        self.armed = None;
+        let expired = self.timer_at(by).poll(cx).is_ready();
+        if expired {
+            tracing::debug!("final frames not written in time: transport dropped");
+        }
+        expired
+    }
+
+    /// The connection's one timer, set to fire at `t`.
+    fn timer_at(&mut self, t: Instant) -> Pin<&mut Sleep> {
+        let at = tokio::time::Instant::from_std(t);
+        match self.sleep {
+            Some(ref mut sleep) => {
+                if sleep.deadline() != at {
+                    sleep.as_mut().reset(at);
+                }
+                sleep.as_mut()
+            }
+            None => self
+                .sleep
+                .insert(Box::pin(tokio::time::sleep_until(at)))
+                .as_mut(),
+        }
     }
 
     fn arm_timer(&mut self, inner: &mut Inner, cx: &mut Context<'_>) {
@@ -120,15 +172,7 @@ impl Driver {
             None => {}
             Some(t) if self.armed.is_none_or(|a| t < a) => {
                 self.armed = Some(t);
-                let at = tokio::time::Instant::from_std(t);
-                let sleep = match self.sleep.as_mut() {
-                    Some(sleep) => {
-                        sleep.as_mut().reset(at);
-                        sleep
-                    }
-                    None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
-                };
-                if sleep.as_mut().poll(cx).is_ready() {
+                if self.timer_at(t).poll(cx).is_ready() {
                     // Already due: handle it on the next poll.
                     self.armed = None;
                     cx.waker().wake_by_ref();
@@ -140,9 +184,8 @@ impl Driver {
     }
 }
 
-/// Flushes the final frames, shuts the transport's write side (even after
-/// a failed write: the peer must see the end), wakes everyone.
-fn poll_close(inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
+/// Writes the final frames and shuts the transport's write side.
+fn flush_and_shut(inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
     if inner.write_pending() {
         // `pump` registered our waker if the socket was not ready.
         return Poll::Pending;
@@ -153,8 +196,6 @@ fn poll_close(inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
         }
         inner.io_shut = true;
     }
-    inner.writer.shut = true;
-    inner.finish();
     Poll::Ready(())
 }
 

@@ -8,6 +8,7 @@
 //! runtime, so every rule is tested in memory with a virtual clock.
 
 mod budget;
+mod eof;
 mod progress;
 mod queue;
 mod stream;
@@ -143,6 +144,7 @@ pub struct Session {
     keepalive_timeout: Duration,
     idle_timeout: Option<Duration>,
     progress_timeout: Option<Duration>,
+    half_close_drain: Duration,
     progress_tick: Option<Instant>,
 
     state: State,
@@ -210,6 +212,7 @@ impl Session {
             keepalive_timeout: config.keepalive_timeout,
             idle_timeout: config.idle_timeout,
             progress_timeout: config.progress_timeout,
+            half_close_drain: config.half_close_drain,
             progress_tick: config.progress_timeout.map(|t| now + t / 2),
             state: State::Open,
             streams: IdMap::default(),

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod io;
+pub mod raw;
 
 use std::time::{Duration, Instant};
 

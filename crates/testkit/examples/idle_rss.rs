@@ -1,7 +1,7 @@
 //! Server RSS per idle connection, measured from /proc (Linux).
 //!
 //! ```text
-//! cargo run --release -p weft --example idle_rss -- 10000 [calls] [plain|encrypted|compressed]
+//! cargo run --release -p weft-testkit --example idle_rss -- 10000 [calls] [plain|encrypted|compressed]
 //! ```
 //!
 //! Starts itself as a server child process (defaults: encryption
@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use weft::{Config, EncryptionPolicy, Listener, Router};
+use weft_testkit::{open_fds, resident_bytes};
 
 fn mode_config(mode: &str) -> Config {
     let c = Config::new().idle_timeout(None);
@@ -24,20 +25,6 @@ fn mode_config(mode: &str) -> Config {
         "encrypted" => c.compression(false),
         _ => c,
     }
-}
-
-fn rss_bytes(pid: u32) -> u64 {
-    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).expect("Linux /proc");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .expect("statm has a resident field");
-    pages * 4096
-}
-
-fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
 fn main() {
@@ -68,7 +55,7 @@ fn main() {
     rt.block_on(async {
         let config = mode_config(&mode);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let before = rss_bytes(pid);
+        let before = resident_bytes(pid);
         let mut clients = Vec::with_capacity(n);
         let body = Bytes::from(vec![b'w'; 1024]);
         while clients.len() < n {
@@ -89,14 +76,14 @@ fn main() {
             }
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let open = rss_bytes(pid);
+        let open = resident_bytes(pid);
         let fds_open = open_fds(pid);
         for c in &clients {
             c.connection().shutdown(Duration::ZERO).await;
         }
         drop(clients);
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let after = rss_bytes(pid);
+        let after = resident_bytes(pid);
         let fds_after = open_fds(pid);
         let per = (open.saturating_sub(before)) / n as u64;
         println!(

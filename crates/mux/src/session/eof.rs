@@ -1,0 +1,57 @@
+//! The peer's clean end of file (a TCP half-close): it will send nothing
+//! more, but may still read, so what it asked for is still answered.
+
+use std::time::Instant;
+
+use weft_frame::{Frame, Reason};
+
+use super::Session;
+use super::stream::SendEnd;
+use crate::error::{CloseCause, StreamKind};
+
+impl Session {
+    /// The transport's read side ended cleanly, after whole frames: the
+    /// peer half-closed and will send nothing more (docs/PROTOCOL.md 6.6).
+    ///
+    /// Streams the peer ended that still owe their answer (a request
+    /// followed by the half-close) go on: `GOAWAY(NO_ERROR)` is queued
+    /// (nothing new is accepted) and the connection closes once they are
+    /// done, or when `Config::half_close_drain` has passed since `now`.
+    /// Streams the peer left open can never complete: each fails as if the
+    /// connection had closed, and the peer gets `RESET(CANCEL)` for it.
+    /// With no answer owed the connection closes at once, as before this
+    /// rule: a transport close, with no reason from the peer.
+    pub fn handle_peer_eof(&mut self, now: Instant) {
+        self.clock = now;
+        if self.is_closed() {
+            return;
+        }
+        let cause = CloseCause::peer(Reason::NO_ERROR, "transport closed by peer").into_transport();
+        let owed = self
+            .streams
+            .values()
+            .any(|s| s.failed.is_none() && s.recv_end && s.send_end != SendEnd::Sent);
+        if !owed {
+            self.fail(cause, false);
+            return;
+        }
+        let open: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.recv_done())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in open {
+            self.control.push_back(Frame::reset(id, Reason::CANCEL));
+            self.fail_stream(id, StreamKind::Closed(cause.clone()));
+            self.try_remove(id);
+        }
+        self.go_away(Reason::NO_ERROR, None);
+        // Also bounds a drain already under way without a deadline (our
+        // GOAWAY for exhausted stream ids).
+        let by = now + self.half_close_drain;
+        self.drain_deadline = Some(self.drain_deadline.map_or(by, |d| d.min(by)));
+        self.timer_changed = true;
+        self.maybe_finish_drain();
+    }
+}
