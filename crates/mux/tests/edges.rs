@@ -1,0 +1,146 @@
+//! Boundaries of the session's rules, each pinned by one test: the edges
+//! a mutation test found unchecked (an off-by-one, a swapped `&&`).
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use support::{Scripted, bytes, drain, goaway, resets};
+use weft_frame::{Flags, Frame, FrameType};
+use weft_mux::{Config, Metadata, Reason};
+
+fn server() -> Scripted {
+    Scripted::server(Config::default())
+}
+
+/// A server with one accepted stream (id 1) the peer keeps open.
+fn with_stream() -> (Scripted, u32) {
+    let mut t = server();
+    t.open(1, b"", false);
+    let id = t.s.accept().unwrap();
+    t.out();
+    (t, id)
+}
+
+#[test]
+fn send_some_of_nothing_without_end_sends_nothing() {
+    let (mut t, id) = with_stream();
+    let (mut md, mut data) = (Metadata::new(), Bytes::new());
+    assert_eq!(t.s.send_some(id, &mut md, &mut data, false), Ok(true));
+    assert!(t.out().is_empty(), "no frame for an empty piece");
+    // The stream still sends normally afterwards.
+    let mut data = Bytes::from_static(b"x");
+    assert_eq!(t.s.send_some(id, &mut md, &mut data, false), Ok(true));
+    let out = t.out();
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0].payload[..], b"x");
+}
+
+#[test]
+fn send_some_queues_every_piece_behind_a_waiting_one() {
+    // A piece sent while another waits for the socket takes the queue;
+    // neither it nor its successor may be lost.
+    let (mut t, id) = with_stream();
+    let mut md = Metadata::new();
+    let mut a = Bytes::from_static(b"first");
+    assert_eq!(t.s.send_some(id, &mut md, &mut a, false), Ok(true));
+    let mut b = Bytes::from_static(b"second");
+    assert_eq!(t.s.send_some(id, &mut md, &mut b, false), Ok(true));
+    let mut c = Bytes::from_static(b"third");
+    assert_eq!(t.s.send_some(id, &mut md, &mut c, true), Ok(true));
+    let payloads: Vec<(Vec<u8>, bool)> = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| (f.payload.to_vec(), f.is_end_stream()))
+        .collect();
+    assert_eq!(
+        payloads,
+        vec![
+            (b"first".to_vec(), false),
+            (b"second".to_vec(), false),
+            (b"third".to_vec(), true)
+        ]
+    );
+}
+
+#[test]
+fn send_some_beyond_the_buffer_queues_the_part_that_fits() {
+    let mut cfg = Config::default();
+    cfg.max_send_buffer(64 * 1024);
+    let mut t = Scripted::server(cfg);
+    t.open(1, b"", false);
+    let id = t.s.accept().unwrap();
+    t.out();
+    // Block the fast path: something else waits for the socket.
+    let mut md = Metadata::new();
+    let mut first = Bytes::from_static(b"a");
+    assert_eq!(t.s.send_some(id, &mut md, &mut first, false), Ok(true));
+    let mut big = bytes(100 * 1024);
+    assert_eq!(t.s.send_some(id, &mut md, &mut big, false), Ok(false));
+    assert!(!big.is_empty() && big.len() < 100 * 1024);
+    let sent: usize = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| f.payload.len())
+        .sum();
+    assert_eq!(sent, 1 + 100 * 1024 - big.len(), "the queued part goes out");
+}
+
+#[test]
+fn idle_clock_starts_at_the_frame_that_empties_the_table() {
+    // The frame carries a later time than any earlier input (no timer ran
+    // in between): the idle clock starts at the frame's time.
+    let mut t = server();
+    t.open(1, b"", true);
+    let id = t.s.accept().unwrap();
+    t.s.send(id, Metadata::new(), bytes(300 * 1024), true)
+        .unwrap();
+    t.s.release(id, t.now);
+    t.out();
+    assert_eq!(t.s.stats().streams, 1, "the END waits for credit");
+    t.now += Duration::from_secs(20);
+    t.feed(Frame::reset(1, Reason::CANCEL));
+    assert_eq!(t.s.stats().streams, 0);
+    assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(30)));
+    t.advance(Duration::from_secs(29));
+    assert!(!t.s.is_closed(), "idle counts from the reset");
+}
+
+#[test]
+fn frame_for_our_next_id_not_yet_opened_is_protocol_error() {
+    // The server's first own id is 2; it has opened none.
+    let mut t = server();
+    t.feed(Frame::reset(2, Reason::CANCEL));
+    let out = t.out();
+    assert_eq!(goaway(&out), Some(Reason::PROTOCOL_ERROR), "{out:?}");
+    // Once 2 is open, 4 is the next and still unknown.
+    let mut t = server();
+    let id =
+        t.s.open(Metadata::new(), Bytes::new(), false, t.now)
+            .unwrap();
+    assert_eq!(id, 2);
+    t.out();
+    t.feed(Frame::window_update(4, 1000));
+    let out = t.out();
+    assert_eq!(goaway(&out), Some(Reason::PROTOCOL_ERROR), "{out:?}");
+}
+
+#[test]
+fn open_of_exactly_the_stream_window_is_accepted() {
+    let mut cfg = Config::default();
+    cfg.stream_window(64 * 1024);
+    let mut t = Scripted::server(cfg);
+    t.feed(Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        bytes(64 * 1024),
+    ));
+    assert_eq!(resets(&t.out()), vec![]);
+    let id = t.s.accept().expect("accepted");
+    let (data, ended, err) = drain(&mut t.s, id);
+    assert_eq!((data.len(), ended, err), (64 * 1024, true, None));
+}
