@@ -21,26 +21,24 @@ impl Session {
         if self.is_going_away() {
             return Err(OpenError::GoingAway);
         }
-        if metadata.len() > self.max_metadata {
+        if metadata.len() > self.limits.max_metadata {
             return Err(OpenError::MetadataTooLarge);
         }
-        let id = self.next_local_id;
-        if id > self.max_stream_id || id == 0 {
-            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
-            return Err(OpenError::IdsExhausted);
-        }
-        self.next_local_id = id.checked_add(2).unwrap_or(0);
+        let id = self.next_stream_id()?;
         self.outbound += 1;
-        let mut st = StreamState::new(false, self.peer_stream_window, self.stream_window);
-        let credit = st.send_window.min(self.conn_send).max(0) as usize;
-        let n = payload.len().min(credit).min(self.max_payload);
+        let mut st = StreamState::new(
+            false,
+            self.peer.stream_window,
+            RecvWindow::new(self.limits.stream_window),
+        );
+        let credit = st.send.window.room_with(self.conn_send);
+        let n = payload.len().min(credit).min(self.limits.max_payload);
         let mut first = payload;
         let rest = first.split_off(n);
-        st.send_window -= n as i64;
-        self.conn_send -= n as i64;
+        st.send.window.debit_with(&mut self.conn_send, n);
         let all = rest.is_empty();
         let flags = if end && all {
-            st.send_end = SendEnd::Sent;
+            st.send.state = SendState::EndSent;
             Flags::END_STREAM
         } else {
             Flags::NONE
@@ -52,33 +50,47 @@ impl Session {
             metadata,
             payload: first,
         });
-        if !all || (end && st.send_end != SendEnd::Sent) {
-            st.queued = Pending::cost(rest.len(), 0);
-            st.send_end = if end { SendEnd::Queued } else { SendEnd::Open };
-            st.send_queue.push_back(Pending {
+        if !all || (end && st.send.state != SendState::EndSent) {
+            st.send.push(Pending {
                 metadata: Metadata::new(),
                 data: rest,
                 end,
             });
         }
         self.streams.insert(id, st);
-        self.idle_since = None;
+        self.timers.idle_since = None;
         self.mark_ready(id);
-        // Say goodbye before the ids run out, so the peer moves on in time.
-        if self.next_local_id > self.max_stream_id || self.next_local_id == 0 {
+        self.goaway_before_ids_run_out();
+        Ok(id)
+    }
+
+    /// Takes the next stream id we open, or says goodbye (`GOAWAY`
+    /// `STREAM_IDS_EXHAUSTED`) when there is none.
+    fn next_stream_id(&mut self) -> Result<u32, OpenError> {
+        let id = self.ids.next_local;
+        if id > self.limits.max_stream_id || id == 0 {
+            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
+            return Err(OpenError::IdsExhausted);
+        }
+        self.ids.next_local = id.checked_add(2).unwrap_or(0);
+        Ok(id)
+    }
+
+    /// Says goodbye before the ids run out, so the peer moves on in time.
+    fn goaway_before_ids_run_out(&mut self) {
+        if self.ids.next_local > self.limits.max_stream_id || self.ids.next_local == 0 {
             self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
         }
-        Ok(id)
     }
 
     /// How many bytes `send` on `id` would accept now (0: wait for
     /// [`Event::Writable`]), or the stream's error.
     pub fn send_room(&mut self, id: u32) -> Result<usize, StreamError> {
-        let cap = self.max_send_buffer;
+        let cap = self.limits.max_send_buffer;
         let s = self.stream_for_send(id)?;
-        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
+        let room = cap.saturating_sub(s.send.queued + PENDING_OVERHEAD);
         if room == 0 {
-            s.want_writable = true;
+            s.send.want_writable = true;
         }
         Ok(room)
     }
@@ -95,24 +107,13 @@ impl Session {
         data: &mut Bytes,
         end: bool,
     ) -> Result<bool, StreamError> {
-        if let State::Closed(c) = &self.state {
-            return Err(StreamError::new(StreamKind::Closed(c.clone())));
-        }
-        let (cap, conn) = (self.max_send_buffer, self.conn_send);
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        };
-        if let Some(k) = &s.failed {
-            return Err(StreamError::new(k.clone()));
-        }
-        if s.send_end != SendEnd::Open {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        }
-        if metadata.len() > self.max_metadata {
+        let (cap, conn) = (self.limits.max_send_buffer, self.conn_send);
+        let s = sendable(&self.state, &mut self.streams, id)?;
+        if metadata.len() > self.limits.max_metadata {
             return Err(StreamError::new(StreamKind::MetadataTooLarge));
         }
         // Room for bytes once the next item's overhead is counted.
-        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
+        let room = cap.saturating_sub(s.send.queued + PENDING_OVERHEAD);
         let last = data.len() <= room;
         // Fast path: nothing else waits for the socket and the whole piece
         // has credit: make the frame now instead of queueing it.
@@ -120,61 +121,31 @@ impl Session {
         if last
             && self.immediate.is_none()
             && self.ready.is_empty()
-            && s.send_queue.is_empty()
-            && data.len() <= self.max_payload
-            && (total as i64) <= s.send_window.min(conn)
+            && s.send.queue.is_empty()
+            && data.len() <= self.limits.max_payload
+            && s.send.window.fits_with(conn, total)
             && (total > 0 || end)
         {
-            s.send_window -= total as i64;
-            self.conn_send -= total as i64;
-            s.progress.bump();
-            let flags = if end {
-                s.send_end = SendEnd::Sent;
-                Flags::END_STREAM
-            } else {
-                Flags::NONE
-            };
-            self.immediate = Some(Frame {
-                ty: FrameType::DATA,
-                flags,
-                stream_id: id,
-                metadata: std::mem::take(metadata),
-                payload: std::mem::take(data),
-            });
+            let frame = s.send_now(&mut self.conn_send, id, (metadata, data), total, end);
+            self.immediate = Some(frame);
             return Ok(true);
         }
         if !last && room == 0 {
-            s.want_writable = true;
+            s.send.want_writable = true;
             return Ok(false);
         }
-        let piece = if last {
-            std::mem::take(data)
-        } else {
-            data.split_to(room)
-        };
-        let md = if last {
-            std::mem::take(metadata)
-        } else {
-            Metadata::new()
-        };
-        if piece.is_empty() && md.is_empty() && !(last && end) {
+        if !s
+            .send
+            .queue_piece(metadata, data, (last, room), last && end)
+        {
             return Ok(last);
         }
-        s.queued += Pending::cost(piece.len(), md.len());
-        if last && end {
-            s.send_end = SendEnd::Queued;
-        }
-        s.send_queue.push_back(Pending {
-            metadata: md,
-            data: piece,
-            end: last && end,
-        });
-        if !s.in_ready && s.can_send(conn) {
-            s.in_ready = true;
+        if !s.send.in_ready && s.can_send(conn) {
+            s.send.in_ready = true;
             self.ready.push_back(id);
         }
         if !last {
-            s.want_writable = true;
+            s.send.want_writable = true;
         }
         Ok(last)
     }
@@ -193,11 +164,7 @@ impl Session {
         if data.is_empty() && metadata.is_empty() && !end {
             return Ok(());
         }
-        s.queued += Pending::cost(data.len(), metadata.len());
-        if end {
-            s.send_end = SendEnd::Queued;
-        }
-        s.send_queue.push_back(Pending {
+        s.send.push(Pending {
             metadata,
             data,
             end,
@@ -207,19 +174,7 @@ impl Session {
     }
 
     pub(super) fn stream_for_send(&mut self, id: u32) -> Result<&mut StreamState, StreamError> {
-        if let State::Closed(c) = &self.state {
-            return Err(StreamError::new(StreamKind::Closed(c.clone())));
-        }
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        };
-        if let Some(k) = &s.failed {
-            return Err(StreamError::new(k.clone()));
-        }
-        if s.send_end != SendEnd::Open {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        }
-        Ok(s)
+        sendable(&self.state, &mut self.streams, id)
     }
 
     /// Takes the next received piece of `id`, returning its flow-control
@@ -232,17 +187,15 @@ impl Session {
                 State::Open => StreamKind::SendClosed,
             }));
         };
-        if let Some(chunk) = s.recv_queue.pop_front() {
+        if let Some(chunk) = s.recv.queue.pop_front() {
             let n = fc_len(&chunk);
-            s.buffered -= n;
+            s.recv.buffered -= n;
             // Return the credit (one lookup: the stream is at hand).
-            if n > 0 && !s.recv_done() {
-                s.recv_unacked += n;
-                if s.recv_unacked >= self.stream_window / 2 {
-                    let inc = std::mem::take(&mut s.recv_unacked);
-                    s.recv_window += inc;
-                    self.control.push_back(Frame::window_update(id, inc));
-                }
+            if n > 0
+                && !s.recv_done()
+                && let Some(inc) = s.recv.window.consume(n, self.limits.stream_window)
+            {
+                self.control.push_back(Frame::window_update(id, inc));
             }
             self.release_conn(n);
             if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
@@ -253,7 +206,7 @@ impl Session {
         if let Some(k) = &s.failed {
             return Recv::Failed(StreamError::new(k.clone()));
         }
-        if s.recv_end {
+        if s.recv_ended() {
             return Recv::End;
         }
         if let State::Closed(c) = &self.state {
@@ -266,7 +219,7 @@ impl Session {
     /// announced (`usize::MAX`-ish when it announced none). Streams count
     /// until they leave our table, so the figure errs on the safe side.
     pub fn open_credit(&self) -> usize {
-        (self.peer_max_streams as usize).saturating_sub(self.outbound)
+        (self.peer.max_streams as usize).saturating_sub(self.outbound)
     }
 
     /// Why `id` failed — reset by either side, or its connection closed —
@@ -287,10 +240,7 @@ impl Session {
         if n == 0 || self.is_closed() {
             return;
         }
-        self.conn_unacked += n;
-        if self.conn_unacked >= self.connection_window / 2 {
-            let inc = std::mem::take(&mut self.conn_unacked);
-            self.conn_recv += inc;
+        if let Some(inc) = self.conn_recv.consume(n, self.limits.connection_window) {
             self.control
                 .push_back(Frame::window_update(CONNECTION_ID, inc));
         }
@@ -304,13 +254,24 @@ impl Session {
     /// Takes the next stream the peer opened.
     pub fn accept(&mut self) -> Option<u32> {
         let id = self.accept_queue.pop_front()?;
-        if let Some(s) = self.streams.get_mut(&id) {
-            s.accepted = true;
-            if std::mem::take(&mut s.reset_pending_accept) {
-                self.pending_accept_resets -= 1;
-            }
-        }
+        self.mark_accepted(id);
         Some(id)
+    }
+
+    /// A stream the peer opened left the accept queue: the application (or
+    /// a refusal) has it now.
+    fn mark_accepted(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        match s.handle {
+            Handle::Unaccepted => s.handle = Handle::Held,
+            Handle::UnacceptedReset => {
+                s.handle = Handle::Held;
+                self.guards.taken_after_reset();
+            }
+            Handle::Held | Handle::Released => {}
+        }
     }
 
     /// Whether [`accept`](Self::accept) can return nothing more, ever: the
@@ -318,7 +279,7 @@ impl Session {
     pub fn accept_finished(&self) -> bool {
         // After the peer's GOAWAY it may still open streams; after ours,
         // nothing new is processed.
-        self.accept_queue.is_empty() && (self.is_closed() || self.goaway_sent)
+        self.accept_queue.is_empty() && (self.is_closed() || self.goaway.sent)
     }
 
     /// Stops (or resumes) accepting streams: while off, opens are refused
@@ -327,12 +288,7 @@ impl Session {
         self.accepting = on;
         if !on {
             while let Some(id) = self.accept_queue.pop_front() {
-                if let Some(s) = self.streams.get_mut(&id) {
-                    s.accepted = true;
-                    if std::mem::take(&mut s.reset_pending_accept) {
-                        self.pending_accept_resets -= 1;
-                    }
-                }
+                self.mark_accepted(id);
                 self.reset_stream(id, Reason::REFUSED_STREAM);
                 self.release_now(id);
             }
@@ -353,13 +309,13 @@ impl Session {
         // Closed both ways from the application's side: it ended its half
         // (queued data still drains) and the peer ended its own.
         if let Some(s) = self.streams.get(&id)
-            && !(s.send_end != SendEnd::Open && s.recv_done())
+            && !(s.send.state != SendState::Open && s.recv_done())
         {
             self.reset_stream(id, Reason::CANCEL);
         }
         self.release_now(id);
-        if self.streams.is_empty() && self.idle_since.is_none() {
-            self.idle_since = Some(now);
+        if self.streams.is_empty() && self.timers.idle_since.is_none() {
+            self.timers.idle_since = Some(now);
             self.timer_changed = true;
         }
         self.maybe_finish_drain();
@@ -369,10 +325,38 @@ impl Session {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        s.released = true;
-        let dropped: u32 = std::mem::take(&mut s.buffered);
-        s.recv_queue.clear();
+        // Only a misuse releases a stream never accepted: it leaves the
+        // pending-accept reset count then, instead of staying counted.
+        if s.handle == Handle::UnacceptedReset {
+            self.guards.taken_after_reset();
+        }
+        s.handle = Handle::Released;
+        let dropped = s.clear_recv();
         self.release_conn(dropped);
         self.try_remove(id);
     }
+}
+
+/// The stream `id` if this side may still send on it, or why not: the
+/// connection closed, the stream unknown, failed, or its end already sent
+/// or queued.
+#[inline]
+fn sendable<'a>(
+    state: &State,
+    streams: &'a mut IdMap<StreamState>,
+    id: u32,
+) -> Result<&'a mut StreamState, StreamError> {
+    if let State::Closed(c) = state {
+        return Err(StreamError::new(StreamKind::Closed(c.clone())));
+    }
+    let Some(s) = streams.get_mut(&id) else {
+        return Err(StreamError::new(StreamKind::SendClosed));
+    };
+    if let Some(k) = &s.failed {
+        return Err(StreamError::new(k.clone()));
+    }
+    if s.send.state != SendState::Open {
+        return Err(StreamError::new(StreamKind::SendClosed));
+    }
+    Ok(s)
 }

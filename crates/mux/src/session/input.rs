@@ -29,7 +29,7 @@ impl Session {
         if !scope_ok {
             return Err(protocol("frame on the wrong stream id"));
         }
-        if !self.settings_received {
+        if !self.peer.settings_received {
             return self.on_settings(&frame);
         }
         match frame.ty {
@@ -48,7 +48,7 @@ impl Session {
         now: &mut dyn FnMut() -> Instant,
         what: &'static str,
     ) -> Result<(), Fatal> {
-        if self.budgets.spend(kind, now()) {
+        if self.guards.rates.spend(kind, now()) {
             Ok(())
         } else {
             Err(CloseCause::local(Reason::ENHANCE_YOUR_CALM, what))
@@ -75,18 +75,18 @@ impl Session {
             let n = <[u8; 4]>::try_from(v)
                 .map(u32::from_be_bytes)
                 .map_err(|_| protocol("bad max-streams setting"))?;
-            self.peer_max_streams = n;
+            self.peer.max_streams = n;
             self.events.push_back(Event::OpenCredit);
         }
-        self.settings_received = true;
+        self.peer.settings_received = true;
         self.add_conn_credit(inc)?;
-        let delta = i64::from(window - self.peer_stream_window);
-        self.peer_stream_window = window;
+        let delta = i64::from(window - self.peer.stream_window);
+        self.peer.stream_window = window;
         if delta != 0 {
             let ids: Vec<u32> = self.streams.keys().copied().collect();
             for id in ids {
                 if let Some(s) = self.streams.get_mut(&id) {
-                    s.send_window += delta;
+                    s.send.window.resize(delta);
                 }
                 self.mark_ready(id);
             }
@@ -95,20 +95,19 @@ impl Session {
     }
 
     pub(super) fn add_conn_credit(&mut self, inc: u32) -> Result<(), Fatal> {
-        let was_blocked = self.conn_send <= 0;
-        self.conn_send += i64::from(inc);
-        if self.conn_send > i64::from(MAX_WINDOW) {
+        let was_blocked = self.conn_send.is_blocked();
+        if self.conn_send.credit(i64::from(inc)).is_err() {
             return Err(CloseCause::local(
                 Reason::FLOW_CONTROL_ERROR,
                 "connection window overflow",
             ));
         }
-        if was_blocked && self.conn_send > 0 {
+        if was_blocked && !self.conn_send.is_blocked() {
             // Every stream with queued data may go again.
             let ids: Vec<u32> = self
                 .streams
                 .iter()
-                .filter(|(_, s)| !s.send_queue.is_empty())
+                .filter(|(_, s)| !s.send.queue.is_empty())
                 .map(|(id, _)| *id)
                 .collect();
             for id in ids {
@@ -126,9 +125,9 @@ impl Session {
         now: &mut dyn FnMut() -> Instant,
     ) -> Result<(), Fatal> {
         let known = if self.role.owns(id) {
-            id < self.next_local_id || self.next_local_id == 0
+            id < self.ids.next_local || self.ids.next_local == 0
         } else {
-            id <= self.highest_remote_id
+            id <= self.ids.highest_remote
         };
         if !known {
             return Err(protocol("frame for a stream never opened"));
@@ -150,13 +149,12 @@ impl Session {
         } else {
             frame.payload.len() + frame.metadata.len()
         } as u32;
-        if len > self.conn_recv {
+        if self.conn_recv.debit(len).is_err() {
             return Err(CloseCause::local(
                 Reason::FLOW_CONTROL_ERROR,
                 "data beyond the connection window",
             ));
         }
-        self.conn_recv -= len;
         if open {
             return self.on_open(frame, len, now);
         }
@@ -172,42 +170,30 @@ impl Session {
             self.release_conn(len);
             return self.spend(Spend::Late, now, "late frame flood");
         }
-        if s.recv_end {
+        if s.recv_ended() {
             self.release_conn(len);
             return self.peer_caused_reset(id, Reason::STREAM_CLOSED);
         }
-        if len > s.recv_window {
+        if s.recv.window.debit(len).is_err() {
             self.release_conn(len);
             return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
         }
-        s.recv_window -= len;
         if len == 0 && !end {
             return Ok(());
         }
-        if !s.released {
+        let chunk = Chunk {
+            data: frame.payload,
+            metadata: frame.metadata,
+            end,
+        };
+        if !s.released() {
             // The common case, with the one table lookup above.
-            s.recv_end |= end;
-            let was_empty = s.recv_queue.is_empty();
-            s.buffered += len;
-            s.recv_queue.push_back(Chunk {
-                data: frame.payload,
-                metadata: frame.metadata,
-                end,
-            });
-            if was_empty && id != reader {
+            if s.recv.push(chunk, len) && id != reader {
                 self.events.push_back(Event::Readable(id));
             }
             return Ok(());
         }
-        self.deliver(
-            id,
-            Chunk {
-                data: frame.payload,
-                metadata: frame.metadata,
-                end,
-            },
-            len,
-        );
+        self.deliver(id, chunk, len);
         Ok(())
     }
 
@@ -215,19 +201,16 @@ impl Session {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        if chunk.end {
-            s.recv_end = true;
-        }
-        if s.released {
+        if s.released() {
             // Nobody will read it: give the credit straight back.
+            if chunk.end {
+                s.recv.state = RecvState::Ended;
+            }
             self.release_conn(len);
             self.try_remove(id);
             return;
         }
-        let was_empty = s.recv_queue.is_empty();
-        s.buffered += len;
-        s.recv_queue.push_back(chunk);
-        if was_empty {
+        if s.recv.push(chunk, len) {
             self.events.push_back(Event::Readable(id));
         }
         self.try_remove(id);
@@ -243,32 +226,33 @@ impl Session {
         if self.role.owns(id) {
             return Err(protocol("peer opened a stream with our id parity"));
         }
-        if id <= self.highest_remote_id {
+        if id <= self.ids.highest_remote {
             return Err(protocol("stream id reused or lower than the highest seen"));
         }
-        self.highest_remote_id = id;
-        if self.goaway_sent {
+        self.ids.highest_remote = id;
+        if self.goaway.sent {
             // Above our GOAWAY's last id: not processed (the peer retries).
             self.release_conn(len);
             return self.spend(Spend::Late, now, "opens after GOAWAY");
         }
-        if !self.accepting || self.inbound >= self.max_concurrent {
+        if !self.accepting || self.inbound >= self.limits.max_concurrent {
             self.release_conn(len);
             self.control
                 .push_back(Frame::reset(id, Reason::REFUSED_STREAM));
             return Ok(());
         }
-        if len > self.stream_window {
+        let mut window = RecvWindow::new(self.limits.stream_window);
+        if window.debit(len).is_err() {
             self.release_conn(len);
             return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
         }
         let end = frame.is_end_stream();
-        let mut st = StreamState::new(true, self.peer_stream_window, self.stream_window - len);
+        let mut st = StreamState::new(true, self.peer.stream_window, window);
         st.open_metadata = frame.metadata;
         self.streams.insert(id, st);
         self.inbound += 1;
-        self.last_processed = id;
-        self.idle_since = None;
+        self.ids.last_processed = id;
+        self.timers.idle_since = None;
         self.accept_queue.push_back(id);
         self.events.push_back(Event::Incoming);
         if len > 0 || end {
@@ -300,7 +284,7 @@ impl Session {
         if s.failed.is_some() {
             return self.spend(Spend::Late, now, "late frame flood");
         }
-        let pending_accept = s.remote && !s.accepted;
+        let pending_accept = matches!(s.handle, Handle::Unaccepted | Handle::UnacceptedReset);
         let kind = if reason == Reason::REFUSED_STREAM && !s.remote {
             StreamKind::Refused
         } else {
@@ -312,10 +296,9 @@ impl Session {
         self.fail_stream(id, kind);
         if pending_accept {
             if let Some(s) = self.streams.get_mut(&id) {
-                s.reset_pending_accept = true;
+                s.handle = Handle::UnacceptedReset;
             }
-            self.pending_accept_resets += 1;
-            if self.pending_accept_resets > self.pending_accept_reset_budget {
+            if !self.guards.reset_before_accept() {
                 return Err(CloseCause::local(
                     Reason::ENHANCE_YOUR_CALM,
                     "too many streams reset before accept (rapid reset)",
@@ -353,8 +336,7 @@ impl Session {
         if inc == 0 {
             return self.peer_caused_reset(id, Reason::PROTOCOL_ERROR);
         }
-        s.send_window += i64::from(inc);
-        if s.send_window > i64::from(MAX_WINDOW) {
+        if s.send.window.credit(i64::from(inc)).is_err() {
             return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
         }
         self.mark_ready(id);
@@ -370,8 +352,8 @@ impl Session {
             .parse_ping()
             .map_err(|_| protocol("bad PING payload"))?;
         if frame.flags.contains(Flags::ACK) {
-            if self.ping_sent.is_some() && opaque == self.ping_seq.to_be_bytes() {
-                self.ping_sent = None;
+            if self.timers.ping_sent.is_some() && opaque == self.timers.ping_seq.to_be_bytes() {
+                self.timers.ping_sent = None;
             }
             return Ok(());
         }
@@ -381,8 +363,8 @@ impl Session {
         // healthy and wants the connection, so the idle clock restarts (the
         // ping budget bounds how often). Answers to our own pings do not
         // count, or our keepalive would defeat our idle timeout.
-        if self.idle_since.is_some() {
-            self.idle_since = Some(now());
+        if self.timers.idle_since.is_some() {
+            self.timers.idle_since = Some(now());
             self.timer_changed = true;
         }
         Ok(())
@@ -392,9 +374,9 @@ impl Session {
         let (last, reason, _debug) = frame
             .parse_goaway()
             .map_err(|_| protocol("bad GOAWAY payload"))?;
-        let last = self.goaway_received.map_or(last, |prev| prev.min(last));
-        let first = self.goaway_received.is_none();
-        self.goaway_received = Some(last);
+        let last = self.goaway.received.map_or(last, |prev| prev.min(last));
+        let first = self.goaway.received.is_none();
+        self.goaway.received = Some(last);
         if first {
             self.events.push_back(Event::GoingAway);
         }
@@ -419,13 +401,13 @@ impl Session {
     // ----- internals ------------------------------------------------------
 
     pub(super) fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
-        self.local_resets += 1;
+        let within = self.guards.peer_caused_reset();
         if self.streams.contains_key(&id) {
             self.reset_stream(id, reason);
         } else {
             self.control.push_back(Frame::reset(id, reason));
         }
-        if self.local_resets > self.local_reset_budget {
+        if !within {
             return Err(CloseCause::local(
                 Reason::ENHANCE_YOUR_CALM,
                 "peer caused too many resets",

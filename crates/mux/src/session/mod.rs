@@ -10,9 +10,11 @@
 mod app;
 mod budget;
 mod input;
+mod limits;
 mod progress;
 mod queue;
 mod stream;
+mod window;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -23,9 +25,11 @@ use weft_frame::{CONNECTION_ID, Flags, Frame, FrameType, Metadata, Reason, Scope
 use crate::config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 use crate::error::{CloseCause, StreamError, StreamKind};
 use crate::idmap::IdMap;
-use budget::{Budgets, Spend};
+use budget::{Guards, Spend};
+use limits::Limits;
 pub use stream::Chunk;
-use stream::{PENDING_OVERHEAD, Pending, SendEnd, StreamState};
+use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, SendState, StreamState};
+use window::{RecvWindow, SendWindow};
 
 /// The metadata key of the settings frame that announces a side's
 /// per-stream receive window (section 6.4 of the protocol).
@@ -131,43 +135,22 @@ enum State {
 #[derive(Debug)]
 pub struct Session {
     role: Role,
-    max_payload: usize,
-    max_metadata: usize,
-    stream_window: u32,
-    connection_window: u32,
-    max_concurrent: usize,
-    max_send_buffer: usize,
-    max_control_queue: usize,
-    max_stream_id: u32,
-    pending_accept_reset_budget: usize,
-    local_reset_budget: u32,
-    keepalive_interval: Option<Duration>,
-    keepalive_timeout: Duration,
-    idle_timeout: Option<Duration>,
-    progress_timeout: Option<Duration>,
-    progress_tick: Option<Instant>,
-
+    limits: Limits,
     state: State,
     streams: IdMap<StreamState>,
+    /// Streams the peer opened that are still in the table.
     inbound: usize,
-    next_local_id: u32,
-    highest_remote_id: u32,
-    last_processed: u32,
-    accept_queue: VecDeque<u32>,
-    accepting: bool,
-    pending_accept_resets: usize,
-    local_resets: u32,
-    budgets: Budgets,
-
-    settings_received: bool,
-    peer_stream_window: u32,
-    /// The peer's announced cap on streams we open (`u32::MAX`: none).
-    peer_max_streams: u32,
     /// Streams we opened that are still in the table.
     outbound: usize,
-    conn_send: i64,
-    conn_recv: u32,
-    conn_unacked: u32,
+    ids: Ids,
+    accept_queue: VecDeque<u32>,
+    accepting: bool,
+    guards: Guards,
+    peer: PeerSettings,
+    /// The peer's credit for us on the connection.
+    conn_send: SendWindow,
+    /// Our credit for the peer on the connection.
+    conn_recv: RecvWindow,
 
     control: VecDeque<Frame>,
     /// A data frame made directly by `send_some`, sent after control frames.
@@ -175,18 +158,55 @@ pub struct Session {
     ready: VecDeque<u32>,
     events: VecDeque<Event>,
 
-    goaway_sent: bool,
-    goaway_received: Option<u32>,
-    drain_deadline: Option<Instant>,
-    idle_since: Option<Instant>,
+    goaway: GoAway,
+    timers: Timers,
     /// The latest `now` any input carried: stamps events noticed in calls
     /// that take no clock (a stream leaving the table in `poll_transmit`).
     clock: Instant,
+    /// A deadline may have moved since [`Session::take_timer_changed`].
+    timer_changed: bool,
+}
+
+/// Stream ids: ours to open next, and the peer's as far as seen.
+#[derive(Debug)]
+struct Ids {
+    /// The next id we open (0: exhausted).
+    next_local: u32,
+    /// The highest id the peer opened.
+    highest_remote: u32,
+    /// The highest peer stream we processed (our `GOAWAY`'s last id).
+    last_processed: u32,
+}
+
+/// What the peer announced in its settings frame.
+#[derive(Debug)]
+struct PeerSettings {
+    /// Its settings frame arrived (it must be the first frame).
+    settings_received: bool,
+    /// Its per-stream receive window: our initial send credit per stream.
+    stream_window: u32,
+    /// Its cap on streams we open (`u32::MAX`: none).
+    max_streams: u32,
+}
+
+/// Graceful shutdown either way.
+#[derive(Debug)]
+struct GoAway {
+    sent: bool,
+    /// The lowest last-processed id of the peer's `GOAWAY`s.
+    received: Option<u32>,
+    drain_deadline: Option<Instant>,
+}
+
+/// The clocks behind the idle, keepalive and progress deadlines.
+#[derive(Debug)]
+struct Timers {
+    /// Since when no stream is in the table (`None`: some are).
+    idle_since: Option<Instant>,
     last_heard: Instant,
     ping_sent: Option<Instant>,
     ping_seq: u64,
-    /// A deadline may have moved since [`Session::take_timer_changed`].
-    timer_changed: bool,
+    progress_tick: Option<Instant>,
 }
 
 /// A connection error detected while handling a frame: close with this.
@@ -198,57 +218,43 @@ impl Session {
     pub fn new(role: Role, config: &Config, now: Instant) -> Session {
         let mut s = Session {
             role,
-            max_payload: config.limits.max_payload as usize,
-            max_metadata: config.limits.max_metadata as usize,
-            stream_window: config.stream_window,
-            connection_window: config.connection_window,
-            max_concurrent: config.max_concurrent_streams,
-            max_send_buffer: config.max_send_buffer,
-            max_control_queue: config.max_control_queue,
-            max_stream_id: config.max_stream_id,
-            pending_accept_reset_budget: config.pending_accept_reset_budget,
-            local_reset_budget: config.local_reset_budget,
-            keepalive_interval: config.keepalive_interval,
-            keepalive_timeout: config.keepalive_timeout,
-            idle_timeout: config.idle_timeout,
-            progress_timeout: config.progress_timeout,
-            progress_tick: config.progress_timeout.map(|t| now + t / 2),
+            limits: Limits::new(config),
             state: State::Open,
             streams: IdMap::default(),
             inbound: 0,
-            next_local_id: role.first_id(),
-            highest_remote_id: 0,
-            last_processed: 0,
+            outbound: 0,
+            ids: Ids {
+                next_local: role.first_id(),
+                highest_remote: 0,
+                last_processed: 0,
+            },
             accept_queue: VecDeque::new(),
             accepting: true,
-            pending_accept_resets: 0,
-            local_resets: 0,
-            budgets: Budgets::new(
-                config.ping_budget,
-                config.empty_frame_budget,
-                config.unknown_frame_budget,
-                config.late_frame_budget,
-                config.budget_window,
-            ),
-            settings_received: false,
-            peer_stream_window: BASELINE_WINDOW,
-            peer_max_streams: u32::MAX,
-            outbound: 0,
-            conn_send: i64::from(BASELINE_WINDOW),
-            conn_recv: config.connection_window,
-            conn_unacked: 0,
+            guards: Guards::new(config),
+            peer: PeerSettings {
+                settings_received: false,
+                stream_window: BASELINE_WINDOW,
+                max_streams: u32::MAX,
+            },
+            conn_send: SendWindow::new(BASELINE_WINDOW),
+            conn_recv: RecvWindow::new(config.connection_window),
             control: VecDeque::new(),
             immediate: None,
             ready: VecDeque::new(),
             events: VecDeque::new(),
-            goaway_sent: false,
-            goaway_received: None,
-            drain_deadline: None,
-            idle_since: Some(now),
+            goaway: GoAway {
+                sent: false,
+                received: None,
+                drain_deadline: None,
+            },
+            timers: Timers {
+                idle_since: Some(now),
+                last_heard: now,
+                ping_sent: None,
+                ping_seq: 0,
+                progress_tick: config.progress_timeout.map(|t| now + t / 2),
+            },
             clock: now,
-            last_heard: now,
-            ping_sent: None,
-            ping_seq: 0,
             timer_changed: true,
         };
         s.control.push_back(settings_frame_with_cap(
@@ -262,7 +268,7 @@ impl Session {
     /// Caps the payload of frames we send at the peer's limit (learnt in
     /// the handshake), if it is below ours.
     pub fn set_peer_max_payload(&mut self, max_payload: u32) {
-        self.max_payload = self.max_payload.min(max_payload as usize).max(1);
+        self.limits.max_payload = self.limits.max_payload.min(max_payload as usize).max(1);
     }
 
     /// This side's role.
@@ -320,19 +326,19 @@ impl Session {
         }
         let mut t: Option<Instant> = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
-        if let Some(d) = self.drain_deadline {
+        if let Some(d) = self.goaway.drain_deadline {
             at(d);
         }
-        if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since) {
+        if let (Some(i), Some(since)) = (self.limits.idle_timeout, self.timers.idle_since) {
             at(since + i);
         }
         if let Some(p) = self.progress_deadline() {
             at(p);
         }
-        if let Some(k) = self.keepalive_interval {
-            match self.ping_sent {
-                Some(sent) => at(sent + self.keepalive_timeout),
-                None => at(self.last_heard + k),
+        if let Some(k) = self.limits.keepalive_interval {
+            match self.timers.ping_sent {
+                Some(sent) => at(sent + self.limits.keepalive_timeout),
+                None => at(self.timers.last_heard + k),
             }
         }
         t
@@ -349,7 +355,7 @@ impl Session {
     /// control queue is full (a peer that does not read gets backpressure
     /// instead of growing our memory) or once closed.
     pub fn wants_read(&self) -> bool {
-        !self.is_closed() && self.control.len() < self.max_control_queue
+        !self.is_closed() && self.control.len() < self.limits.max_control_queue
     }
 
     /// Streams in the table (open, or closed but not yet released).
@@ -374,7 +380,7 @@ impl Session {
 
     /// Whether a `GOAWAY` was sent or received.
     pub fn is_going_away(&self) -> bool {
-        self.goaway_sent || self.goaway_received.is_some()
+        self.goaway.sent || self.goaway.received.is_some()
     }
 
     /// Current figures.
@@ -382,11 +388,11 @@ impl Session {
         Stats {
             streams: self.streams.len(),
             inbound: self.inbound,
-            conn_send_window: self.conn_send,
-            conn_recv_window: self.conn_recv,
-            conn_recv_unacked: self.conn_unacked,
+            conn_send_window: self.conn_send.get(),
+            conn_recv_window: self.conn_recv.credit(),
+            conn_recv_unacked: self.conn_recv.unacked(),
             control_queued: self.control.len(),
-            local_resets: self.local_resets,
+            local_resets: self.guards.local_resets,
             accept_queue: self.accept_queue.len(),
         }
     }
@@ -424,33 +430,33 @@ impl Session {
         if self.is_closed() {
             return;
         }
-        if self.drain_deadline.is_some_and(|d| now >= d) {
+        if self.goaway.drain_deadline.is_some_and(|d| now >= d) {
             self.fail(
                 CloseCause::local(Reason::NO_ERROR, "drain deadline passed"),
                 false,
             );
             return;
         }
-        if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since)
+        if let (Some(i), Some(since)) = (self.limits.idle_timeout, self.timers.idle_since)
             && now >= since + i
         {
             self.fail(CloseCause::local(Reason::NO_ERROR, "idle timeout"), true);
             return;
         }
         self.check_progress(now);
-        if let Some(k) = self.keepalive_interval {
-            match self.ping_sent {
-                Some(sent) if now >= sent + self.keepalive_timeout => {
+        if let Some(k) = self.limits.keepalive_interval {
+            match self.timers.ping_sent {
+                Some(sent) if now >= sent + self.limits.keepalive_timeout => {
                     self.fail(
                         CloseCause::local(Reason::TIMEOUT, "keepalive ping unanswered"),
                         true,
                     );
                 }
-                None if now >= self.last_heard + k => {
-                    self.ping_sent = Some(now);
-                    self.ping_seq += 1;
+                None if now >= self.timers.last_heard + k => {
+                    self.timers.ping_sent = Some(now);
+                    self.timers.ping_seq += 1;
                     self.control
-                        .push_back(Frame::ping(self.ping_seq.to_be_bytes(), false));
+                        .push_back(Frame::ping(self.timers.ping_seq.to_be_bytes(), false));
                 }
                 _ => {}
             }
@@ -485,26 +491,26 @@ impl Session {
         }
         let mut cached: Option<Instant> = None;
         let mut now = || *cached.get_or_insert_with(&mut *clock);
-        if self.keepalive_interval.is_some() {
+        if self.limits.keepalive_interval.is_some() {
             let t = now();
-            self.last_heard = t;
+            self.timers.last_heard = t;
             self.clock = t;
         }
-        let was_idle = self.idle_since.is_some();
+        let was_idle = self.timers.idle_since.is_some();
         let sid = frame.stream_id;
         if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
         }
-        if self.progress_timeout.is_some()
+        if self.limits.progress_timeout.is_some()
             && sid != CONNECTION_ID
             && let Some(s) = self.streams.get_mut(&sid)
         {
             s.progress.bump();
         }
-        if self.streams.is_empty() && (!was_idle || self.idle_since.is_none()) {
+        if self.streams.is_empty() && (!was_idle || self.timers.idle_since.is_none()) {
             // The last stream left during this frame: the idle clock starts now.
-            self.idle_since = Some(now());
+            self.timers.idle_since = Some(now());
             self.timer_changed = true;
         }
     }
@@ -529,8 +535,7 @@ impl Session {
         );
         // Nothing more will be read after a local reset.
         if let Some(s) = self.streams.get_mut(&id) {
-            let dropped = std::mem::take(&mut s.buffered);
-            s.recv_queue.clear();
+            let dropped = s.clear_recv();
             self.release_conn(dropped);
         }
         self.try_remove(id);
@@ -542,9 +547,8 @@ impl Session {
             return;
         };
         s.failed = Some(kind);
-        s.send_queue.clear();
-        s.queued = 0;
-        s.want_writable = false;
+        s.clear_send();
+        s.send.want_writable = false;
         self.events.push_back(Event::Readable(id));
         self.events.push_back(Event::Writable(id));
     }
@@ -558,15 +562,15 @@ impl Session {
             Some(s) if s.remote => self.inbound -= 1,
             Some(_) => {
                 // A slot under the peer's cap came free.
-                if self.outbound == self.peer_max_streams as usize {
+                if self.outbound == self.peer.max_streams as usize {
                     self.events.push_back(Event::OpenCredit);
                 }
                 self.outbound -= 1;
             }
             None => {}
         }
-        if self.streams.is_empty() && self.idle_since.is_none() {
-            self.idle_since = Some(self.clock);
+        if self.streams.is_empty() && self.timers.idle_since.is_none() {
+            self.timers.idle_since = Some(self.clock);
             self.timer_changed = true;
         }
         self.maybe_finish_drain();
@@ -575,10 +579,10 @@ impl Session {
     fn mark_ready(&mut self, id: u32) {
         let credit = self.conn_send;
         if let Some(s) = self.streams.get_mut(&id)
-            && !s.in_ready
+            && !s.send.in_ready
             && s.can_send(credit)
         {
-            s.in_ready = true;
+            s.send.in_ready = true;
             self.ready.push_back(id);
         }
     }
@@ -586,27 +590,26 @@ impl Session {
     fn next_data_frame(&mut self) -> Option<Frame> {
         while let Some(id) = self.ready.pop_front() {
             let conn = self.conn_send;
-            let max = self.max_payload;
+            let max = self.limits.max_payload;
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            s.in_ready = false;
-            let Some(p) = s.send_queue.front_mut() else {
+            s.send.in_ready = false;
+            let Some(p) = s.send.queue.front_mut() else {
                 continue;
             };
-            let credit = s.send_window.min(conn).max(0) as usize;
+            let credit = s.send.window.room_with(conn);
             let total = p.data.len() + p.metadata.len();
             let frame = if p.data.len() <= max && total <= credit {
-                let p = s.send_queue.pop_front().expect("front exists");
+                let p = s.send.queue.pop_front().expect("front exists");
                 let mut flags = Flags::NONE;
                 if p.end {
                     flags = Flags::END_STREAM;
-                    s.send_end = SendEnd::Sent;
+                    s.send.state = SendState::EndSent;
                 }
-                s.send_window -= total as i64;
-                s.queued -= total + PENDING_OVERHEAD;
+                s.send.window.debit_with(&mut self.conn_send, total);
+                s.send.queued -= total + PENDING_OVERHEAD;
                 s.progress.bump();
-                self.conn_send -= total as i64;
                 Frame {
                     ty: FrameType::DATA,
                     flags,
@@ -621,17 +624,16 @@ impl Session {
                 }
                 let piece = p.data.split_to(n);
                 s.progress.bump();
-                s.send_window -= n as i64;
-                s.queued -= n;
-                self.conn_send -= n as i64;
+                s.send.window.debit_with(&mut self.conn_send, n);
+                s.send.queued -= n;
                 Frame::new(FrameType::DATA, Flags::NONE, id, piece)
             };
-            if s.want_writable && s.queued < self.max_send_buffer {
-                s.want_writable = false;
+            if s.send.want_writable && s.send.queued < self.limits.max_send_buffer {
+                s.send.want_writable = false;
                 self.events.push_back(Event::Writable(id));
             }
             if s.can_send(self.conn_send) {
-                s.in_ready = true;
+                s.send.in_ready = true;
                 self.ready.push_back(id);
             }
             if s.finished() {
@@ -643,22 +645,22 @@ impl Session {
     }
 
     fn go_away(&mut self, reason: Reason, drain: Option<Instant>) {
-        if self.goaway_sent || self.is_closed() {
+        if self.goaway.sent || self.is_closed() {
             return;
         }
-        self.goaway_sent = true;
-        self.drain_deadline = drain;
+        self.goaway.sent = true;
+        self.goaway.drain_deadline = drain;
         self.timer_changed = true;
         self.control
-            .push_back(Frame::goaway(self.last_processed, reason, b""));
+            .push_back(Frame::goaway(self.ids.last_processed, reason, b""));
         self.events.push_back(Event::GoingAway);
     }
 
     /// After a `GOAWAY` either way, close once no stream is left.
     fn maybe_finish_drain(&mut self) {
         if self.is_going_away() && self.streams.is_empty() && !self.is_closed() {
-            let cause = match self.goaway_received {
-                Some(_) if !self.goaway_sent => {
+            let cause = match self.goaway.received {
+                Some(_) if !self.goaway.sent => {
                     CloseCause::peer(Reason::NO_ERROR, "peer went away")
                 }
                 _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
@@ -684,7 +686,7 @@ impl Session {
             // Drop pending control traffic; the GOAWAY is what matters.
             self.control.clear();
             self.control.push_back(Frame::goaway(
-                self.last_processed,
+                self.ids.last_processed,
                 cause.reason,
                 cause.detail.as_bytes(),
             ));
@@ -699,11 +701,10 @@ impl Session {
             // A stream already ended both ways (the application has not
             // dropped it yet) completed before the close: its reader still
             // sees the peer's clean end, not the connection's error.
-            if s.failed.is_none() && !(s.send_end == SendEnd::Sent && s.recv_end) {
+            if s.failed.is_none() && !(s.send.state == SendState::EndSent && s.recv_ended()) {
                 s.failed = Some(StreamKind::Closed(cause.clone()));
             }
-            s.send_queue.clear();
-            s.queued = 0;
+            s.clear_send();
             self.events.push_back(Event::Readable(id));
             self.events.push_back(Event::Writable(id));
         }
