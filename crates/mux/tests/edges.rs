@@ -144,3 +144,26 @@ fn open_of_exactly_the_stream_window_is_accepted() {
     let (data, ended, err) = drain(&mut t.s, id);
     assert_eq!((data.len(), ended, err), (64 * 1024, true, None));
 }
+
+#[test]
+fn streams_opened_before_the_peer_settings_get_its_larger_window() {
+    use weft_mux::session::{Role, Session, settings_frame};
+    let now = std::time::Instant::now();
+    let mut c = Session::new(Role::Client, &Config::default(), now);
+    // Opened before the peer's settings: the baseline window (64 KiB) holds.
+    let id = c
+        .open(Metadata::new(), bytes(200 * 1024), false, now)
+        .unwrap();
+    let sent = |c: &mut Session| -> usize {
+        std::iter::from_fn(|| c.poll_transmit())
+            .filter(|f| f.stream_id == id)
+            .map(|f| f.payload.len())
+            .sum()
+    };
+    assert_eq!(sent(&mut c), 64 * 1024);
+    // The peer announces 256 KiB per stream: the open stream gets the
+    // difference at once, without a WINDOW_UPDATE for it.
+    c.handle_frame(settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024), now);
+    assert_eq!(sent(&mut c), 136 * 1024, "the rest goes out");
+    assert!(!c.is_closed());
+}
