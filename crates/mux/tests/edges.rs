@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use support::{Scripted, bytes, drain, goaway, resets};
 use weft_frame::{Flags, Frame, FrameType};
@@ -87,26 +85,6 @@ fn send_some_beyond_the_buffer_queues_the_part_that_fits() {
         .map(|f| f.payload.len())
         .sum();
     assert_eq!(sent, 1 + 100 * 1024 - big.len(), "the queued part goes out");
-}
-
-#[test]
-fn idle_clock_starts_at_the_frame_that_empties_the_table() {
-    // The frame carries a later time than any earlier input (no timer ran
-    // in between): the idle clock starts at the frame's time.
-    let mut t = server();
-    t.open(1, b"", true);
-    let id = t.s.accept().unwrap();
-    t.s.send(id, Metadata::new(), bytes(300 * 1024), true)
-        .unwrap();
-    t.s.release(id, t.now);
-    t.out();
-    assert_eq!(t.s.stats().streams, 1, "the END waits for credit");
-    t.now += Duration::from_secs(20);
-    t.feed(Frame::reset(1, Reason::CANCEL));
-    assert_eq!(t.s.stats().streams, 0);
-    assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(30)));
-    t.advance(Duration::from_secs(29));
-    assert!(!t.s.is_closed(), "idle counts from the reset");
 }
 
 #[test]
