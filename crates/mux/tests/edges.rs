@@ -4,8 +4,9 @@
 mod support;
 
 use bytes::Bytes;
-use support::{Scripted, bytes, drain, goaway, resets};
+use support::{Scripted, bytes, drain, events, goaway, resets};
 use weft_frame::{Flags, Frame, FrameType};
+use weft_mux::session::Event;
 use weft_mux::{Config, Metadata, Reason};
 
 fn server() -> Scripted {
@@ -144,4 +145,29 @@ fn streams_opened_before_the_peer_settings_get_its_larger_window() {
     c.handle_frame(settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024), now);
     assert_eq!(sent(&mut c), 136 * 1024, "the rest goes out");
     assert!(!c.is_closed());
+}
+
+#[test]
+fn a_reset_drops_the_data_queued_on_the_stream() {
+    let (mut t, id) = with_stream();
+    t.s.send(id, Metadata::new(), bytes(1000), false).unwrap();
+    t.s.reset(id, Reason::CANCEL);
+    let out = t.out();
+    assert_eq!(resets(&out), vec![(id, Reason::CANCEL)]);
+    assert!(
+        out.iter().all(|f| f.ty != FrameType::DATA),
+        "no DATA after the RESET: {out:?}"
+    );
+}
+
+#[test]
+fn readable_is_raised_once_until_the_queue_is_read() {
+    let (mut t, id) = with_stream();
+    events(&mut t.s);
+    t.data(id, Bytes::from_static(b"a"), false);
+    t.data(id, Bytes::from_static(b"b"), false);
+    assert_eq!(events(&mut t.s), vec![Event::Readable(id)]);
+    assert_eq!(drain(&mut t.s, id), (b"ab".to_vec(), false, None));
+    t.data(id, Bytes::from_static(b"c"), false);
+    assert_eq!(events(&mut t.s), vec![Event::Readable(id)]);
 }
