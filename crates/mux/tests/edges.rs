@@ -171,3 +171,70 @@ fn readable_is_raised_once_until_the_queue_is_read() {
     t.data(id, Bytes::from_static(b"c"), false);
     assert_eq!(events(&mut t.s), vec![Event::Readable(id)]);
 }
+
+#[test]
+fn writable_waits_until_the_queue_is_below_the_buffer() {
+    let cap = 64 * 1024;
+    let mut cfg = Config::default();
+    cfg.max_send_buffer(cap);
+    let mut t = Scripted::server(cfg);
+    t.open(1, b"", false);
+    let id = t.s.accept().unwrap();
+    t.out();
+    // What one queued item costs beyond its bytes.
+    let overhead = cap - t.s.send_room(id).unwrap();
+    t.s.send(id, Metadata::new(), bytes(10), false).unwrap();
+    t.s.send(id, Metadata::new(), bytes(cap - overhead), false)
+        .unwrap();
+    assert_eq!(t.s.send_room(id), Ok(0), "full: Writable wanted");
+    events(&mut t.s);
+    // The first item goes: the queue holds exactly the buffer, still full.
+    let f = t.s.poll_transmit().unwrap();
+    assert_eq!(f.payload.len(), 10);
+    assert_eq!(events(&mut t.s), vec![]);
+    t.out();
+    assert_eq!(events(&mut t.s), vec![Event::Writable(id)]);
+}
+
+#[test]
+fn a_close_fails_a_stream_only_the_peer_had_ended() {
+    let mut t = server();
+    t.open(1, b"req", true);
+    let id = t.s.accept().unwrap();
+    t.s.close(Reason::NO_ERROR, "bye");
+    // The request was read in full, but the answer never went: the reader
+    // learns of the close, not a clean end.
+    let (data, ended, err) = drain(&mut t.s, id);
+    assert_eq!((data, ended), (b"req".to_vec(), false));
+    assert!(err.is_some());
+}
+
+#[test]
+fn a_reset_after_both_ends_sends_nothing() {
+    let mut t = server();
+    t.open(1, b"req", true);
+    let id = t.s.accept().unwrap();
+    t.s.send(id, Metadata::new(), Bytes::from_static(b"ok"), true)
+        .unwrap();
+    t.out();
+    t.s.reset(id, Reason::CANCEL);
+    assert_eq!(resets(&t.out()), vec![], "the stream had completed");
+    assert_eq!(drain(&mut t.s, id), (b"req".to_vec(), true, None));
+}
+
+#[test]
+fn releasing_a_stream_open_either_way_resets_it() {
+    // Our end sent, the peer's half still open.
+    let (mut t, id) = with_stream();
+    t.s.send(id, Metadata::new(), Bytes::from_static(b"ok"), true)
+        .unwrap();
+    t.out();
+    t.s.release(id, t.now);
+    assert_eq!(resets(&t.out()), vec![(id, Reason::CANCEL)]);
+    // The peer's end received, ours not sent.
+    let mut t = server();
+    t.open(1, b"req", true);
+    let id = t.s.accept().unwrap();
+    t.s.release(id, t.now);
+    assert_eq!(resets(&t.out()), vec![(id, Reason::CANCEL)]);
+}
