@@ -115,3 +115,14 @@ fn a_stream_that_spent_its_credit_with_nothing_left_to_send_is_not_reset() {
         assert!(out.is_empty(), "{out:?}");
     }
 }
+
+#[test]
+fn a_tick_woken_half_a_timeout_late_moves_the_next_one_on() {
+    let mut t = server();
+    let start = t.now;
+    assert_eq!(t.s.poll_timeout(), Some(start + TIMEOUT / 2));
+    // Woken exactly one tick late: the next tick is half a timeout on,
+    // not due at once.
+    t.advance(TIMEOUT);
+    assert_eq!(t.s.poll_timeout(), Some(t.now + TIMEOUT / 2));
+}
