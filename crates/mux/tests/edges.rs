@@ -256,3 +256,18 @@ fn no_stream_credit_is_granted_back_after_the_peers_end() {
     // (The connection's half, 512 KiB, is not reached either.)
     assert_eq!(updates, Vec::<u32>::new(), "nothing more will come");
 }
+
+#[test]
+fn frames_keep_within_the_peers_smaller_payload_limit() {
+    let (mut t, id) = with_stream();
+    t.s.set_peer_max_payload(16 * 1024);
+    t.s.send(id, Metadata::new(), bytes(40 * 1024), true)
+        .unwrap();
+    let sizes: Vec<usize> = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| f.payload.len())
+        .collect();
+    assert_eq!(sizes, vec![16 * 1024, 16 * 1024, 8 * 1024]);
+}
