@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use support::{Scripted, bytes, drain, events, goaway, resets};
 use weft_frame::{Flags, Frame, FrameType};
@@ -270,4 +272,18 @@ fn frames_keep_within_the_peers_smaller_payload_limit() {
         .map(|f| f.payload.len())
         .collect();
     assert_eq!(sizes, vec![16 * 1024, 16 * 1024, 8 * 1024]);
+}
+
+#[test]
+fn the_idle_clock_waits_for_the_last_stream_not_any() {
+    let mut t = server();
+    t.open(1, b"", true);
+    t.open(3, b"", false);
+    let (a, _b) = (t.s.accept().unwrap(), t.s.accept().unwrap());
+    t.s.send(a, Metadata::new(), Bytes::new(), true).unwrap();
+    t.s.release(a, t.now);
+    t.out();
+    assert_eq!(t.s.stats().streams, 1, "one stream left, one open");
+    t.advance(Duration::from_secs(60));
+    assert!(!t.s.is_closed(), "not idle while a stream is open");
 }
