@@ -391,9 +391,8 @@ impl Session {
             self.fail_stream(id, StreamKind::Refused);
             self.try_remove(id);
         }
-        if reason != Reason::NO_ERROR && reason != Reason::STREAM_IDS_EXHAUSTED {
-            tracing::debug!(%reason, "peer sent GOAWAY with an error");
-        }
+        // Logged whatever the reason: a test of it would only pick log lines.
+        tracing::debug!(%reason, last, "peer sent GOAWAY");
         self.maybe_finish_drain();
         Ok(())
     }
