@@ -287,3 +287,19 @@ fn the_idle_clock_waits_for_the_last_stream_not_any() {
     t.advance(Duration::from_secs(60));
     assert!(!t.s.is_closed(), "not idle while a stream is open");
 }
+
+#[test]
+fn a_second_shutdown_sends_no_second_goaway_nor_moves_the_drain() {
+    let mut c = Config::default();
+    c.idle_timeout(None);
+    let mut t = Scripted::server(c);
+    t.open(1, b"", false);
+    t.s.accept().unwrap();
+    t.out();
+    t.s.shutdown(t.now, Duration::from_secs(10));
+    t.s.shutdown(t.now, Duration::from_secs(60));
+    let out = t.out();
+    let goaways = out.iter().filter(|f| f.ty == FrameType::GOAWAY).count();
+    assert_eq!(goaways, 1, "{out:?}");
+    assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(10)));
+}
