@@ -303,3 +303,18 @@ fn a_second_shutdown_sends_no_second_goaway_nor_moves_the_drain() {
     assert_eq!(goaways, 1, "{out:?}");
     assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(10)));
 }
+
+#[test]
+fn the_drain_deadline_closes_without_a_second_goaway() {
+    let mut c = Config::default();
+    c.idle_timeout(None);
+    let mut t = Scripted::server(c);
+    t.open(1, b"", false);
+    t.s.accept().unwrap();
+    t.s.shutdown(t.now, Duration::from_secs(10));
+    assert_eq!(goaway(&t.out()), Some(Reason::NO_ERROR));
+    t.advance(Duration::from_secs(10));
+    assert!(t.s.is_closed());
+    let out = t.out();
+    assert!(out.is_empty(), "the GOAWAY went already: {out:?}");
+}
