@@ -318,3 +318,20 @@ fn the_drain_deadline_closes_without_a_second_goaway() {
     let out = t.out();
     assert!(out.is_empty(), "the GOAWAY went already: {out:?}");
 }
+
+#[test]
+fn a_stream_window_update_of_64_bytes_is_not_tiny() {
+    let mut cfg = Config::default();
+    cfg.empty_frame_budget(3);
+    let mut t = Scripted::server(cfg);
+    t.open(1, b"", false);
+    t.s.accept().unwrap();
+    for _ in 0..10 {
+        t.feed(Frame::window_update(1, 64));
+    }
+    assert!(!t.s.is_closed(), "64 bytes is the smallest ordinary update");
+    for _ in 0..4 {
+        t.feed(Frame::window_update(1, 63));
+    }
+    assert_eq!(goaway(&t.out()), Some(Reason::ENHANCE_YOUR_CALM));
+}

@@ -73,3 +73,24 @@ fn the_deadline_is_the_next_ping_then_its_answer() {
         "the ping's answer is due within the keepalive timeout"
     );
 }
+
+#[test]
+fn an_ack_that_does_not_echo_our_ping_is_not_its_answer() {
+    let mut c = Config::default();
+    c.idle_timeout(None)
+        .keepalive_interval(Some(Duration::from_secs(5)))
+        .keepalive_timeout(Duration::from_secs(20));
+    let mut t = Scripted::server(c);
+    t.advance(Duration::from_secs(5));
+    let ping = t
+        .out()
+        .into_iter()
+        .find(|f| f.ty == weft_frame::FrameType::PING);
+    let ours = ping.unwrap().parse_ping().unwrap();
+    let mut other = ours;
+    other[7] ^= 1;
+    t.feed(Frame::ping(other, true));
+    t.advance(Duration::from_secs(20));
+    assert!(t.s.is_closed(), "the real answer never came");
+    assert_eq!(t.s.close_cause().unwrap().reason, Reason::TIMEOUT);
+}
