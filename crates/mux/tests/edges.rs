@@ -335,3 +335,22 @@ fn a_stream_window_update_of_64_bytes_is_not_tiny() {
     }
     assert_eq!(goaway(&t.out()), Some(Reason::ENHANCE_YOUR_CALM));
 }
+
+#[test]
+fn a_piece_of_exactly_the_payload_limit_goes_whole_with_its_end() {
+    let (mut t, id) = with_stream();
+    t.s.set_peer_max_payload(16 * 1024);
+    t.s.send(id, Metadata::new(), bytes(16 * 1024), true)
+        .unwrap();
+    let data: Vec<(usize, bool)> = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| (f.payload.len(), f.is_end_stream()))
+        .collect();
+    assert_eq!(
+        data,
+        vec![(16 * 1024, true)],
+        "one frame, not a bare END after it"
+    );
+}
