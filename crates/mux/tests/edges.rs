@@ -354,3 +354,15 @@ fn a_piece_of_exactly_the_payload_limit_goes_whole_with_its_end() {
         "one frame, not a bare END after it"
     );
 }
+
+#[test]
+fn send_some_with_credit_and_nothing_waiting_makes_the_frame_at_once() {
+    let (mut t, id) = with_stream();
+    let room = t.s.send_room(id).unwrap();
+    let (mut md, mut data) = (Metadata::new(), Bytes::from_static(b"hello"));
+    assert_eq!(t.s.send_some(id, &mut md, &mut data, false), Ok(true));
+    assert_eq!(t.s.send_room(id), Ok(room), "not queued: the frame is made");
+    assert!(t.s.has_transmit());
+    let out = t.out();
+    assert_eq!((out.len(), &out[0].payload[..]), (1, &b"hello"[..]));
+}
