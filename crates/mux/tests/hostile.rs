@@ -755,9 +755,12 @@ fn idle_clock_starts_when_the_last_stream_leaves_on_a_frame() {
     t.s.release(id, t.now);
     t.out();
     assert_eq!(t.s.stats().streams, 1, "the END waits for credit");
-    t.advance(Duration::from_secs(20));
+    // No timer runs in between: the frame carries a later time than any
+    // input before it, and the idle clock starts at that time.
+    t.now += Duration::from_secs(20);
     t.feed(Frame::reset(1, Reason::CANCEL)); // the stream leaves now
     assert_eq!(t.s.stats().streams, 0);
+    assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(30)));
     t.advance(Duration::from_secs(29));
     assert!(
         !t.s.is_closed(),

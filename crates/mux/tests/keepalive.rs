@@ -55,3 +55,42 @@ fn answers_to_our_own_keepalive_do_not_hold_an_idle_connection_open() {
     assert!(p.server.is_closed());
     assert_eq!(p.server.close_cause().unwrap().detail, "idle timeout");
 }
+
+#[test]
+fn the_deadline_is_the_next_ping_then_its_answer() {
+    let mut c = Config::default();
+    c.idle_timeout(None)
+        .keepalive_interval(Some(Duration::from_secs(5)))
+        .keepalive_timeout(Duration::from_secs(20));
+    let mut t = Scripted::server(c);
+    let start = t.now;
+    assert_eq!(t.s.poll_timeout(), Some(start + Duration::from_secs(5)));
+    t.advance(Duration::from_secs(5));
+    assert!(t.out().iter().any(|f| f.ty == weft_frame::FrameType::PING));
+    assert_eq!(
+        t.s.poll_timeout(),
+        Some(start + Duration::from_secs(25)),
+        "the ping's answer is due within the keepalive timeout"
+    );
+}
+
+#[test]
+fn an_ack_that_does_not_echo_our_ping_is_not_its_answer() {
+    let mut c = Config::default();
+    c.idle_timeout(None)
+        .keepalive_interval(Some(Duration::from_secs(5)))
+        .keepalive_timeout(Duration::from_secs(20));
+    let mut t = Scripted::server(c);
+    t.advance(Duration::from_secs(5));
+    let ping = t
+        .out()
+        .into_iter()
+        .find(|f| f.ty == weft_frame::FrameType::PING);
+    let ours = ping.unwrap().parse_ping().unwrap();
+    let mut other = ours;
+    other[7] ^= 1;
+    t.feed(Frame::ping(other, true));
+    t.advance(Duration::from_secs(20));
+    assert!(t.s.is_closed(), "the real answer never came");
+    assert_eq!(t.s.close_cause().unwrap().reason, Reason::TIMEOUT);
+}

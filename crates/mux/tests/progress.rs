@@ -95,3 +95,34 @@ fn item_31_a_send_stalled_by_a_peer_that_grants_no_credit_is_reset() {
     wait(&mut t, TIMEOUT + TIMEOUT / 2);
     assert!(timed_out(&mut t, 1));
 }
+
+#[test]
+fn a_stream_that_spent_its_credit_with_nothing_left_to_send_is_not_reset() {
+    let mut t = server();
+    t.open(1, b"request", true);
+    assert_eq!(t.s.accept(), Some(1));
+    let _ = drain(&mut t.s, 1);
+    // Exactly the peer's stream window (256 KiB): all of it goes, the
+    // window is spent, nothing waits for credit.
+    for _ in 0..4 {
+        t.s.send(1, Metadata::new(), bytes(64 * 1024), false)
+            .unwrap();
+        let _ = t.out();
+    }
+    for _ in 0..10 {
+        wait(&mut t, Duration::from_secs(5));
+        let out = resets(&t.out());
+        assert!(out.is_empty(), "{out:?}");
+    }
+}
+
+#[test]
+fn a_tick_woken_half_a_timeout_late_moves_the_next_one_on() {
+    let mut t = server();
+    let start = t.now;
+    assert_eq!(t.s.poll_timeout(), Some(start + TIMEOUT / 2));
+    // Woken exactly one tick late: the next tick is half a timeout on,
+    // not due at once.
+    t.advance(TIMEOUT);
+    assert_eq!(t.s.poll_timeout(), Some(t.now + TIMEOUT / 2));
+}

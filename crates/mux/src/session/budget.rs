@@ -1,6 +1,10 @@
-//! Per-connection budgets for frames that cost work but carry no progress.
+//! Per-connection budgets against a peer that costs work without making
+//! progress: frames per budget window (pings, empty frames, unknown frames,
+//! late frames) and resets over the connection's life.
 
 use std::time::{Duration, Instant};
+
+use crate::config::Config;
 
 /// The kinds of frame a peer may only send so many of per budget window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +50,59 @@ impl Budgets {
         let i = kind as usize;
         self.used[i] += 1;
         self.used[i] <= self.limits[i]
+    }
+}
+
+/// Every budget of one connection: the per-window frame counters, and the
+/// reset counters with their limits.
+#[derive(Debug)]
+pub(crate) struct Guards {
+    pub(crate) rates: Budgets,
+    /// Resets we sent because of the peer.
+    pub(crate) local_resets: u32,
+    local_reset_budget: u32,
+    /// Streams the peer reset while they waited in the accept queue.
+    pending_accept_resets: usize,
+    pending_accept_reset_budget: usize,
+}
+
+impl Guards {
+    pub(crate) fn new(config: &Config) -> Guards {
+        Guards {
+            rates: Budgets::new(
+                config.ping_budget,
+                config.empty_frame_budget,
+                config.unknown_frame_budget,
+                config.late_frame_budget,
+                config.budget_window,
+            ),
+            local_resets: 0,
+            local_reset_budget: config.local_reset_budget,
+            pending_accept_resets: 0,
+            pending_accept_reset_budget: config.pending_accept_reset_budget,
+        }
+    }
+
+    /// We reset a stream because of the peer; `false`: too many.
+    #[inline]
+    pub(crate) fn peer_caused_reset(&mut self) -> bool {
+        self.local_resets += 1;
+        self.local_resets <= self.local_reset_budget
+    }
+
+    /// The peer reset a stream waiting in the accept queue; `false`: too
+    /// many are waiting so (rapid reset).
+    #[inline]
+    pub(crate) fn reset_before_accept(&mut self) -> bool {
+        self.pending_accept_resets += 1;
+        self.pending_accept_resets <= self.pending_accept_reset_budget
+    }
+
+    /// A stream counted by [`reset_before_accept`](Self::reset_before_accept)
+    /// was taken from the accept queue.
+    #[inline]
+    pub(crate) fn taken_after_reset(&mut self) {
+        self.pending_accept_resets -= 1;
     }
 }
 

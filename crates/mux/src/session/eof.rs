@@ -6,7 +6,7 @@ use std::time::Instant;
 use weft_frame::{Frame, Reason};
 
 use super::Session;
-use super::stream::SendEnd;
+use super::stream::SendState;
 use crate::error::{CloseCause, StreamKind};
 
 impl Session {
@@ -30,7 +30,7 @@ impl Session {
         let owed = self
             .streams
             .values()
-            .any(|s| s.failed.is_none() && s.recv_end && s.send_end != SendEnd::Sent);
+            .any(|s| s.failed.is_none() && s.recv_ended() && s.send.state != SendState::EndSent);
         if !owed {
             self.fail(cause, false);
             return;
@@ -49,8 +49,8 @@ impl Session {
         self.go_away(Reason::NO_ERROR, None);
         // Also bounds a drain already under way without a deadline (our
         // GOAWAY for exhausted stream ids).
-        let by = now + self.half_close_drain;
-        self.drain_deadline = Some(self.drain_deadline.map_or(by, |d| d.min(by)));
+        let by = now + self.limits.half_close_drain;
+        self.goaway.drain_deadline = Some(self.goaway.drain_deadline.map_or(by, |d| d.min(by)));
         self.timer_changed = true;
         self.maybe_finish_drain();
     }

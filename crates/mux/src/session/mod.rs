@@ -7,11 +7,15 @@
 //! `poll_event` for what changed). It never touches a socket, a clock or a
 //! runtime, so every rule is tested in memory with a virtual clock.
 
+mod app;
 mod budget;
 mod eof;
+mod input;
+mod limits;
 mod progress;
 mod queue;
 mod stream;
+mod window;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -22,9 +26,11 @@ use weft_frame::{CONNECTION_ID, Flags, Frame, FrameType, Metadata, Reason, Scope
 use crate::config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 use crate::error::{CloseCause, StreamError, StreamKind};
 use crate::idmap::IdMap;
-use budget::{Budgets, Spend};
+use budget::{Guards, Spend};
+use limits::Limits;
 pub use stream::Chunk;
-use stream::{PENDING_OVERHEAD, Pending, SendEnd, StreamState};
+use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, SendState, StreamState};
+use window::{RecvWindow, SendWindow};
 
 /// The metadata key of the settings frame that announces a side's
 /// per-stream receive window (section 6.4 of the protocol).
@@ -130,44 +136,22 @@ enum State {
 #[derive(Debug)]
 pub struct Session {
     role: Role,
-    max_payload: usize,
-    max_metadata: usize,
-    stream_window: u32,
-    connection_window: u32,
-    max_concurrent: usize,
-    max_send_buffer: usize,
-    max_control_queue: usize,
-    max_stream_id: u32,
-    pending_accept_reset_budget: usize,
-    local_reset_budget: u32,
-    keepalive_interval: Option<Duration>,
-    keepalive_timeout: Duration,
-    idle_timeout: Option<Duration>,
-    progress_timeout: Option<Duration>,
-    half_close_drain: Duration,
-    progress_tick: Option<Instant>,
-
+    limits: Limits,
     state: State,
     streams: IdMap<StreamState>,
+    /// Streams the peer opened that are still in the table.
     inbound: usize,
-    next_local_id: u32,
-    highest_remote_id: u32,
-    last_processed: u32,
-    accept_queue: VecDeque<u32>,
-    accepting: bool,
-    pending_accept_resets: usize,
-    local_resets: u32,
-    budgets: Budgets,
-
-    settings_received: bool,
-    peer_stream_window: u32,
-    /// The peer's announced cap on streams we open (`u32::MAX`: none).
-    peer_max_streams: u32,
     /// Streams we opened that are still in the table.
     outbound: usize,
-    conn_send: i64,
-    conn_recv: u32,
-    conn_unacked: u32,
+    ids: Ids,
+    accept_queue: VecDeque<u32>,
+    accepting: bool,
+    guards: Guards,
+    peer: PeerSettings,
+    /// The peer's credit for us on the connection.
+    conn_send: SendWindow,
+    /// Our credit for the peer on the connection.
+    conn_recv: RecvWindow,
 
     control: VecDeque<Frame>,
     /// A data frame made directly by `send_some`, sent after control frames.
@@ -175,18 +159,55 @@ pub struct Session {
     ready: VecDeque<u32>,
     events: VecDeque<Event>,
 
-    goaway_sent: bool,
-    goaway_received: Option<u32>,
-    drain_deadline: Option<Instant>,
-    idle_since: Option<Instant>,
+    goaway: GoAway,
+    timers: Timers,
     /// The latest `now` any input carried: stamps events noticed in calls
     /// that take no clock (a stream leaving the table in `poll_transmit`).
     clock: Instant,
+    /// A deadline may have moved since [`Session::take_timer_changed`].
+    timer_changed: bool,
+}
+
+/// Stream ids: ours to open next, and the peer's as far as seen.
+#[derive(Debug)]
+struct Ids {
+    /// The next id we open (0: exhausted).
+    next_local: u32,
+    /// The highest id the peer opened.
+    highest_remote: u32,
+    /// The highest peer stream we processed (our `GOAWAY`'s last id).
+    last_processed: u32,
+}
+
+/// What the peer announced in its settings frame.
+#[derive(Debug)]
+struct PeerSettings {
+    /// Its settings frame arrived (it must be the first frame).
+    settings_received: bool,
+    /// Its per-stream receive window: our initial send credit per stream.
+    stream_window: u32,
+    /// Its cap on streams we open (`u32::MAX`: none).
+    max_streams: u32,
+}
+
+/// Graceful shutdown either way.
+#[derive(Debug)]
+struct GoAway {
+    sent: bool,
+    /// The lowest last-processed id of the peer's `GOAWAY`s.
+    received: Option<u32>,
+    drain_deadline: Option<Instant>,
+}
+
+/// The clocks behind the idle, keepalive and progress deadlines.
+#[derive(Debug)]
+struct Timers {
+    /// Since when no stream is in the table (`None`: some are).
+    idle_since: Option<Instant>,
     last_heard: Instant,
     ping_sent: Option<Instant>,
     ping_seq: u64,
-    /// A deadline may have moved since [`Session::take_timer_changed`].
-    timer_changed: bool,
+    progress_tick: Option<Instant>,
 }
 
 /// A connection error detected while handling a frame: close with this.
@@ -198,58 +219,43 @@ impl Session {
     pub fn new(role: Role, config: &Config, now: Instant) -> Session {
         let mut s = Session {
             role,
-            max_payload: config.limits.max_payload as usize,
-            max_metadata: config.limits.max_metadata as usize,
-            stream_window: config.stream_window,
-            connection_window: config.connection_window,
-            max_concurrent: config.max_concurrent_streams,
-            max_send_buffer: config.max_send_buffer,
-            max_control_queue: config.max_control_queue,
-            max_stream_id: config.max_stream_id,
-            pending_accept_reset_budget: config.pending_accept_reset_budget,
-            local_reset_budget: config.local_reset_budget,
-            keepalive_interval: config.keepalive_interval,
-            keepalive_timeout: config.keepalive_timeout,
-            idle_timeout: config.idle_timeout,
-            progress_timeout: config.progress_timeout,
-            half_close_drain: config.half_close_drain,
-            progress_tick: config.progress_timeout.map(|t| now + t / 2),
+            limits: Limits::new(config),
             state: State::Open,
             streams: IdMap::default(),
             inbound: 0,
-            next_local_id: role.first_id(),
-            highest_remote_id: 0,
-            last_processed: 0,
+            outbound: 0,
+            ids: Ids {
+                next_local: role.first_id(),
+                highest_remote: 0,
+                last_processed: 0,
+            },
             accept_queue: VecDeque::new(),
             accepting: true,
-            pending_accept_resets: 0,
-            local_resets: 0,
-            budgets: Budgets::new(
-                config.ping_budget,
-                config.empty_frame_budget,
-                config.unknown_frame_budget,
-                config.late_frame_budget,
-                config.budget_window,
-            ),
-            settings_received: false,
-            peer_stream_window: BASELINE_WINDOW,
-            peer_max_streams: u32::MAX,
-            outbound: 0,
-            conn_send: i64::from(BASELINE_WINDOW),
-            conn_recv: config.connection_window,
-            conn_unacked: 0,
+            guards: Guards::new(config),
+            peer: PeerSettings {
+                settings_received: false,
+                stream_window: BASELINE_WINDOW,
+                max_streams: u32::MAX,
+            },
+            conn_send: SendWindow::new(BASELINE_WINDOW),
+            conn_recv: RecvWindow::new(config.connection_window),
             control: VecDeque::new(),
             immediate: None,
             ready: VecDeque::new(),
             events: VecDeque::new(),
-            goaway_sent: false,
-            goaway_received: None,
-            drain_deadline: None,
-            idle_since: Some(now),
+            goaway: GoAway {
+                sent: false,
+                received: None,
+                drain_deadline: None,
+            },
+            timers: Timers {
+                idle_since: Some(now),
+                last_heard: now,
+                ping_sent: None,
+                ping_seq: 0,
+                progress_tick: config.progress_timeout.map(|t| now + t / 2),
+            },
             clock: now,
-            last_heard: now,
-            ping_sent: None,
-            ping_seq: 0,
             timer_changed: true,
         };
         s.control.push_back(settings_frame_with_cap(
@@ -263,7 +269,7 @@ impl Session {
     /// Caps the payload of frames we send at the peer's limit (learnt in
     /// the handshake), if it is below ours.
     pub fn set_peer_max_payload(&mut self, max_payload: u32) {
-        self.max_payload = self.max_payload.min(max_payload as usize).max(1);
+        self.limits.max_payload = self.limits.max_payload.min(max_payload as usize).max(1);
     }
 
     /// This side's role.
@@ -321,19 +327,19 @@ impl Session {
         }
         let mut t: Option<Instant> = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
-        if let Some(d) = self.drain_deadline {
+        if let Some(d) = self.goaway.drain_deadline {
             at(d);
         }
-        if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since) {
+        if let (Some(i), Some(since)) = (self.limits.idle_timeout, self.timers.idle_since) {
             at(since + i);
         }
         if let Some(p) = self.progress_deadline() {
             at(p);
         }
-        if let Some(k) = self.keepalive_interval {
-            match self.ping_sent {
-                Some(sent) => at(sent + self.keepalive_timeout),
-                None => at(self.last_heard + k),
+        if let Some(k) = self.limits.keepalive_interval {
+            match self.timers.ping_sent {
+                Some(sent) => at(sent + self.limits.keepalive_timeout),
+                None => at(self.timers.last_heard + k),
             }
         }
         t
@@ -350,7 +356,7 @@ impl Session {
     /// control queue is full (a peer that does not read gets backpressure
     /// instead of growing our memory) or once closed.
     pub fn wants_read(&self) -> bool {
-        !self.is_closed() && self.control.len() < self.max_control_queue
+        !self.is_closed() && self.control.len() < self.limits.max_control_queue
     }
 
     /// Streams in the table (open, or closed but not yet released).
@@ -375,7 +381,7 @@ impl Session {
 
     /// Whether a `GOAWAY` was sent or received.
     pub fn is_going_away(&self) -> bool {
-        self.goaway_sent || self.goaway_received.is_some()
+        self.goaway.sent || self.goaway.received.is_some()
     }
 
     /// Current figures.
@@ -383,388 +389,16 @@ impl Session {
         Stats {
             streams: self.streams.len(),
             inbound: self.inbound,
-            conn_send_window: self.conn_send,
-            conn_recv_window: self.conn_recv,
-            conn_recv_unacked: self.conn_unacked,
+            conn_send_window: self.conn_send.get(),
+            conn_recv_window: self.conn_recv.credit(),
+            conn_recv_unacked: self.conn_recv.unacked(),
             control_queued: self.control.len(),
-            local_resets: self.local_resets,
+            local_resets: self.guards.local_resets,
             accept_queue: self.accept_queue.len(),
         }
     }
 
     // ----- application commands -----------------------------------------
-
-    /// Opens a stream: one `OPEN` frame with `metadata` and as much of
-    /// `payload` as the peer's windows allow (the rest follows as `DATA`);
-    /// `end` half-closes once all of it is sent.
-    pub fn open(
-        &mut self,
-        metadata: Metadata,
-        payload: Bytes,
-        end: bool,
-        now: Instant,
-    ) -> Result<u32, OpenError> {
-        self.clock = now;
-        if let State::Closed(c) = &self.state {
-            return Err(OpenError::Closed(c.clone()));
-        }
-        if self.is_going_away() {
-            return Err(OpenError::GoingAway);
-        }
-        if metadata.len() > self.max_metadata {
-            return Err(OpenError::MetadataTooLarge);
-        }
-        let id = self.next_local_id;
-        if id > self.max_stream_id || id == 0 {
-            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
-            return Err(OpenError::IdsExhausted);
-        }
-        self.next_local_id = id.checked_add(2).unwrap_or(0);
-        self.outbound += 1;
-        let mut st = StreamState::new(false, self.peer_stream_window, self.stream_window);
-        let credit = st.send_window.min(self.conn_send).max(0) as usize;
-        let n = payload.len().min(credit).min(self.max_payload);
-        let mut first = payload;
-        let rest = first.split_off(n);
-        st.send_window -= n as i64;
-        self.conn_send -= n as i64;
-        let all = rest.is_empty();
-        let flags = if end && all {
-            st.send_end = SendEnd::Sent;
-            Flags::END_STREAM
-        } else {
-            Flags::NONE
-        };
-        self.control.push_back(Frame {
-            ty: FrameType::OPEN,
-            flags,
-            stream_id: id,
-            metadata,
-            payload: first,
-        });
-        if !all || (end && st.send_end != SendEnd::Sent) {
-            st.queued = Pending::cost(rest.len(), 0);
-            st.send_end = if end { SendEnd::Queued } else { SendEnd::Open };
-            st.send_queue.push_back(Pending {
-                metadata: Metadata::new(),
-                data: rest,
-                end,
-            });
-        }
-        self.streams.insert(id, st);
-        self.idle_since = None;
-        self.mark_ready(id);
-        // Say goodbye before the ids run out, so the peer moves on in time.
-        if self.next_local_id > self.max_stream_id || self.next_local_id == 0 {
-            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
-        }
-        Ok(id)
-    }
-
-    /// How many bytes `send` on `id` would accept now (0: wait for
-    /// [`Event::Writable`]), or the stream's error.
-    pub fn send_room(&mut self, id: u32) -> Result<usize, StreamError> {
-        let cap = self.max_send_buffer;
-        let s = self.stream_for_send(id)?;
-        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
-        if room == 0 {
-            s.want_writable = true;
-        }
-        Ok(room)
-    }
-
-    /// Queues as much of `data` as the send buffer has room for, taking it
-    /// from the front of `data`; with the last of it go `metadata` (taken)
-    /// and `end`. Returns whether everything was queued; if not, an
-    /// [`Event::Writable`] follows when there is room again.
-    #[inline]
-    pub fn send_some(
-        &mut self,
-        id: u32,
-        metadata: &mut Metadata,
-        data: &mut Bytes,
-        end: bool,
-    ) -> Result<bool, StreamError> {
-        if let State::Closed(c) = &self.state {
-            return Err(StreamError::new(StreamKind::Closed(c.clone())));
-        }
-        let (cap, conn) = (self.max_send_buffer, self.conn_send);
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        };
-        if let Some(k) = &s.failed {
-            return Err(StreamError::new(k.clone()));
-        }
-        if s.send_end != SendEnd::Open {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        }
-        if metadata.len() > self.max_metadata {
-            return Err(StreamError::new(StreamKind::MetadataTooLarge));
-        }
-        // Room for bytes once the next item's overhead is counted.
-        let room = cap.saturating_sub(s.queued + PENDING_OVERHEAD);
-        let last = data.len() <= room;
-        // Fast path: nothing else waits for the socket and the whole piece
-        // has credit: make the frame now instead of queueing it.
-        let total = data.len() + metadata.len();
-        if last
-            && self.immediate.is_none()
-            && self.ready.is_empty()
-            && s.send_queue.is_empty()
-            && data.len() <= self.max_payload
-            && (total as i64) <= s.send_window.min(conn)
-            && (total > 0 || end)
-        {
-            s.send_window -= total as i64;
-            self.conn_send -= total as i64;
-            s.progress.bump();
-            let flags = if end {
-                s.send_end = SendEnd::Sent;
-                Flags::END_STREAM
-            } else {
-                Flags::NONE
-            };
-            self.immediate = Some(Frame {
-                ty: FrameType::DATA,
-                flags,
-                stream_id: id,
-                metadata: std::mem::take(metadata),
-                payload: std::mem::take(data),
-            });
-            return Ok(true);
-        }
-        if !last && room == 0 {
-            s.want_writable = true;
-            return Ok(false);
-        }
-        let piece = if last {
-            std::mem::take(data)
-        } else {
-            data.split_to(room)
-        };
-        let md = if last {
-            std::mem::take(metadata)
-        } else {
-            Metadata::new()
-        };
-        if piece.is_empty() && md.is_empty() && !(last && end) {
-            return Ok(last);
-        }
-        s.queued += Pending::cost(piece.len(), md.len());
-        if last && end {
-            s.send_end = SendEnd::Queued;
-        }
-        s.send_queue.push_back(Pending {
-            metadata: md,
-            data: piece,
-            end: last && end,
-        });
-        if !s.in_ready && s.can_send(conn) {
-            s.in_ready = true;
-            self.ready.push_back(id);
-        }
-        if !last {
-            s.want_writable = true;
-        }
-        Ok(last)
-    }
-
-    /// Queues data (and optional metadata, sent with the last frame of it);
-    /// `end` half-closes after it. The caller keeps within
-    /// [`send_room`](Self::send_room); metadata may exceed it.
-    pub fn send(
-        &mut self,
-        id: u32,
-        metadata: Metadata,
-        data: Bytes,
-        end: bool,
-    ) -> Result<(), StreamError> {
-        let s = self.stream_for_send(id)?;
-        if data.is_empty() && metadata.is_empty() && !end {
-            return Ok(());
-        }
-        s.queued += Pending::cost(data.len(), metadata.len());
-        if end {
-            s.send_end = SendEnd::Queued;
-        }
-        s.send_queue.push_back(Pending {
-            metadata,
-            data,
-            end,
-        });
-        self.mark_ready(id);
-        Ok(())
-    }
-
-    fn stream_for_send(&mut self, id: u32) -> Result<&mut StreamState, StreamError> {
-        if let State::Closed(c) = &self.state {
-            return Err(StreamError::new(StreamKind::Closed(c.clone())));
-        }
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        };
-        if let Some(k) = &s.failed {
-            return Err(StreamError::new(k.clone()));
-        }
-        if s.send_end != SendEnd::Open {
-            return Err(StreamError::new(StreamKind::SendClosed));
-        }
-        Ok(s)
-    }
-
-    /// Takes the next received piece of `id`, returning its flow-control
-    /// credit to the peer.
-    #[inline]
-    pub fn recv(&mut self, id: u32) -> Recv {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Recv::Failed(StreamError::new(match &self.state {
-                State::Closed(c) => StreamKind::Closed(c.clone()),
-                State::Open => StreamKind::SendClosed,
-            }));
-        };
-        if let Some(chunk) = s.recv_queue.pop_front() {
-            let n = fc_len(&chunk);
-            s.buffered -= n;
-            // Return the credit (one lookup: the stream is at hand).
-            if n > 0 && !s.recv_done() {
-                s.recv_unacked += n;
-                if s.recv_unacked >= self.stream_window / 2 {
-                    let inc = std::mem::take(&mut s.recv_unacked);
-                    s.recv_window += inc;
-                    self.control.push_back(Frame::window_update(id, inc));
-                }
-            }
-            self.release_conn(n);
-            if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
-                return Recv::End; // a bare END_STREAM
-            }
-            return Recv::Chunk(chunk);
-        }
-        if let Some(k) = &s.failed {
-            return Recv::Failed(StreamError::new(k.clone()));
-        }
-        if s.recv_end {
-            return Recv::End;
-        }
-        if let State::Closed(c) = &self.state {
-            return Recv::Failed(StreamError::new(StreamKind::Closed(c.clone())));
-        }
-        Recv::Pending
-    }
-
-    /// How many more streams we may open before reaching the cap the peer
-    /// announced (`usize::MAX`-ish when it announced none). Streams count
-    /// until they leave our table, so the figure errs on the safe side.
-    pub fn open_credit(&self) -> usize {
-        (self.peer_max_streams as usize).saturating_sub(self.outbound)
-    }
-
-    /// Why `id` failed — reset by either side, or its connection closed —
-    /// without taking any of its data; `None` while it is healthy (also
-    /// after the peer's end).
-    pub fn failure(&self, id: u32) -> Option<StreamError> {
-        if let Some(k) = self.streams.get(&id).and_then(|s| s.failed.as_ref()) {
-            return Some(StreamError::new(k.clone()));
-        }
-        match &self.state {
-            State::Closed(c) => Some(StreamError::new(StreamKind::Closed(c.clone()))),
-            State::Open => None,
-        }
-    }
-
-    #[inline]
-    fn release_conn(&mut self, n: u32) {
-        if n == 0 || self.is_closed() {
-            return;
-        }
-        self.conn_unacked += n;
-        if self.conn_unacked >= self.connection_window / 2 {
-            let inc = std::mem::take(&mut self.conn_unacked);
-            self.conn_recv += inc;
-            self.control
-                .push_back(Frame::window_update(CONNECTION_ID, inc));
-        }
-    }
-
-    /// The `OPEN` metadata of a stream the peer opened.
-    pub fn open_metadata(&self, id: u32) -> Option<&Metadata> {
-        self.streams.get(&id).map(|s| &s.open_metadata)
-    }
-
-    /// Takes the next stream the peer opened.
-    pub fn accept(&mut self) -> Option<u32> {
-        let id = self.accept_queue.pop_front()?;
-        if let Some(s) = self.streams.get_mut(&id) {
-            s.accepted = true;
-            if std::mem::take(&mut s.reset_pending_accept) {
-                self.pending_accept_resets -= 1;
-            }
-        }
-        Some(id)
-    }
-
-    /// Whether [`accept`](Self::accept) can return nothing more, ever: the
-    /// connection is closed or we sent `GOAWAY`.
-    pub fn accept_finished(&self) -> bool {
-        // After the peer's GOAWAY it may still open streams; after ours,
-        // nothing new is processed.
-        self.accept_queue.is_empty() && (self.is_closed() || self.goaway_sent)
-    }
-
-    /// Stops (or resumes) accepting streams: while off, opens are refused
-    /// with `REFUSED_STREAM` and queued ones are refused too.
-    pub fn set_accepting(&mut self, on: bool) {
-        self.accepting = on;
-        if !on {
-            while let Some(id) = self.accept_queue.pop_front() {
-                if let Some(s) = self.streams.get_mut(&id) {
-                    s.accepted = true;
-                    if std::mem::take(&mut s.reset_pending_accept) {
-                        self.pending_accept_resets -= 1;
-                    }
-                }
-                self.reset_stream(id, Reason::REFUSED_STREAM);
-                self.release_now(id);
-            }
-        }
-    }
-
-    /// Resets a stream with `reason` (an application decision).
-    pub fn reset(&mut self, id: u32, reason: Reason) {
-        self.reset_stream(id, reason);
-    }
-
-    /// The application dropped its handle: a stream not closed both ways
-    /// (this side's end sent or queued, the peer's end received) is reset
-    /// with `CANCEL`; otherwise queued data still drains. The slot is freed
-    /// once the stream is closed.
-    pub fn release(&mut self, id: u32, now: Instant) {
-        self.clock = now;
-        // Closed both ways from the application's side: it ended its half
-        // (queued data still drains) and the peer ended its own.
-        if let Some(s) = self.streams.get(&id)
-            && !(s.send_end != SendEnd::Open && s.recv_done())
-        {
-            self.reset_stream(id, Reason::CANCEL);
-        }
-        self.release_now(id);
-        if self.streams.is_empty() && self.idle_since.is_none() {
-            self.idle_since = Some(now);
-            self.timer_changed = true;
-        }
-        self.maybe_finish_drain();
-    }
-
-    fn release_now(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return;
-        };
-        s.released = true;
-        let dropped: u32 = std::mem::take(&mut s.buffered);
-        s.recv_queue.clear();
-        self.release_conn(dropped);
-        self.try_remove(id);
-    }
 
     /// Graceful shutdown: `GOAWAY(last processed id, NO_ERROR)`; streams at
     /// or below it may finish until `now + drain`, then the connection closes.
@@ -797,33 +431,33 @@ impl Session {
         if self.is_closed() {
             return;
         }
-        if self.drain_deadline.is_some_and(|d| now >= d) {
+        if self.goaway.drain_deadline.is_some_and(|d| now >= d) {
             self.fail(
                 CloseCause::local(Reason::NO_ERROR, "drain deadline passed"),
                 false,
             );
             return;
         }
-        if let (Some(i), Some(since)) = (self.idle_timeout, self.idle_since)
+        if let (Some(i), Some(since)) = (self.limits.idle_timeout, self.timers.idle_since)
             && now >= since + i
         {
             self.fail(CloseCause::local(Reason::NO_ERROR, "idle timeout"), true);
             return;
         }
         self.check_progress(now);
-        if let Some(k) = self.keepalive_interval {
-            match self.ping_sent {
-                Some(sent) if now >= sent + self.keepalive_timeout => {
+        if let Some(k) = self.limits.keepalive_interval {
+            match self.timers.ping_sent {
+                Some(sent) if now >= sent + self.limits.keepalive_timeout => {
                     self.fail(
                         CloseCause::local(Reason::TIMEOUT, "keepalive ping unanswered"),
                         true,
                     );
                 }
-                None if now >= self.last_heard + k => {
-                    self.ping_sent = Some(now);
-                    self.ping_seq += 1;
+                None if now >= self.timers.last_heard + k => {
+                    self.timers.ping_sent = Some(now);
+                    self.timers.ping_seq += 1;
                     self.control
-                        .push_back(Frame::ping(self.ping_seq.to_be_bytes(), false));
+                        .push_back(Frame::ping(self.timers.ping_seq.to_be_bytes(), false));
                 }
                 _ => {}
             }
@@ -858,445 +492,28 @@ impl Session {
         }
         let mut cached: Option<Instant> = None;
         let mut now = || *cached.get_or_insert_with(&mut *clock);
-        if self.keepalive_interval.is_some() {
+        if self.limits.keepalive_interval.is_some() {
             let t = now();
-            self.last_heard = t;
+            self.timers.last_heard = t;
             self.clock = t;
         }
-        let was_idle = self.idle_since.is_some();
+        let was_idle = self.timers.idle_since.is_some();
         let sid = frame.stream_id;
         if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
         }
-        if self.progress_timeout.is_some()
+        if self.limits.progress_timeout.is_some()
             && sid != CONNECTION_ID
             && let Some(s) = self.streams.get_mut(&sid)
         {
             s.progress.bump();
         }
-        if self.streams.is_empty() && (!was_idle || self.idle_since.is_none()) {
+        if self.streams.is_empty() && (!was_idle || self.timers.idle_since.is_none()) {
             // The last stream left during this frame: the idle clock starts now.
-            self.idle_since = Some(now());
+            self.timers.idle_since = Some(now());
             self.timer_changed = true;
         }
-    }
-
-    #[inline]
-    fn dispatch(
-        &mut self,
-        frame: Frame,
-        now: &mut dyn FnMut() -> Instant,
-        reader: u32,
-    ) -> Result<(), Fatal> {
-        let scope = match frame.ty.scope() {
-            Some(s) => s,
-            None => {
-                return self.spend(Spend::Unknown, now, "unknown frame flood");
-            }
-        };
-        if frame.flags.unknown_bits() != 0 {
-            self.spend(Spend::Unknown, now, "unknown flag flood")?;
-        }
-        let scope_ok = match scope {
-            Scope::Connection => frame.stream_id == CONNECTION_ID,
-            Scope::Stream => frame.stream_id != CONNECTION_ID,
-            Scope::Either => true,
-        };
-        if !scope_ok {
-            return Err(protocol("frame on the wrong stream id"));
-        }
-        if !self.settings_received {
-            return self.on_settings(&frame);
-        }
-        match frame.ty {
-            FrameType::DATA | FrameType::OPEN => self.on_data(frame, now, reader),
-            FrameType::RESET => self.on_reset(&frame, now),
-            FrameType::WINDOW_UPDATE => self.on_window_update(&frame, now),
-            FrameType::PING => self.on_ping(&frame, now),
-            FrameType::GOAWAY => self.on_goaway(&frame),
-            _ => Err(protocol("handshake frame after the handshake")),
-        }
-    }
-
-    fn spend(
-        &mut self,
-        kind: Spend,
-        now: &mut dyn FnMut() -> Instant,
-        what: &'static str,
-    ) -> Result<(), Fatal> {
-        if self.budgets.spend(kind, now()) {
-            Ok(())
-        } else {
-            Err(CloseCause::local(Reason::ENHANCE_YOUR_CALM, what))
-        }
-    }
-
-    fn on_settings(&mut self, frame: &Frame) -> Result<(), Fatal> {
-        if frame.ty != FrameType::WINDOW_UPDATE || frame.stream_id != CONNECTION_ID {
-            return Err(protocol("first frame is not the settings WINDOW_UPDATE"));
-        }
-        let inc = frame
-            .parse_window_update()
-            .map_err(|_| protocol("bad WINDOW_UPDATE payload"))?;
-        let window = frame
-            .metadata
-            .get(STREAM_WINDOW_KEY)
-            .and_then(|v| <[u8; 4]>::try_from(v).ok())
-            .map(u32::from_be_bytes)
-            .ok_or_else(|| protocol("settings without a stream window"))?;
-        if !(BASELINE_WINDOW..=MAX_WINDOW).contains(&window) {
-            return Err(protocol("announced stream window out of range"));
-        }
-        if let Some(v) = frame.metadata.get(MAX_STREAMS_KEY) {
-            let n = <[u8; 4]>::try_from(v)
-                .map(u32::from_be_bytes)
-                .map_err(|_| protocol("bad max-streams setting"))?;
-            self.peer_max_streams = n;
-            self.events.push_back(Event::OpenCredit);
-        }
-        self.settings_received = true;
-        self.add_conn_credit(inc)?;
-        let delta = i64::from(window - self.peer_stream_window);
-        self.peer_stream_window = window;
-        if delta != 0 {
-            let ids: Vec<u32> = self.streams.keys().copied().collect();
-            for id in ids {
-                if let Some(s) = self.streams.get_mut(&id) {
-                    s.send_window += delta;
-                }
-                self.mark_ready(id);
-            }
-        }
-        Ok(())
-    }
-
-    fn add_conn_credit(&mut self, inc: u32) -> Result<(), Fatal> {
-        let was_blocked = self.conn_send <= 0;
-        self.conn_send += i64::from(inc);
-        if self.conn_send > i64::from(MAX_WINDOW) {
-            return Err(CloseCause::local(
-                Reason::FLOW_CONTROL_ERROR,
-                "connection window overflow",
-            ));
-        }
-        if was_blocked && self.conn_send > 0 {
-            // Every stream with queued data may go again.
-            let ids: Vec<u32> = self
-                .streams
-                .iter()
-                .filter(|(_, s)| !s.send_queue.is_empty())
-                .map(|(id, _)| *id)
-                .collect();
-            for id in ids {
-                self.mark_ready(id);
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks a stream id the peer used on a frame for a stream we do not
-    /// have. `Ok(true)`: a closed stream (late frame); errors: never opened.
-    fn unknown_stream(&mut self, id: u32, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
-        let known = if self.role.owns(id) {
-            id < self.next_local_id || self.next_local_id == 0
-        } else {
-            id <= self.highest_remote_id
-        };
-        if !known {
-            return Err(protocol("frame for a stream never opened"));
-        }
-        self.spend(Spend::Late, now, "late frame flood")
-    }
-
-    #[inline]
-    fn on_data(
-        &mut self,
-        frame: Frame,
-        now: &mut dyn FnMut() -> Instant,
-        reader: u32,
-    ) -> Result<(), Fatal> {
-        let id = frame.stream_id;
-        let open = frame.ty == FrameType::OPEN;
-        let len = if open {
-            frame.payload.len()
-        } else {
-            frame.payload.len() + frame.metadata.len()
-        } as u32;
-        if len > self.conn_recv {
-            return Err(CloseCause::local(
-                Reason::FLOW_CONTROL_ERROR,
-                "data beyond the connection window",
-            ));
-        }
-        self.conn_recv -= len;
-        if open {
-            return self.on_open(frame, len, now);
-        }
-        let end = frame.is_end_stream();
-        if len == 0 && !end {
-            self.spend(Spend::Empty, now, "empty frame flood")?;
-        }
-        let Some(s) = self.streams.get_mut(&id) else {
-            self.release_conn(len);
-            return self.unknown_stream(id, now);
-        };
-        if s.failed.is_some() {
-            self.release_conn(len);
-            return self.spend(Spend::Late, now, "late frame flood");
-        }
-        if s.recv_end {
-            self.release_conn(len);
-            return self.peer_caused_reset(id, Reason::STREAM_CLOSED);
-        }
-        if len > s.recv_window {
-            self.release_conn(len);
-            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
-        }
-        s.recv_window -= len;
-        if len == 0 && !end {
-            return Ok(());
-        }
-        if !s.released {
-            // The common case, with the one table lookup above.
-            s.recv_end |= end;
-            let was_empty = s.recv_queue.is_empty();
-            s.buffered += len;
-            s.recv_queue.push_back(Chunk {
-                data: frame.payload,
-                metadata: frame.metadata,
-                end,
-            });
-            if was_empty && id != reader {
-                self.events.push_back(Event::Readable(id));
-            }
-            return Ok(());
-        }
-        self.deliver(
-            id,
-            Chunk {
-                data: frame.payload,
-                metadata: frame.metadata,
-                end,
-            },
-            len,
-        );
-        Ok(())
-    }
-
-    fn deliver(&mut self, id: u32, chunk: Chunk, len: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return;
-        };
-        if chunk.end {
-            s.recv_end = true;
-        }
-        if s.released {
-            // Nobody will read it: give the credit straight back.
-            self.release_conn(len);
-            self.try_remove(id);
-            return;
-        }
-        let was_empty = s.recv_queue.is_empty();
-        s.buffered += len;
-        s.recv_queue.push_back(chunk);
-        if was_empty {
-            self.events.push_back(Event::Readable(id));
-        }
-        self.try_remove(id);
-    }
-
-    fn on_open(
-        &mut self,
-        frame: Frame,
-        len: u32,
-        now: &mut dyn FnMut() -> Instant,
-    ) -> Result<(), Fatal> {
-        let id = frame.stream_id;
-        if self.role.owns(id) {
-            return Err(protocol("peer opened a stream with our id parity"));
-        }
-        if id <= self.highest_remote_id {
-            return Err(protocol("stream id reused or lower than the highest seen"));
-        }
-        self.highest_remote_id = id;
-        if self.goaway_sent {
-            // Above our GOAWAY's last id: not processed (the peer retries).
-            self.release_conn(len);
-            return self.spend(Spend::Late, now, "opens after GOAWAY");
-        }
-        if !self.accepting || self.inbound >= self.max_concurrent {
-            self.release_conn(len);
-            self.control
-                .push_back(Frame::reset(id, Reason::REFUSED_STREAM));
-            return Ok(());
-        }
-        if len > self.stream_window {
-            self.release_conn(len);
-            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
-        }
-        let end = frame.is_end_stream();
-        let mut st = StreamState::new(true, self.peer_stream_window, self.stream_window - len);
-        st.open_metadata = frame.metadata;
-        self.streams.insert(id, st);
-        self.inbound += 1;
-        self.last_processed = id;
-        self.idle_since = None;
-        self.accept_queue.push_back(id);
-        self.events.push_back(Event::Incoming);
-        if len > 0 || end {
-            self.deliver(
-                id,
-                Chunk {
-                    data: frame.payload,
-                    metadata: Metadata::new(),
-                    end,
-                },
-                len,
-            );
-        }
-        Ok(())
-    }
-
-    fn on_reset(&mut self, frame: &Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
-        let id = frame.stream_id;
-        let reason = frame
-            .parse_reset()
-            .map_err(|_| protocol("bad RESET payload"))?;
-        let Some(s) = self.streams.get_mut(&id) else {
-            return self.unknown_stream(id, now);
-        };
-        if s.failed.is_some() {
-            return self.spend(Spend::Late, now, "late frame flood");
-        }
-        let pending_accept = s.remote && !s.accepted;
-        let kind = if reason == Reason::REFUSED_STREAM && !s.remote {
-            StreamKind::Refused
-        } else {
-            StreamKind::Reset {
-                reason,
-                remote: true,
-            }
-        };
-        self.fail_stream(id, kind);
-        if pending_accept {
-            if let Some(s) = self.streams.get_mut(&id) {
-                s.reset_pending_accept = true;
-            }
-            self.pending_accept_resets += 1;
-            if self.pending_accept_resets > self.pending_accept_reset_budget {
-                return Err(CloseCause::local(
-                    Reason::ENHANCE_YOUR_CALM,
-                    "too many streams reset before accept (rapid reset)",
-                ));
-            }
-        }
-        self.try_remove(id);
-        Ok(())
-    }
-
-    fn on_window_update(
-        &mut self,
-        frame: &Frame,
-        now: &mut dyn FnMut() -> Instant,
-    ) -> Result<(), Fatal> {
-        let id = frame.stream_id;
-        let inc = frame
-            .parse_window_update()
-            .map_err(|_| protocol("bad WINDOW_UPDATE payload"))?;
-        if id == CONNECTION_ID {
-            if inc == 0 {
-                return Err(protocol("zero connection window increment"));
-            }
-            return self.add_conn_credit(inc);
-        }
-        if inc < 64 {
-            self.spend(Spend::Empty, now, "tiny window update flood")?;
-        }
-        let Some(s) = self.streams.get_mut(&id) else {
-            return self.unknown_stream(id, now);
-        };
-        if s.failed.is_some() {
-            return self.spend(Spend::Late, now, "late frame flood");
-        }
-        if inc == 0 {
-            return self.peer_caused_reset(id, Reason::PROTOCOL_ERROR);
-        }
-        s.send_window += i64::from(inc);
-        if s.send_window > i64::from(MAX_WINDOW) {
-            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
-        }
-        self.mark_ready(id);
-        Ok(())
-    }
-
-    fn on_ping(&mut self, frame: &Frame, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
-        let opaque = frame
-            .parse_ping()
-            .map_err(|_| protocol("bad PING payload"))?;
-        if frame.flags.contains(Flags::ACK) {
-            if self.ping_sent.is_some() && opaque == self.ping_seq.to_be_bytes() {
-                self.ping_sent = None;
-            }
-            return Ok(());
-        }
-        self.spend(Spend::Ping, now, "ping flood")?;
-        self.control.push_back(Frame::ping(opaque, true));
-        // The peer's keepalive counts as activity: a client that pings is
-        // healthy and wants the connection, so the idle clock restarts (the
-        // ping budget bounds how often). Answers to our own pings do not
-        // count, or our keepalive would defeat our idle timeout.
-        if self.idle_since.is_some() {
-            self.idle_since = Some(now());
-            self.timer_changed = true;
-        }
-        Ok(())
-    }
-
-    fn on_goaway(&mut self, frame: &Frame) -> Result<(), Fatal> {
-        let (last, reason, _debug) = frame
-            .parse_goaway()
-            .map_err(|_| protocol("bad GOAWAY payload"))?;
-        let last = self.goaway_received.map_or(last, |prev| prev.min(last));
-        let first = self.goaway_received.is_none();
-        self.goaway_received = Some(last);
-        if first {
-            self.events.push_back(Event::GoingAway);
-        }
-        // Our streams above `last` were never processed: retry-safe.
-        let refused: Vec<u32> = self
-            .streams
-            .iter()
-            .filter(|(id, s)| !s.remote && **id > last)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in refused {
-            self.fail_stream(id, StreamKind::Refused);
-            self.try_remove(id);
-        }
-        if reason != Reason::NO_ERROR && reason != Reason::STREAM_IDS_EXHAUSTED {
-            tracing::debug!(%reason, "peer sent GOAWAY with an error");
-        }
-        self.maybe_finish_drain();
-        Ok(())
-    }
-
-    // ----- internals ------------------------------------------------------
-
-    fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
-        self.local_resets += 1;
-        if self.streams.contains_key(&id) {
-            self.reset_stream(id, reason);
-        } else {
-            self.control.push_back(Frame::reset(id, reason));
-        }
-        if self.local_resets > self.local_reset_budget {
-            return Err(CloseCause::local(
-                Reason::ENHANCE_YOUR_CALM,
-                "peer caused too many resets",
-            ));
-        }
-        Ok(())
     }
 
     /// Resets `id` from this side: `RESET` frame, queued data dropped.
@@ -1319,8 +536,7 @@ impl Session {
         );
         // Nothing more will be read after a local reset.
         if let Some(s) = self.streams.get_mut(&id) {
-            let dropped = std::mem::take(&mut s.buffered);
-            s.recv_queue.clear();
+            let dropped = s.clear_recv();
             self.release_conn(dropped);
         }
         self.try_remove(id);
@@ -1332,9 +548,8 @@ impl Session {
             return;
         };
         s.failed = Some(kind);
-        s.send_queue.clear();
-        s.queued = 0;
-        s.want_writable = false;
+        s.clear_send();
+        s.send.want_writable = false;
         self.events.push_back(Event::Readable(id));
         self.events.push_back(Event::Writable(id));
     }
@@ -1348,15 +563,15 @@ impl Session {
             Some(s) if s.remote => self.inbound -= 1,
             Some(_) => {
                 // A slot under the peer's cap came free.
-                if self.outbound == self.peer_max_streams as usize {
+                if self.outbound == self.peer.max_streams as usize {
                     self.events.push_back(Event::OpenCredit);
                 }
                 self.outbound -= 1;
             }
             None => {}
         }
-        if self.streams.is_empty() && self.idle_since.is_none() {
-            self.idle_since = Some(self.clock);
+        if self.streams.is_empty() && self.timers.idle_since.is_none() {
+            self.timers.idle_since = Some(self.clock);
             self.timer_changed = true;
         }
         self.maybe_finish_drain();
@@ -1365,10 +580,10 @@ impl Session {
     fn mark_ready(&mut self, id: u32) {
         let credit = self.conn_send;
         if let Some(s) = self.streams.get_mut(&id)
-            && !s.in_ready
+            && !s.send.in_ready
             && s.can_send(credit)
         {
-            s.in_ready = true;
+            s.send.in_ready = true;
             self.ready.push_back(id);
         }
     }
@@ -1376,27 +591,26 @@ impl Session {
     fn next_data_frame(&mut self) -> Option<Frame> {
         while let Some(id) = self.ready.pop_front() {
             let conn = self.conn_send;
-            let max = self.max_payload;
+            let max = self.limits.max_payload;
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            s.in_ready = false;
-            let Some(p) = s.send_queue.front_mut() else {
+            s.send.in_ready = false;
+            let Some(p) = s.send.queue.front_mut() else {
                 continue;
             };
-            let credit = s.send_window.min(conn).max(0) as usize;
+            let credit = s.send.window.room_with(conn);
             let total = p.data.len() + p.metadata.len();
             let frame = if p.data.len() <= max && total <= credit {
-                let p = s.send_queue.pop_front().expect("front exists");
+                let p = s.send.queue.pop_front().expect("front exists");
                 let mut flags = Flags::NONE;
                 if p.end {
                     flags = Flags::END_STREAM;
-                    s.send_end = SendEnd::Sent;
+                    s.send.state = SendState::EndSent;
                 }
-                s.send_window -= total as i64;
-                s.queued -= total + PENDING_OVERHEAD;
+                s.send.window.debit_with(&mut self.conn_send, total);
+                s.send.queued -= total + PENDING_OVERHEAD;
                 s.progress.bump();
-                self.conn_send -= total as i64;
                 Frame {
                     ty: FrameType::DATA,
                     flags,
@@ -1411,17 +625,16 @@ impl Session {
                 }
                 let piece = p.data.split_to(n);
                 s.progress.bump();
-                s.send_window -= n as i64;
-                s.queued -= n;
-                self.conn_send -= n as i64;
+                s.send.window.debit_with(&mut self.conn_send, n);
+                s.send.queued -= n;
                 Frame::new(FrameType::DATA, Flags::NONE, id, piece)
             };
-            if s.want_writable && s.queued < self.max_send_buffer {
-                s.want_writable = false;
+            if s.send.want_writable && s.send.queued < self.limits.max_send_buffer {
+                s.send.want_writable = false;
                 self.events.push_back(Event::Writable(id));
             }
             if s.can_send(self.conn_send) {
-                s.in_ready = true;
+                s.send.in_ready = true;
                 self.ready.push_back(id);
             }
             if s.finished() {
@@ -1433,22 +646,22 @@ impl Session {
     }
 
     fn go_away(&mut self, reason: Reason, drain: Option<Instant>) {
-        if self.goaway_sent || self.is_closed() {
+        if self.goaway.sent || self.is_closed() {
             return;
         }
-        self.goaway_sent = true;
-        self.drain_deadline = drain;
+        self.goaway.sent = true;
+        self.goaway.drain_deadline = drain;
         self.timer_changed = true;
         self.control
-            .push_back(Frame::goaway(self.last_processed, reason, b""));
+            .push_back(Frame::goaway(self.ids.last_processed, reason, b""));
         self.events.push_back(Event::GoingAway);
     }
 
     /// After a `GOAWAY` either way, close once no stream is left.
     fn maybe_finish_drain(&mut self) {
         if self.is_going_away() && self.streams.is_empty() && !self.is_closed() {
-            let cause = match self.goaway_received {
-                Some(_) if !self.goaway_sent => {
+            let cause = match self.goaway.received {
+                Some(_) if !self.goaway.sent => {
                     CloseCause::peer(Reason::NO_ERROR, "peer went away")
                 }
                 _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
@@ -1474,7 +687,7 @@ impl Session {
             // Drop pending control traffic; the GOAWAY is what matters.
             self.control.clear();
             self.control.push_back(Frame::goaway(
-                self.last_processed,
+                self.ids.last_processed,
                 cause.reason,
                 cause.detail.as_bytes(),
             ));
@@ -1489,11 +702,10 @@ impl Session {
             // A stream already ended both ways (the application has not
             // dropped it yet) completed before the close: its reader still
             // sees the peer's clean end, not the connection's error.
-            if s.failed.is_none() && !(s.send_end == SendEnd::Sent && s.recv_end) {
+            if s.failed.is_none() && !(s.send.state == SendState::EndSent && s.recv_ended()) {
                 s.failed = Some(StreamKind::Closed(cause.clone()));
             }
-            s.send_queue.clear();
-            s.queued = 0;
+            s.clear_send();
             self.events.push_back(Event::Readable(id));
             self.events.push_back(Event::Writable(id));
         }

@@ -16,6 +16,7 @@ use weft_frame::Reason;
 
 use super::Session;
 use super::stream::StreamState;
+use super::window::SendWindow;
 
 /// Per-stream progress bookkeeping.
 #[derive(Debug, Default)]
@@ -38,24 +39,26 @@ impl Progress {
 
 /// Whether `s` waits on the peer: its half open with nothing left unread,
 /// or data of ours waiting for credit.
-fn waits_on_peer(s: &StreamState, conn_send: i64) -> bool {
+fn waits_on_peer(s: &StreamState, conn_send: SendWindow) -> bool {
     if s.failed.is_some() {
         return false;
     }
-    let awaiting_data = !s.recv_end && s.recv_queue.is_empty();
-    let awaiting_credit = !s.send_queue.is_empty() && (s.send_window <= 0 || conn_send <= 0);
+    let awaiting_data = !s.recv_ended() && s.recv.queue.is_empty();
+    let awaiting_credit =
+        !s.send.queue.is_empty() && (s.send.window.is_blocked() || conn_send.is_blocked());
     awaiting_data || awaiting_credit
 }
 
 impl Session {
     /// The next progress tick, if progress deadlines are on.
     pub(crate) fn progress_deadline(&self) -> Option<Instant> {
-        self.progress_tick
+        self.timers.progress_tick
     }
 
     /// Runs the progress tick if due: resets every stalled stream.
     pub(crate) fn check_progress(&mut self, now: Instant) {
-        let (Some(timeout), Some(tick)) = (self.progress_timeout, self.progress_tick) else {
+        let (Some(timeout), Some(tick)) = (self.limits.progress_timeout, self.timers.progress_tick)
+        else {
             return;
         };
         if now < tick {
@@ -63,7 +66,7 @@ impl Session {
         }
         // Keep the ticks on their grid when woken a little late.
         let next = tick + timeout / 2;
-        self.progress_tick = Some(if next > now { next } else { now + timeout / 2 });
+        self.timers.progress_tick = Some(if next > now { next } else { now + timeout / 2 });
         self.timer_changed = true;
         let conn_send = self.conn_send;
         let mut stalled = Vec::new();

@@ -1,10 +1,11 @@
 //! Per-stream state inside the session.
 
 use bytes::Bytes;
-use weft_frame::Metadata;
+use weft_frame::{Flags, Frame, FrameType, Metadata};
 
 use super::progress::Progress;
 use super::queue::InlineQueue;
+use super::window::{RecvWindow, SendWindow};
 use crate::error::StreamKind;
 
 /// One received piece of a stream: the payload of one `OPEN`/`DATA` frame
@@ -44,95 +45,274 @@ impl Pending {
     }
 }
 
-/// How far this side's sending has got.
+/// Where each half of a stream is. Each half moves forward only; a reset
+/// either way, or the connection closing, ends both at once (`failed` on
+/// [`StreamState`], terminal). A stream leaves the table once both halves
+/// are done and the application has released its handle.
+///
+/// ```text
+///  send half (this side's data)          receive half (the peer's data)
+///
+///        Open ------------------+              Open
+///         |                     |               |
+///         | send(end) while     | END_STREAM    | END_STREAM
+///         | data still waits    | written at    | received
+///         v                     | once          v
+///     EndQueued                 |             Ended
+///         |                     |
+///         | the last piece,     |
+///         | END_STREAM, written |
+///         v                     |
+///      EndSent <----------------+
+///
+///  either half, any state ---- RESET sent or received, ----> failed
+///                              the connection closed         (both halves)
+///
+///  handle:   Unaccepted --(peer RESET)--> UnacceptedReset
+///   (peer's      |                             |
+///    streams)    +---------- accept -----------+
+///                               v
+///   (ours) ----------------->  Held ---- release ----> Released
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SendEnd {
+pub(crate) enum SendState {
     /// Still sending.
     Open,
     /// `END_STREAM` is queued behind data.
-    Queued,
+    EndQueued,
     /// `END_STREAM` has been handed to the writer.
-    Sent,
+    EndSent,
+}
+
+/// The receive half; see [`SendState`] for both halves' transitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecvState {
+    /// The peer may send more.
+    Open,
+    /// The peer's `END_STREAM` arrived: nothing more will come.
+    Ended,
+}
+
+/// Who holds the stream's handle; see [`SendState`] for the transitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Handle {
+    /// Opened by the peer, waiting in the accept queue.
+    Unaccepted,
+    /// Opened by the peer and reset by it while it waited in the accept
+    /// queue: counted against the pending-accept reset budget until taken.
+    UnacceptedReset,
+    /// The application holds it (from the start for streams we open).
+    Held,
+    /// The application dropped it.
+    Released,
+}
+
+/// The send half: its state, the peer's credit and the data waiting.
+#[derive(Debug)]
+pub(crate) struct SendSide {
+    pub(crate) state: SendState,
+    /// The peer's credit for this stream.
+    pub(crate) window: SendWindow,
+    pub(crate) queue: InlineQueue<Pending>,
+    /// What `queue` costs: bytes plus [`PENDING_OVERHEAD`] per item.
+    pub(crate) queued: usize,
+    /// In the session's ready list (scheduled to send).
+    pub(crate) in_ready: bool,
+    /// The application waits for room: raise `Event::Writable` on it.
+    pub(crate) want_writable: bool,
+}
+
+impl SendSide {
+    /// Queues `p` behind what waits; its `end` moves the half to
+    /// [`SendState::EndQueued`].
+    #[inline]
+    pub(crate) fn push(&mut self, p: Pending) {
+        self.queued += Pending::cost(p.data.len(), p.metadata.len());
+        if p.end {
+            self.state = SendState::EndQueued;
+        }
+        self.queue.push_back(p);
+    }
+
+    /// Queues the `room` bytes at the front of `data`, or, when it is the
+    /// `last` piece (all of `data` fits), all of it with `metadata` (taken)
+    /// and `end`. Returns false, queueing nothing, when that is no bytes,
+    /// no metadata and no end.
+    #[inline]
+    pub(crate) fn queue_piece(
+        &mut self,
+        metadata: &mut Metadata,
+        data: &mut Bytes,
+        (last, room): (bool, usize),
+        end: bool,
+    ) -> bool {
+        let piece = if last {
+            std::mem::take(data)
+        } else {
+            data.split_to(room)
+        };
+        let md = if last {
+            std::mem::take(metadata)
+        } else {
+            Metadata::new()
+        };
+        if piece.is_empty() && md.is_empty() && !end {
+            return false;
+        }
+        self.push(Pending {
+            metadata: md,
+            data: piece,
+            end,
+        });
+        true
+    }
+}
+
+/// The receive half: its state, our credit for the peer and what arrived.
+#[derive(Debug)]
+pub(crate) struct RecvSide {
+    pub(crate) state: RecvState,
+    /// Our credit for the peer on this stream.
+    pub(crate) window: RecvWindow,
+    pub(crate) queue: InlineQueue<Chunk>,
+    /// Bytes of `queue` (flow-controlled size).
+    pub(crate) buffered: u32,
+}
+
+impl RecvSide {
+    /// Queues a received piece of `len` flow-controlled bytes (its `end`
+    /// moves the half to [`RecvState::Ended`]); returns whether the queue
+    /// was empty before (a reader waiting on it wants an event).
+    #[inline]
+    pub(crate) fn push(&mut self, chunk: Chunk, len: u32) -> bool {
+        if chunk.end {
+            self.state = RecvState::Ended;
+        }
+        let was_empty = self.queue.is_empty();
+        self.buffered += len;
+        self.queue.push_back(chunk);
+        was_empty
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct StreamState {
     /// Opened by the peer.
     pub(crate) remote: bool,
-    /// The application has taken the handle (always true for local streams).
-    pub(crate) accepted: bool,
-    /// The application dropped its handle.
-    pub(crate) released: bool,
-    /// The peer reset it while it waited in the accept queue (counted
-    /// against the pending-accept reset budget until accepted).
-    pub(crate) reset_pending_accept: bool,
+    pub(crate) handle: Handle,
     /// OPEN metadata (for streams the peer opened).
     pub(crate) open_metadata: Metadata,
-
-    pub(crate) send_window: i64,
-    pub(crate) send_queue: InlineQueue<Pending>,
-    /// What `send_queue` costs: bytes plus [`PENDING_OVERHEAD`] per item.
-    pub(crate) queued: usize,
-    pub(crate) send_end: SendEnd,
-    pub(crate) in_ready: bool,
-    pub(crate) want_writable: bool,
-
-    pub(crate) recv_queue: InlineQueue<Chunk>,
-    /// Bytes of `recv_queue` (flow-controlled size).
-    pub(crate) buffered: u32,
-    pub(crate) recv_window: u32,
-    pub(crate) recv_unacked: u32,
-    pub(crate) recv_end: bool,
-
-    /// The terminal error, once reset.
+    pub(crate) send: SendSide,
+    pub(crate) recv: RecvSide,
+    /// The terminal error, once reset (both halves are then done).
     pub(crate) failed: Option<StreamKind>,
     /// Frames either way, for the progress deadline.
     pub(crate) progress: Progress,
 }
 
 impl StreamState {
-    pub(crate) fn new(remote: bool, send_window: u32, recv_window: u32) -> StreamState {
+    pub(crate) fn new(remote: bool, send_window: u32, recv_window: RecvWindow) -> StreamState {
         StreamState {
             remote,
-            accepted: !remote,
-            released: false,
-            reset_pending_accept: false,
+            handle: if remote {
+                Handle::Unaccepted
+            } else {
+                Handle::Held
+            },
             open_metadata: Metadata::new(),
-            send_window: i64::from(send_window),
-            send_queue: InlineQueue::default(),
-            queued: 0,
-            send_end: SendEnd::Open,
-            in_ready: false,
-            want_writable: false,
-            recv_queue: InlineQueue::default(),
-            buffered: 0,
-            recv_window,
-            recv_unacked: 0,
-            recv_end: false,
+            send: SendSide {
+                state: SendState::Open,
+                window: SendWindow::new(send_window),
+                queue: InlineQueue::default(),
+                queued: 0,
+                in_ready: false,
+                want_writable: false,
+            },
+            recv: RecvSide {
+                state: RecvState::Open,
+                window: recv_window,
+                queue: InlineQueue::default(),
+                buffered: 0,
+            },
             failed: None,
             progress: Progress::default(),
         }
     }
 
+    /// Whether the peer's `END_STREAM` arrived.
+    #[inline]
+    pub(crate) fn recv_ended(&self) -> bool {
+        self.recv.state == RecvState::Ended
+    }
+
+    /// Whether the application dropped its handle.
+    #[inline]
+    pub(crate) fn released(&self) -> bool {
+        self.handle == Handle::Released
+    }
+
     pub(crate) fn send_done(&self) -> bool {
-        self.send_end == SendEnd::Sent || self.failed.is_some()
+        self.send.state == SendState::EndSent || self.failed.is_some()
     }
 
     pub(crate) fn recv_done(&self) -> bool {
-        self.recv_end || self.failed.is_some()
+        self.recv_ended() || self.failed.is_some()
     }
 
     /// Whether the stream can leave the table.
     pub(crate) fn finished(&self) -> bool {
-        self.send_done() && self.recv_done() && self.released
+        self.send_done() && self.recv_done() && self.released()
     }
 
-    /// Whether data is waiting and some could go out with `conn_credit`.
-    pub(crate) fn can_send(&self, conn_credit: i64) -> bool {
-        match self.send_queue.front() {
+    /// Whether data is waiting and some could go out with `conn` credit.
+    pub(crate) fn can_send(&self, conn: SendWindow) -> bool {
+        match self.send.queue.front() {
             None => false,
             Some(p) if p.data.is_empty() && p.metadata.is_empty() => true,
-            Some(_) => self.send_window > 0 && conn_credit > 0,
+            Some(_) => !self.send.window.is_blocked() && !conn.is_blocked(),
         }
+    }
+
+    /// Makes the `DATA` frame for all of `data` and `metadata` (taken,
+    /// `total` bytes) at once, with `END_STREAM` if `end`: its credit is taken from the
+    /// stream's window and the connection's `conn`. The caller has checked
+    /// that it fits and that nothing else waits.
+    #[inline]
+    pub(crate) fn send_now(
+        &mut self,
+        conn: &mut SendWindow,
+        id: u32,
+        (metadata, data): (&mut Metadata, &mut Bytes),
+        total: usize,
+        end: bool,
+    ) -> Frame {
+        self.send.window.debit_with(conn, total);
+        self.progress.bump();
+        let flags = if end {
+            self.send.state = SendState::EndSent;
+            Flags::END_STREAM
+        } else {
+            Flags::NONE
+        };
+        Frame {
+            ty: FrameType::DATA,
+            flags,
+            stream_id: id,
+            metadata: std::mem::take(metadata),
+            payload: std::mem::take(data),
+        }
+    }
+
+    /// Drops everything queued to send (the stream failed).
+    pub(crate) fn clear_send(&mut self) {
+        self.send.queue.clear();
+        self.send.queued = 0;
+    }
+
+    /// Drops everything received and unread, returning its size (the
+    /// connection credit to give back).
+    pub(crate) fn clear_recv(&mut self) -> u32 {
+        self.recv.queue.clear();
+        std::mem::take(&mut self.recv.buffered)
     }
 }

@@ -1,0 +1,362 @@
+//! Application commands on streams: open, send, receive, accept, reset
+//! and release (the calls a driver makes for its handles).
+
+use super::*;
+
+impl Session {
+    /// Opens a stream: one `OPEN` frame with `metadata` and as much of
+    /// `payload` as the peer's windows allow (the rest follows as `DATA`);
+    /// `end` half-closes once all of it is sent.
+    pub fn open(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+        end: bool,
+        now: Instant,
+    ) -> Result<u32, OpenError> {
+        self.clock = now;
+        if let State::Closed(c) = &self.state {
+            return Err(OpenError::Closed(c.clone()));
+        }
+        if self.is_going_away() {
+            return Err(OpenError::GoingAway);
+        }
+        if metadata.len() > self.limits.max_metadata {
+            return Err(OpenError::MetadataTooLarge);
+        }
+        let id = self.next_stream_id()?;
+        self.outbound += 1;
+        let mut st = StreamState::new(
+            false,
+            self.peer.stream_window,
+            RecvWindow::new(self.limits.stream_window),
+        );
+        let credit = st.send.window.room_with(self.conn_send);
+        let n = payload.len().min(credit).min(self.limits.max_payload);
+        let mut first = payload;
+        let rest = first.split_off(n);
+        st.send.window.debit_with(&mut self.conn_send, n);
+        let all = rest.is_empty();
+        let flags = if end && all {
+            st.send.state = SendState::EndSent;
+            Flags::END_STREAM
+        } else {
+            Flags::NONE
+        };
+        self.control.push_back(Frame {
+            ty: FrameType::OPEN,
+            flags,
+            stream_id: id,
+            metadata,
+            payload: first,
+        });
+        if !all || (end && st.send.state != SendState::EndSent) {
+            st.send.push(Pending {
+                metadata: Metadata::new(),
+                data: rest,
+                end,
+            });
+        }
+        self.streams.insert(id, st);
+        self.timers.idle_since = None;
+        self.mark_ready(id);
+        self.goaway_before_ids_run_out();
+        Ok(id)
+    }
+
+    /// Takes the next stream id we open, or says goodbye (`GOAWAY`
+    /// `STREAM_IDS_EXHAUSTED`) when there is none.
+    fn next_stream_id(&mut self) -> Result<u32, OpenError> {
+        let id = self.ids.next_local;
+        if id > self.limits.max_stream_id || id == 0 {
+            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
+            return Err(OpenError::IdsExhausted);
+        }
+        self.ids.next_local = id.checked_add(2).unwrap_or(0);
+        Ok(id)
+    }
+
+    /// Says goodbye before the ids run out, so the peer moves on in time.
+    fn goaway_before_ids_run_out(&mut self) {
+        if self.ids.next_local > self.limits.max_stream_id || self.ids.next_local == 0 {
+            self.go_away(Reason::STREAM_IDS_EXHAUSTED, None);
+        }
+    }
+
+    /// How many bytes `send` on `id` would accept now (0: wait for
+    /// [`Event::Writable`]), or the stream's error.
+    pub fn send_room(&mut self, id: u32) -> Result<usize, StreamError> {
+        let cap = self.limits.max_send_buffer;
+        let s = self.stream_for_send(id)?;
+        let room = cap.saturating_sub(s.send.queued + PENDING_OVERHEAD);
+        if room == 0 {
+            s.send.want_writable = true;
+        }
+        Ok(room)
+    }
+
+    /// Queues as much of `data` as the send buffer has room for, taking it
+    /// from the front of `data`; with the last of it go `metadata` (taken)
+    /// and `end`. Returns whether everything was queued; if not, an
+    /// [`Event::Writable`] follows when there is room again.
+    #[inline]
+    pub fn send_some(
+        &mut self,
+        id: u32,
+        metadata: &mut Metadata,
+        data: &mut Bytes,
+        end: bool,
+    ) -> Result<bool, StreamError> {
+        let (cap, conn) = (self.limits.max_send_buffer, self.conn_send);
+        let s = sendable(&self.state, &mut self.streams, id)?;
+        if metadata.len() > self.limits.max_metadata {
+            return Err(StreamError::new(StreamKind::MetadataTooLarge));
+        }
+        // Room for bytes once the next item's overhead is counted.
+        let room = cap.saturating_sub(s.send.queued + PENDING_OVERHEAD);
+        let last = data.len() <= room;
+        // Fast path: nothing else waits for the socket and the whole piece
+        // has credit: make the frame now instead of queueing it.
+        let total = data.len() + metadata.len();
+        if last
+            && self.immediate.is_none()
+            && self.ready.is_empty()
+            && s.send.queue.is_empty()
+            && data.len() <= self.limits.max_payload
+            && s.send.window.fits_with(conn, total)
+            && (total > 0 || end)
+        {
+            let frame = s.send_now(&mut self.conn_send, id, (metadata, data), total, end);
+            self.immediate = Some(frame);
+            return Ok(true);
+        }
+        if !last && room == 0 {
+            s.send.want_writable = true;
+            return Ok(false);
+        }
+        if !s
+            .send
+            .queue_piece(metadata, data, (last, room), last && end)
+        {
+            return Ok(last);
+        }
+        if !s.send.in_ready && s.can_send(conn) {
+            s.send.in_ready = true;
+            self.ready.push_back(id);
+        }
+        if !last {
+            s.send.want_writable = true;
+        }
+        Ok(last)
+    }
+
+    /// Queues data (and optional metadata, sent with the last frame of it);
+    /// `end` half-closes after it. The caller keeps within
+    /// [`send_room`](Self::send_room); metadata may exceed it.
+    pub fn send(
+        &mut self,
+        id: u32,
+        metadata: Metadata,
+        data: Bytes,
+        end: bool,
+    ) -> Result<(), StreamError> {
+        let s = self.stream_for_send(id)?;
+        if data.is_empty() && metadata.is_empty() && !end {
+            return Ok(());
+        }
+        s.send.push(Pending {
+            metadata,
+            data,
+            end,
+        });
+        self.mark_ready(id);
+        Ok(())
+    }
+
+    pub(super) fn stream_for_send(&mut self, id: u32) -> Result<&mut StreamState, StreamError> {
+        sendable(&self.state, &mut self.streams, id)
+    }
+
+    /// Takes the next received piece of `id`, returning its flow-control
+    /// credit to the peer.
+    #[inline]
+    pub fn recv(&mut self, id: u32) -> Recv {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Recv::Failed(StreamError::new(match &self.state {
+                State::Closed(c) => StreamKind::Closed(c.clone()),
+                State::Open => StreamKind::SendClosed,
+            }));
+        };
+        if let Some(chunk) = s.recv.queue.pop_front() {
+            let n = fc_len(&chunk);
+            s.recv.buffered -= n;
+            // Return the credit (one lookup: the stream is at hand).
+            if n > 0
+                && !s.recv_done()
+                && let Some(inc) = s.recv.window.consume(n, self.limits.stream_window)
+            {
+                self.control.push_back(Frame::window_update(id, inc));
+            }
+            self.release_conn(n);
+            if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
+                return Recv::End; // a bare END_STREAM
+            }
+            return Recv::Chunk(chunk);
+        }
+        if let Some(k) = &s.failed {
+            return Recv::Failed(StreamError::new(k.clone()));
+        }
+        if s.recv_ended() {
+            return Recv::End;
+        }
+        if let State::Closed(c) = &self.state {
+            return Recv::Failed(StreamError::new(StreamKind::Closed(c.clone())));
+        }
+        Recv::Pending
+    }
+
+    /// How many more streams we may open before reaching the cap the peer
+    /// announced (`usize::MAX`-ish when it announced none). Streams count
+    /// until they leave our table, so the figure errs on the safe side.
+    pub fn open_credit(&self) -> usize {
+        (self.peer.max_streams as usize).saturating_sub(self.outbound)
+    }
+
+    /// Why `id` failed — reset by either side, or its connection closed —
+    /// without taking any of its data; `None` while it is healthy (also
+    /// after the peer's end).
+    pub fn failure(&self, id: u32) -> Option<StreamError> {
+        if let Some(k) = self.streams.get(&id).and_then(|s| s.failed.as_ref()) {
+            return Some(StreamError::new(k.clone()));
+        }
+        match &self.state {
+            State::Closed(c) => Some(StreamError::new(StreamKind::Closed(c.clone()))),
+            State::Open => None,
+        }
+    }
+
+    #[inline]
+    pub(super) fn release_conn(&mut self, n: u32) {
+        if n == 0 || self.is_closed() {
+            return;
+        }
+        if let Some(inc) = self.conn_recv.consume(n, self.limits.connection_window) {
+            self.control
+                .push_back(Frame::window_update(CONNECTION_ID, inc));
+        }
+    }
+
+    /// The `OPEN` metadata of a stream the peer opened.
+    pub fn open_metadata(&self, id: u32) -> Option<&Metadata> {
+        self.streams.get(&id).map(|s| &s.open_metadata)
+    }
+
+    /// Takes the next stream the peer opened.
+    pub fn accept(&mut self) -> Option<u32> {
+        let id = self.accept_queue.pop_front()?;
+        self.mark_accepted(id);
+        Some(id)
+    }
+
+    /// A stream the peer opened left the accept queue: the application (or
+    /// a refusal) has it now.
+    fn mark_accepted(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        match s.handle {
+            Handle::Unaccepted => s.handle = Handle::Held,
+            Handle::UnacceptedReset => {
+                s.handle = Handle::Held;
+                self.guards.taken_after_reset();
+            }
+            Handle::Held | Handle::Released => {}
+        }
+    }
+
+    /// Whether [`accept`](Self::accept) can return nothing more, ever: the
+    /// connection is closed or we sent `GOAWAY`.
+    pub fn accept_finished(&self) -> bool {
+        // After the peer's GOAWAY it may still open streams; after ours,
+        // nothing new is processed.
+        self.accept_queue.is_empty() && (self.is_closed() || self.goaway.sent)
+    }
+
+    /// Stops (or resumes) accepting streams: while off, opens are refused
+    /// with `REFUSED_STREAM` and queued ones are refused too.
+    pub fn set_accepting(&mut self, on: bool) {
+        self.accepting = on;
+        if !on {
+            while let Some(id) = self.accept_queue.pop_front() {
+                self.mark_accepted(id);
+                self.reset_stream(id, Reason::REFUSED_STREAM);
+                self.release_now(id);
+            }
+        }
+    }
+
+    /// Resets a stream with `reason` (an application decision).
+    pub fn reset(&mut self, id: u32, reason: Reason) {
+        self.reset_stream(id, reason);
+    }
+
+    /// The application dropped its handle: a stream not closed both ways
+    /// (this side's end sent or queued, the peer's end received) is reset
+    /// with `CANCEL`; otherwise queued data still drains. The slot is freed
+    /// once the stream is closed.
+    pub fn release(&mut self, id: u32, now: Instant) {
+        self.clock = now;
+        // Closed both ways from the application's side: it ended its half
+        // (queued data still drains) and the peer ended its own.
+        if let Some(s) = self.streams.get(&id)
+            && !(s.send.state != SendState::Open && s.recv_done())
+        {
+            self.reset_stream(id, Reason::CANCEL);
+        }
+        self.release_now(id);
+        if self.streams.is_empty() && self.timers.idle_since.is_none() {
+            self.timers.idle_since = Some(now);
+            self.timer_changed = true;
+        }
+        self.maybe_finish_drain();
+    }
+
+    pub(super) fn release_now(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        // Only a misuse releases a stream never accepted: it leaves the
+        // pending-accept reset count then, instead of staying counted.
+        if s.handle == Handle::UnacceptedReset {
+            self.guards.taken_after_reset();
+        }
+        s.handle = Handle::Released;
+        let dropped = s.clear_recv();
+        self.release_conn(dropped);
+        self.try_remove(id);
+    }
+}
+
+/// The stream `id` if this side may still send on it, or why not: the
+/// connection closed, the stream unknown, failed, or its end already sent
+/// or queued.
+#[inline]
+fn sendable<'a>(
+    state: &State,
+    streams: &'a mut IdMap<StreamState>,
+    id: u32,
+) -> Result<&'a mut StreamState, StreamError> {
+    if let State::Closed(c) = state {
+        return Err(StreamError::new(StreamKind::Closed(c.clone())));
+    }
+    let Some(s) = streams.get_mut(&id) else {
+        return Err(StreamError::new(StreamKind::SendClosed));
+    };
+    if let Some(k) = &s.failed {
+        return Err(StreamError::new(k.clone()));
+    }
+    if s.send.state != SendState::Open {
+        return Err(StreamError::new(StreamKind::SendClosed));
+    }
+    Ok(s)
+}

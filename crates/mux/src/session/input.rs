@@ -1,0 +1,417 @@
+//! Input: every frame the peer sends, dispatched by type to the rules
+//! for it (settings, data and opens, resets, window updates, pings,
+//! `GOAWAY`), with the budgets against floods.
+
+use super::*;
+
+impl Session {
+    #[inline]
+    pub(super) fn dispatch(
+        &mut self,
+        frame: Frame,
+        now: &mut dyn FnMut() -> Instant,
+        reader: u32,
+    ) -> Result<(), Fatal> {
+        let scope = match frame.ty.scope() {
+            Some(s) => s,
+            None => {
+                return self.spend(Spend::Unknown, now, "unknown frame flood");
+            }
+        };
+        if frame.flags.unknown_bits() != 0 {
+            self.spend(Spend::Unknown, now, "unknown flag flood")?;
+        }
+        let scope_ok = match scope {
+            Scope::Connection => frame.stream_id == CONNECTION_ID,
+            Scope::Stream => frame.stream_id != CONNECTION_ID,
+            Scope::Either => true,
+        };
+        if !scope_ok {
+            return Err(protocol("frame on the wrong stream id"));
+        }
+        if !self.peer.settings_received {
+            return self.on_settings(&frame);
+        }
+        match frame.ty {
+            FrameType::DATA | FrameType::OPEN => self.on_data(frame, now, reader),
+            FrameType::RESET => self.on_reset(&frame, now),
+            FrameType::WINDOW_UPDATE => self.on_window_update(&frame, now),
+            FrameType::PING => self.on_ping(&frame, now),
+            FrameType::GOAWAY => self.on_goaway(&frame),
+            _ => Err(protocol("handshake frame after the handshake")),
+        }
+    }
+
+    pub(super) fn spend(
+        &mut self,
+        kind: Spend,
+        now: &mut dyn FnMut() -> Instant,
+        what: &'static str,
+    ) -> Result<(), Fatal> {
+        if self.guards.rates.spend(kind, now()) {
+            Ok(())
+        } else {
+            Err(CloseCause::local(Reason::ENHANCE_YOUR_CALM, what))
+        }
+    }
+
+    pub(super) fn on_settings(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        if frame.ty != FrameType::WINDOW_UPDATE || frame.stream_id != CONNECTION_ID {
+            return Err(protocol("first frame is not the settings WINDOW_UPDATE"));
+        }
+        let inc = frame
+            .parse_window_update()
+            .map_err(|_| protocol("bad WINDOW_UPDATE payload"))?;
+        let window = frame
+            .metadata
+            .get(STREAM_WINDOW_KEY)
+            .and_then(|v| <[u8; 4]>::try_from(v).ok())
+            .map(u32::from_be_bytes)
+            .ok_or_else(|| protocol("settings without a stream window"))?;
+        if !(BASELINE_WINDOW..=MAX_WINDOW).contains(&window) {
+            return Err(protocol("announced stream window out of range"));
+        }
+        if let Some(v) = frame.metadata.get(MAX_STREAMS_KEY) {
+            let n = <[u8; 4]>::try_from(v)
+                .map(u32::from_be_bytes)
+                .map_err(|_| protocol("bad max-streams setting"))?;
+            self.peer.max_streams = n;
+            self.events.push_back(Event::OpenCredit);
+        }
+        self.peer.settings_received = true;
+        self.add_conn_credit(inc)?;
+        let delta = i64::from(window - self.peer.stream_window);
+        self.peer.stream_window = window;
+        if delta != 0 {
+            let ids: Vec<u32> = self.streams.keys().copied().collect();
+            for id in ids {
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.send.window.resize(delta);
+                }
+                self.mark_ready(id);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn add_conn_credit(&mut self, inc: u32) -> Result<(), Fatal> {
+        let was_blocked = self.conn_send.is_blocked();
+        if self.conn_send.credit(i64::from(inc)).is_err() {
+            return Err(CloseCause::local(
+                Reason::FLOW_CONTROL_ERROR,
+                "connection window overflow",
+            ));
+        }
+        if was_blocked && !self.conn_send.is_blocked() {
+            // Every stream with queued data may go again.
+            let ids: Vec<u32> = self
+                .streams
+                .iter()
+                .filter(|(_, s)| !s.send.queue.is_empty())
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                self.mark_ready(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a stream id the peer used on a frame for a stream we do not
+    /// have. `Ok(true)`: a closed stream (late frame); errors: never opened.
+    pub(super) fn unknown_stream(
+        &mut self,
+        id: u32,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
+        let known = if self.role.owns(id) {
+            id < self.ids.next_local || self.ids.next_local == 0
+        } else {
+            id <= self.ids.highest_remote
+        };
+        if !known {
+            return Err(protocol("frame for a stream never opened"));
+        }
+        self.spend(Spend::Late, now, "late frame flood")
+    }
+
+    #[inline]
+    pub(super) fn on_data(
+        &mut self,
+        frame: Frame,
+        now: &mut dyn FnMut() -> Instant,
+        reader: u32,
+    ) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        let open = frame.ty == FrameType::OPEN;
+        let len = if open {
+            frame.payload.len()
+        } else {
+            frame.payload.len() + frame.metadata.len()
+        } as u32;
+        if self.conn_recv.debit(len).is_err() {
+            return Err(CloseCause::local(
+                Reason::FLOW_CONTROL_ERROR,
+                "data beyond the connection window",
+            ));
+        }
+        if open {
+            return self.on_open(frame, len, now);
+        }
+        let end = frame.is_end_stream();
+        if len == 0 && !end {
+            self.spend(Spend::Empty, now, "empty frame flood")?;
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            self.release_conn(len);
+            return self.unknown_stream(id, now);
+        };
+        if s.failed.is_some() {
+            self.release_conn(len);
+            return self.spend(Spend::Late, now, "late frame flood");
+        }
+        if s.recv_ended() {
+            self.release_conn(len);
+            return self.peer_caused_reset(id, Reason::STREAM_CLOSED);
+        }
+        if s.recv.window.debit(len).is_err() {
+            self.release_conn(len);
+            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
+        }
+        if len == 0 && !end {
+            return Ok(());
+        }
+        let chunk = Chunk {
+            data: frame.payload,
+            metadata: frame.metadata,
+            end,
+        };
+        if !s.released() {
+            // The common case, with the one table lookup above.
+            if s.recv.push(chunk, len) && id != reader {
+                self.events.push_back(Event::Readable(id));
+            }
+            return Ok(());
+        }
+        self.deliver(id, chunk, len);
+        Ok(())
+    }
+
+    pub(super) fn deliver(&mut self, id: u32, chunk: Chunk, len: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.released() {
+            // Nobody will read it: give the credit straight back.
+            if chunk.end {
+                s.recv.state = RecvState::Ended;
+            }
+            self.release_conn(len);
+            self.try_remove(id);
+            return;
+        }
+        if s.recv.push(chunk, len) {
+            self.events.push_back(Event::Readable(id));
+        }
+        self.try_remove(id);
+    }
+
+    pub(super) fn on_open(
+        &mut self,
+        frame: Frame,
+        len: u32,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        if self.role.owns(id) {
+            return Err(protocol("peer opened a stream with our id parity"));
+        }
+        if id <= self.ids.highest_remote {
+            return Err(protocol("stream id reused or lower than the highest seen"));
+        }
+        self.ids.highest_remote = id;
+        if self.goaway.sent {
+            // Above our GOAWAY's last id: not processed (the peer retries).
+            self.release_conn(len);
+            return self.spend(Spend::Late, now, "opens after GOAWAY");
+        }
+        if !self.accepting || self.inbound >= self.limits.max_concurrent {
+            self.release_conn(len);
+            self.control
+                .push_back(Frame::reset(id, Reason::REFUSED_STREAM));
+            return Ok(());
+        }
+        let mut window = RecvWindow::new(self.limits.stream_window);
+        if window.debit(len).is_err() {
+            self.release_conn(len);
+            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
+        }
+        let end = frame.is_end_stream();
+        let mut st = StreamState::new(true, self.peer.stream_window, window);
+        st.open_metadata = frame.metadata;
+        self.streams.insert(id, st);
+        self.inbound += 1;
+        self.ids.last_processed = id;
+        self.timers.idle_since = None;
+        self.accept_queue.push_back(id);
+        self.events.push_back(Event::Incoming);
+        if len > 0 || end {
+            self.deliver(
+                id,
+                Chunk {
+                    data: frame.payload,
+                    metadata: Metadata::new(),
+                    end,
+                },
+                len,
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_reset(
+        &mut self,
+        frame: &Frame,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        let reason = frame
+            .parse_reset()
+            .map_err(|_| protocol("bad RESET payload"))?;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return self.unknown_stream(id, now);
+        };
+        if s.failed.is_some() {
+            return self.spend(Spend::Late, now, "late frame flood");
+        }
+        let pending_accept = matches!(s.handle, Handle::Unaccepted | Handle::UnacceptedReset);
+        let kind = if reason == Reason::REFUSED_STREAM && !s.remote {
+            StreamKind::Refused
+        } else {
+            StreamKind::Reset {
+                reason,
+                remote: true,
+            }
+        };
+        self.fail_stream(id, kind);
+        if pending_accept {
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.handle = Handle::UnacceptedReset;
+            }
+            if !self.guards.reset_before_accept() {
+                return Err(CloseCause::local(
+                    Reason::ENHANCE_YOUR_CALM,
+                    "too many streams reset before accept (rapid reset)",
+                ));
+            }
+        }
+        self.try_remove(id);
+        Ok(())
+    }
+
+    pub(super) fn on_window_update(
+        &mut self,
+        frame: &Frame,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
+        let id = frame.stream_id;
+        let inc = frame
+            .parse_window_update()
+            .map_err(|_| protocol("bad WINDOW_UPDATE payload"))?;
+        if id == CONNECTION_ID {
+            if inc == 0 {
+                return Err(protocol("zero connection window increment"));
+            }
+            return self.add_conn_credit(inc);
+        }
+        if inc < 64 {
+            self.spend(Spend::Empty, now, "tiny window update flood")?;
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            return self.unknown_stream(id, now);
+        };
+        if s.failed.is_some() {
+            return self.spend(Spend::Late, now, "late frame flood");
+        }
+        if inc == 0 {
+            return self.peer_caused_reset(id, Reason::PROTOCOL_ERROR);
+        }
+        if s.send.window.credit(i64::from(inc)).is_err() {
+            return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
+        }
+        self.mark_ready(id);
+        Ok(())
+    }
+
+    pub(super) fn on_ping(
+        &mut self,
+        frame: &Frame,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> Result<(), Fatal> {
+        let opaque = frame
+            .parse_ping()
+            .map_err(|_| protocol("bad PING payload"))?;
+        if frame.flags.contains(Flags::ACK) {
+            if self.timers.ping_sent.is_some() && opaque == self.timers.ping_seq.to_be_bytes() {
+                self.timers.ping_sent = None;
+            }
+            return Ok(());
+        }
+        self.spend(Spend::Ping, now, "ping flood")?;
+        self.control.push_back(Frame::ping(opaque, true));
+        // The peer's keepalive counts as activity: a client that pings is
+        // healthy and wants the connection, so the idle clock restarts (the
+        // ping budget bounds how often). Answers to our own pings do not
+        // count, or our keepalive would defeat our idle timeout.
+        if self.timers.idle_since.is_some() {
+            self.timers.idle_since = Some(now());
+            self.timer_changed = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_goaway(&mut self, frame: &Frame) -> Result<(), Fatal> {
+        let (last, reason, _debug) = frame
+            .parse_goaway()
+            .map_err(|_| protocol("bad GOAWAY payload"))?;
+        let last = self.goaway.received.map_or(last, |prev| prev.min(last));
+        let first = self.goaway.received.is_none();
+        self.goaway.received = Some(last);
+        if first {
+            self.events.push_back(Event::GoingAway);
+        }
+        // Our streams above `last` were never processed: retry-safe.
+        let refused: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(id, s)| !s.remote && **id > last)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in refused {
+            self.fail_stream(id, StreamKind::Refused);
+            self.try_remove(id);
+        }
+        // Logged whatever the reason: a test of it would only pick log lines.
+        tracing::debug!(%reason, last, "peer sent GOAWAY");
+        self.maybe_finish_drain();
+        Ok(())
+    }
+
+    // ----- internals ------------------------------------------------------
+
+    pub(super) fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
+        let within = self.guards.peer_caused_reset();
+        if self.streams.contains_key(&id) {
+            self.reset_stream(id, reason);
+        } else {
+            self.control.push_back(Frame::reset(id, reason));
+        }
+        if !within {
+            return Err(CloseCause::local(
+                Reason::ENHANCE_YOUR_CALM,
+                "peer caused too many resets",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+//! Flow-control windows (section 6.4 of the protocol), one type per
+//! direction: every change to a window goes through these, so the debit,
+//! the credit and the grant-back rule are each written once.
+//!
+//! Both are plain integers with the arithmetic inlined: a debit is one
+//! subtraction, a grant one addition and a comparison, exactly as written
+//! out before.
+
+use crate::config::MAX_WINDOW;
+
+/// The credit the peer gave us: how many more flow-controlled bytes we may
+/// send. Signed, so a credit beyond [`MAX_WINDOW`] is caught before it can
+/// wrap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SendWindow(i64);
+
+/// A credit would take a send window past [`MAX_WINDOW`].
+#[derive(Debug)]
+pub(crate) struct Overflow;
+
+impl SendWindow {
+    pub(crate) fn new(window: u32) -> SendWindow {
+        SendWindow(i64::from(window))
+    }
+
+    /// The credit left, as announced (for statistics).
+    #[inline]
+    pub(crate) fn get(self) -> i64 {
+        self.0
+    }
+
+    /// Whether nothing may be sent.
+    #[inline]
+    pub(crate) fn is_blocked(self) -> bool {
+        self.0 <= 0
+    }
+
+    /// How many bytes may go out under both this window and `other` (the
+    /// stream's and the connection's).
+    #[inline]
+    pub(crate) fn room_with(self, other: SendWindow) -> usize {
+        self.0.min(other.0).max(0) as usize
+    }
+
+    /// Whether `n` bytes fit under both this window and `other`.
+    #[inline]
+    pub(crate) fn fits_with(self, other: SendWindow, n: usize) -> bool {
+        (n as i64) <= self.0.min(other.0)
+    }
+
+    /// `n` bytes were sent.
+    #[inline]
+    pub(crate) fn debit(&mut self, n: usize) {
+        self.0 -= n as i64;
+    }
+
+    /// `n` bytes were sent on a stream with this window: debited from it
+    /// and from the connection's window `conn`.
+    #[inline]
+    pub(crate) fn debit_with(&mut self, conn: &mut SendWindow, n: usize) {
+        self.debit(n);
+        conn.debit(n);
+    }
+
+    /// The peer's settings moved the initial stream window by `delta`
+    /// (from the baseline to the announced window: at most [`MAX_WINDOW`]
+    /// in all, so this cannot overflow).
+    #[inline]
+    pub(crate) fn resize(&mut self, delta: i64) {
+        self.0 += delta;
+    }
+
+    /// The peer's `WINDOW_UPDATE` added `inc`.
+    #[inline]
+    pub(crate) fn credit(&mut self, inc: i64) -> Result<(), Overflow> {
+        self.0 += inc;
+        if self.0 > i64::from(MAX_WINDOW) {
+            return Err(Overflow);
+        }
+        Ok(())
+    }
+}
+
+/// The credit we gave the peer, and what it spent that the application
+/// has consumed but we have not granted back yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecvWindow {
+    /// Bytes the peer may still send.
+    credit: u32,
+    /// Bytes consumed locally and not yet granted back.
+    unacked: u32,
+}
+
+/// The peer sent more than its credit.
+#[derive(Debug)]
+pub(crate) struct Exceeded;
+
+impl RecvWindow {
+    pub(crate) fn new(window: u32) -> RecvWindow {
+        RecvWindow {
+            credit: window,
+            unacked: 0,
+        }
+    }
+
+    /// Bytes the peer may still send.
+    #[inline]
+    pub(crate) fn credit(self) -> u32 {
+        self.credit
+    }
+
+    /// Bytes consumed and not yet granted back.
+    #[inline]
+    pub(crate) fn unacked(self) -> u32 {
+        self.unacked
+    }
+
+    /// The peer sent `n` bytes: taken from its credit, or refused whole if
+    /// they are more than it has.
+    #[inline]
+    pub(crate) fn debit(&mut self, n: u32) -> Result<(), Exceeded> {
+        if n > self.credit {
+            return Err(Exceeded);
+        }
+        self.credit -= n;
+        Ok(())
+    }
+
+    /// The application consumed `n` bytes of a window of `size`: once half
+    /// the window is consumed, all of it is granted back at once, and the
+    /// increment to announce in a `WINDOW_UPDATE` is returned.
+    #[inline]
+    pub(crate) fn consume(&mut self, n: u32, size: u32) -> Option<u32> {
+        self.unacked += n;
+        if self.unacked < size / 2 {
+            return None;
+        }
+        let inc = std::mem::take(&mut self.unacked);
+        self.credit += inc;
+        Some(inc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recv_window_refuses_beyond_credit_and_grants_back_at_half() {
+        let mut w = RecvWindow::new(100);
+        assert!(w.debit(101).is_err());
+        assert_eq!(w.credit(), 100, "a refused debit takes nothing");
+        w.debit(100).unwrap();
+        assert_eq!(w.credit(), 0);
+        assert_eq!(w.consume(49, 100), None);
+        assert_eq!((w.credit(), w.unacked()), (0, 49));
+        assert_eq!(w.consume(1, 100), Some(50), "exactly half grants");
+        assert_eq!((w.credit(), w.unacked()), (50, 0));
+    }
+
+    #[test]
+    fn send_window_room_is_the_smaller_and_never_negative() {
+        let (mut a, b) = (SendWindow::new(10), SendWindow::new(4));
+        assert_eq!(a.room_with(b), 4);
+        assert!(a.fits_with(b, 4) && !a.fits_with(b, 5));
+        a.debit(12);
+        assert_eq!((a.get(), a.room_with(b)), (-2, 0));
+        assert!(a.is_blocked());
+        a.credit(3).unwrap();
+        assert!(!a.is_blocked());
+        let mut w = SendWindow::new(MAX_WINDOW);
+        assert!(w.credit(0).is_ok());
+        assert!(w.credit(1).is_err(), "one past the maximum");
+    }
+}

@@ -1,0 +1,368 @@
+//! Boundaries of the session's rules, each pinned by one test: the edges
+//! a mutation test found unchecked (an off-by-one, a swapped `&&`).
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use support::{Scripted, bytes, drain, events, goaway, resets};
+use weft_frame::{Flags, Frame, FrameType};
+use weft_mux::session::Event;
+use weft_mux::{Config, Metadata, Reason};
+
+fn server() -> Scripted {
+    Scripted::server(Config::default())
+}
+
+/// A server with one accepted stream (id 1) the peer keeps open.
+fn with_stream() -> (Scripted, u32) {
+    let mut t = server();
+    t.open(1, b"", false);
+    let id = t.s.accept().unwrap();
+    t.out();
+    (t, id)
+}
+
+#[test]
+fn send_some_of_nothing_without_end_sends_nothing() {
+    let (mut t, id) = with_stream();
+    let (mut md, mut data) = (Metadata::new(), Bytes::new());
+    assert_eq!(t.s.send_some(id, &mut md, &mut data, false), Ok(true));
+    assert!(t.out().is_empty(), "no frame for an empty piece");
+    // The stream still sends normally afterwards.
+    let mut data = Bytes::from_static(b"x");
+    assert_eq!(t.s.send_some(id, &mut md, &mut data, false), Ok(true));
+    let out = t.out();
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0].payload[..], b"x");
+}
+
+#[test]
+fn send_some_queues_every_piece_behind_a_waiting_one() {
+    // A piece sent while another waits for the socket takes the queue;
+    // neither it nor its successor may be lost.
+    let (mut t, id) = with_stream();
+    let mut md = Metadata::new();
+    let mut a = Bytes::from_static(b"first");
+    assert_eq!(t.s.send_some(id, &mut md, &mut a, false), Ok(true));
+    let mut b = Bytes::from_static(b"second");
+    assert_eq!(t.s.send_some(id, &mut md, &mut b, false), Ok(true));
+    let mut c = Bytes::from_static(b"third");
+    assert_eq!(t.s.send_some(id, &mut md, &mut c, true), Ok(true));
+    let payloads: Vec<(Vec<u8>, bool)> = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| (f.payload.to_vec(), f.is_end_stream()))
+        .collect();
+    assert_eq!(
+        payloads,
+        vec![
+            (b"first".to_vec(), false),
+            (b"second".to_vec(), false),
+            (b"third".to_vec(), true)
+        ]
+    );
+}
+
+#[test]
+fn send_some_beyond_the_buffer_queues_the_part_that_fits() {
+    let mut cfg = Config::default();
+    cfg.max_send_buffer(64 * 1024);
+    let mut t = Scripted::server(cfg);
+    t.open(1, b"", false);
+    let id = t.s.accept().unwrap();
+    t.out();
+    // Block the fast path: something else waits for the socket.
+    let mut md = Metadata::new();
+    let mut first = Bytes::from_static(b"a");
+    assert_eq!(t.s.send_some(id, &mut md, &mut first, false), Ok(true));
+    let mut big = bytes(100 * 1024);
+    assert_eq!(t.s.send_some(id, &mut md, &mut big, false), Ok(false));
+    assert!(!big.is_empty() && big.len() < 100 * 1024);
+    let sent: usize = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| f.payload.len())
+        .sum();
+    assert_eq!(sent, 1 + 100 * 1024 - big.len(), "the queued part goes out");
+}
+
+#[test]
+fn frame_for_our_next_id_not_yet_opened_is_protocol_error() {
+    // The server's first own id is 2; it has opened none.
+    let mut t = server();
+    t.feed(Frame::reset(2, Reason::CANCEL));
+    let out = t.out();
+    assert_eq!(goaway(&out), Some(Reason::PROTOCOL_ERROR), "{out:?}");
+    // Once 2 is open, 4 is the next and still unknown.
+    let mut t = server();
+    let id =
+        t.s.open(Metadata::new(), Bytes::new(), false, t.now)
+            .unwrap();
+    assert_eq!(id, 2);
+    t.out();
+    t.feed(Frame::window_update(4, 1000));
+    let out = t.out();
+    assert_eq!(goaway(&out), Some(Reason::PROTOCOL_ERROR), "{out:?}");
+}
+
+#[test]
+fn open_of_exactly_the_stream_window_is_accepted() {
+    let mut cfg = Config::default();
+    cfg.stream_window(64 * 1024);
+    let mut t = Scripted::server(cfg);
+    t.feed(Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        bytes(64 * 1024),
+    ));
+    assert_eq!(resets(&t.out()), vec![]);
+    let id = t.s.accept().expect("accepted");
+    let (data, ended, err) = drain(&mut t.s, id);
+    assert_eq!((data.len(), ended, err), (64 * 1024, true, None));
+}
+
+#[test]
+fn streams_opened_before_the_peer_settings_get_its_larger_window() {
+    use weft_mux::session::{Role, Session, settings_frame};
+    let now = std::time::Instant::now();
+    let mut c = Session::new(Role::Client, &Config::default(), now);
+    // Opened before the peer's settings: the baseline window (64 KiB) holds.
+    let id = c
+        .open(Metadata::new(), bytes(200 * 1024), false, now)
+        .unwrap();
+    let sent = |c: &mut Session| -> usize {
+        std::iter::from_fn(|| c.poll_transmit())
+            .filter(|f| f.stream_id == id)
+            .map(|f| f.payload.len())
+            .sum()
+    };
+    assert_eq!(sent(&mut c), 64 * 1024);
+    // The peer announces 256 KiB per stream: the open stream gets the
+    // difference at once, without a WINDOW_UPDATE for it.
+    c.handle_frame(settings_frame(1024 * 1024 - 64 * 1024, 256 * 1024), now);
+    assert_eq!(sent(&mut c), 136 * 1024, "the rest goes out");
+    assert!(!c.is_closed());
+}
+
+#[test]
+fn a_reset_drops_the_data_queued_on_the_stream() {
+    let (mut t, id) = with_stream();
+    t.s.send(id, Metadata::new(), bytes(1000), false).unwrap();
+    t.s.reset(id, Reason::CANCEL);
+    let out = t.out();
+    assert_eq!(resets(&out), vec![(id, Reason::CANCEL)]);
+    assert!(
+        out.iter().all(|f| f.ty != FrameType::DATA),
+        "no DATA after the RESET: {out:?}"
+    );
+}
+
+#[test]
+fn readable_is_raised_once_until_the_queue_is_read() {
+    let (mut t, id) = with_stream();
+    events(&mut t.s);
+    t.data(id, Bytes::from_static(b"a"), false);
+    t.data(id, Bytes::from_static(b"b"), false);
+    assert_eq!(events(&mut t.s), vec![Event::Readable(id)]);
+    assert_eq!(drain(&mut t.s, id), (b"ab".to_vec(), false, None));
+    t.data(id, Bytes::from_static(b"c"), false);
+    assert_eq!(events(&mut t.s), vec![Event::Readable(id)]);
+}
+
+#[test]
+fn writable_waits_until_the_queue_is_below_the_buffer() {
+    let cap = 64 * 1024;
+    let mut cfg = Config::default();
+    cfg.max_send_buffer(cap);
+    let mut t = Scripted::server(cfg);
+    t.open(1, b"", false);
+    let id = t.s.accept().unwrap();
+    t.out();
+    // What one queued item costs beyond its bytes.
+    let overhead = cap - t.s.send_room(id).unwrap();
+    t.s.send(id, Metadata::new(), bytes(10), false).unwrap();
+    t.s.send(id, Metadata::new(), bytes(cap - overhead), false)
+        .unwrap();
+    assert_eq!(t.s.send_room(id), Ok(0), "full: Writable wanted");
+    events(&mut t.s);
+    // The first item goes: the queue holds exactly the buffer, still full.
+    let f = t.s.poll_transmit().unwrap();
+    assert_eq!(f.payload.len(), 10);
+    assert_eq!(events(&mut t.s), vec![]);
+    t.out();
+    assert_eq!(events(&mut t.s), vec![Event::Writable(id)]);
+}
+
+#[test]
+fn a_close_fails_a_stream_only_the_peer_had_ended() {
+    let mut t = server();
+    t.open(1, b"req", true);
+    let id = t.s.accept().unwrap();
+    t.s.close(Reason::NO_ERROR, "bye");
+    // The request was read in full, but the answer never went: the reader
+    // learns of the close, not a clean end.
+    let (data, ended, err) = drain(&mut t.s, id);
+    assert_eq!((data, ended), (b"req".to_vec(), false));
+    assert!(err.is_some());
+}
+
+#[test]
+fn a_reset_after_both_ends_sends_nothing() {
+    let mut t = server();
+    t.open(1, b"req", true);
+    let id = t.s.accept().unwrap();
+    t.s.send(id, Metadata::new(), Bytes::from_static(b"ok"), true)
+        .unwrap();
+    t.out();
+    t.s.reset(id, Reason::CANCEL);
+    assert_eq!(resets(&t.out()), vec![], "the stream had completed");
+    assert_eq!(drain(&mut t.s, id), (b"req".to_vec(), true, None));
+}
+
+#[test]
+fn releasing_a_stream_open_either_way_resets_it() {
+    // Our end sent, the peer's half still open.
+    let (mut t, id) = with_stream();
+    t.s.send(id, Metadata::new(), Bytes::from_static(b"ok"), true)
+        .unwrap();
+    t.out();
+    t.s.release(id, t.now);
+    assert_eq!(resets(&t.out()), vec![(id, Reason::CANCEL)]);
+    // The peer's end received, ours not sent.
+    let mut t = server();
+    t.open(1, b"req", true);
+    let id = t.s.accept().unwrap();
+    t.s.release(id, t.now);
+    assert_eq!(resets(&t.out()), vec![(id, Reason::CANCEL)]);
+}
+
+#[test]
+fn no_stream_credit_is_granted_back_after_the_peers_end() {
+    let (mut t, id) = with_stream();
+    for i in 0..4 {
+        t.data(id, bytes(50 * 1024), i == 3);
+    }
+    let (data, ended, _) = drain(&mut t.s, id);
+    assert_eq!((data.len(), ended), (200 * 1024, true));
+    let updates: Vec<u32> = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::WINDOW_UPDATE)
+        .map(|f| f.stream_id)
+        .collect();
+    // (The connection's half, 512 KiB, is not reached either.)
+    assert_eq!(updates, Vec::<u32>::new(), "nothing more will come");
+}
+
+#[test]
+fn frames_keep_within_the_peers_smaller_payload_limit() {
+    let (mut t, id) = with_stream();
+    t.s.set_peer_max_payload(16 * 1024);
+    t.s.send(id, Metadata::new(), bytes(40 * 1024), true)
+        .unwrap();
+    let sizes: Vec<usize> = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| f.payload.len())
+        .collect();
+    assert_eq!(sizes, vec![16 * 1024, 16 * 1024, 8 * 1024]);
+}
+
+#[test]
+fn the_idle_clock_waits_for_the_last_stream_not_any() {
+    let mut t = server();
+    t.open(1, b"", true);
+    t.open(3, b"", false);
+    let (a, _b) = (t.s.accept().unwrap(), t.s.accept().unwrap());
+    t.s.send(a, Metadata::new(), Bytes::new(), true).unwrap();
+    t.s.release(a, t.now);
+    t.out();
+    assert_eq!(t.s.stats().streams, 1, "one stream left, one open");
+    t.advance(Duration::from_secs(60));
+    assert!(!t.s.is_closed(), "not idle while a stream is open");
+}
+
+#[test]
+fn a_second_shutdown_sends_no_second_goaway_nor_moves_the_drain() {
+    let mut c = Config::default();
+    c.idle_timeout(None);
+    let mut t = Scripted::server(c);
+    t.open(1, b"", false);
+    t.s.accept().unwrap();
+    t.out();
+    t.s.shutdown(t.now, Duration::from_secs(10));
+    t.s.shutdown(t.now, Duration::from_secs(60));
+    let out = t.out();
+    let goaways = out.iter().filter(|f| f.ty == FrameType::GOAWAY).count();
+    assert_eq!(goaways, 1, "{out:?}");
+    assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(10)));
+}
+
+#[test]
+fn the_drain_deadline_closes_without_a_second_goaway() {
+    let mut c = Config::default();
+    c.idle_timeout(None);
+    let mut t = Scripted::server(c);
+    t.open(1, b"", false);
+    t.s.accept().unwrap();
+    t.s.shutdown(t.now, Duration::from_secs(10));
+    assert_eq!(goaway(&t.out()), Some(Reason::NO_ERROR));
+    t.advance(Duration::from_secs(10));
+    assert!(t.s.is_closed());
+    let out = t.out();
+    assert!(out.is_empty(), "the GOAWAY went already: {out:?}");
+}
+
+#[test]
+fn a_stream_window_update_of_64_bytes_is_not_tiny() {
+    let mut cfg = Config::default();
+    cfg.empty_frame_budget(3);
+    let mut t = Scripted::server(cfg);
+    t.open(1, b"", false);
+    t.s.accept().unwrap();
+    for _ in 0..10 {
+        t.feed(Frame::window_update(1, 64));
+    }
+    assert!(!t.s.is_closed(), "64 bytes is the smallest ordinary update");
+    for _ in 0..4 {
+        t.feed(Frame::window_update(1, 63));
+    }
+    assert_eq!(goaway(&t.out()), Some(Reason::ENHANCE_YOUR_CALM));
+}
+
+#[test]
+fn a_piece_of_exactly_the_payload_limit_goes_whole_with_its_end() {
+    let (mut t, id) = with_stream();
+    t.s.set_peer_max_payload(16 * 1024);
+    t.s.send(id, Metadata::new(), bytes(16 * 1024), true)
+        .unwrap();
+    let data: Vec<(usize, bool)> = t
+        .out()
+        .iter()
+        .filter(|f| f.ty == FrameType::DATA)
+        .map(|f| (f.payload.len(), f.is_end_stream()))
+        .collect();
+    assert_eq!(
+        data,
+        vec![(16 * 1024, true)],
+        "one frame, not a bare END after it"
+    );
+}
+
+#[test]
+fn send_some_with_credit_and_nothing_waiting_makes_the_frame_at_once() {
+    let (mut t, id) = with_stream();
+    let room = t.s.send_room(id).unwrap();
+    let (mut md, mut data) = (Metadata::new(), Bytes::from_static(b"hello"));
+    assert_eq!(t.s.send_some(id, &mut md, &mut data, false), Ok(true));
+    assert_eq!(t.s.send_room(id), Ok(room), "not queued: the frame is made");
+    assert!(t.s.has_transmit());
+    let out = t.out();
+    assert_eq!((out.len(), &out[0].payload[..]), (1, &b"hello"[..]));
+}
