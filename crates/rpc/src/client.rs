@@ -131,13 +131,13 @@ impl Client {
     fn plain_metadata(&self, method: &str, codec: Option<&str>) -> Result<Metadata, Status> {
         let mut cache = self.shared.plain.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = cache.get(method)
-            && m.get(crate::typed::CODEC_KEY) == codec.map(str::as_bytes)
+            && m.codec() == codec.map(str::as_bytes)
         {
             return Ok(m.clone());
         }
         let mut b = Metadata::builder().method(&method::canonicalize(method)?);
         if let Some(c) = codec {
-            b = b.custom(crate::typed::CODEC_KEY, c.as_bytes());
+            b = b.codec(c);
         }
         let m = b.finish();
         if cache.len() < PLAIN_CACHE_MAX {

@@ -113,7 +113,7 @@ impl CallOptions {
     ) -> Result<Metadata, Status> {
         let mut b = Metadata::builder().method(method);
         if let Some(c) = codec {
-            b = b.custom(crate::typed::CODEC_KEY, c.as_bytes());
+            b = b.codec(c);
         }
         if let Some(d) = deadline {
             b = b.timeout(deadline::remaining(d, now)?);

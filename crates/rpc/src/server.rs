@@ -207,7 +207,7 @@ impl Server {
             Ok(r) => r,
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
-        if let (Some(want), Some(got)) = (route.codec, meta.get(crate::typed::CODEC_KEY))
+        if let (Some(want), Some(got)) = (route.codec, meta.codec())
             && got != want.as_bytes()
         {
             let status = crate::typed::codec_mismatch(&route.name, want, got);

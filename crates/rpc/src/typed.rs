@@ -108,8 +108,10 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T
 }
 
 /// The custom `OPEN` metadata key under which a typed call names its codec
-/// (docs/PROTOCOL.md, "Codec of a typed call").
-pub const CODEC_KEY: &[u8] = b"weft-codec";
+/// (docs/PROTOCOL.md, "Codec of a typed call"); weft-frame builds and
+/// reads the entry ([`MetadataBuilder::codec`](weft_frame::MetadataBuilder::codec),
+/// [`Metadata::codec`](weft_frame::Metadata::codec)).
+pub use weft_frame::metadata::CODEC_KEY;
 
 /// The status of a call whose codec is not the method's.
 pub(crate) fn codec_mismatch(method: &str, want: &str, got: &[u8]) -> Status {

@@ -13,19 +13,10 @@ use weft_mux::{MuxError, Stream, StreamError};
 use crate::codec::{Framed, MessageDecoder};
 use crate::{Code, Status};
 
-/// Encoded trailers of a successful call: `status = 0`, no message.
-const OK_TRAILERS: &[u8] = &[weft_frame::metadata::tag::STATUS, 0, 4, 0, 0, 0, 0];
-
 /// The trailers for `status`. `OK` allocates nothing.
 pub(crate) fn trailers(status: &Status) -> Metadata {
     if status.is_ok() {
-        static OK: std::sync::OnceLock<Metadata> = std::sync::OnceLock::new();
-        return OK
-            .get_or_init(|| {
-                Metadata::from_bytes(Bytes::from_static(OK_TRAILERS))
-                    .expect("static OK trailers are well formed")
-            })
-            .clone();
+        return Metadata::ok_status();
     }
     let mut msg = status.message();
     // Keep the block under the 16 KiB metadata limit; cut on a char boundary.
@@ -39,7 +30,7 @@ pub(crate) fn trailers(status: &Status) -> Metadata {
     }
     let b = Metadata::builder().status(status.code().0).message(msg);
     match status.details() {
-        Some(d) if d.len() <= crate::status::MAX_DETAILS => b.custom(DETAILS_KEY, d).finish(),
+        Some(d) if d.len() <= crate::status::MAX_DETAILS => b.status_details(d).finish(),
         Some(d) => {
             tracing::warn!(len = d.len(), "status details over the limit, not sent");
             b.finish()
@@ -67,9 +58,6 @@ pub(crate) fn trailers_with(status: &Status, extra: &[crate::options::Entry]) ->
     b.finish()
 }
 
-/// The custom trailer key of a status's details (PROTOCOL 7.5.1).
-pub(crate) const DETAILS_KEY: &[u8] = b"weft-status-details";
-
 /// The call's outcome from its trailers.
 pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
     let Some(code) = trailers.and_then(Metadata::status) else {
@@ -83,7 +71,7 @@ pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
         .unwrap_or("")
         .to_owned();
     let status = Status::new(Code(code), message);
-    Err(match trailers.and_then(|t| t.get(DETAILS_KEY)) {
+    Err(match trailers.and_then(Metadata::status_details) {
         Some(d) => status.with_details(Bytes::copy_from_slice(d)),
         None => status,
     })
