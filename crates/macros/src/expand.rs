@@ -150,6 +150,11 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
     let codec = &respan(&m.codec, m.span);
     let with = format_ident!("{}_with", ident);
     let opts_doc = format!("[`{ident}`](Self::{ident}) with options (deadline, metadata).");
+    let with_response = format_ident!("{}_response", ident);
+    let response_doc = format!(
+        "[`{ident}_with`](Self::{ident}_with), also returning the response headers and \
+         trailers the handler set (`Response::header`, `Response::trailer`)."
+    );
     let wire_doc = format!("Wire name: `{wire}`.");
     let docs = quote! {
         #(#docs)*
@@ -174,6 +179,15 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
                 opts: &#rpc::CallOptions,
             ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + use<'a> {
                 self.inner.unary_codec(#wire, #codec, &request, opts)
+            }
+
+            #[doc = #response_doc]
+            #vis fn #with_response<'a>(
+                &'a self,
+                request: #request,
+                opts: &#rpc::CallOptions,
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<#rpc::Response<#response>, #rpc::Status>> + use<'a> {
+                self.inner.unary_codec_response(#wire, #codec, &request, opts)
             }
         },
         Shape::ServerStreaming { .. } => quote_spanned! {span=>

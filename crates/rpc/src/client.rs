@@ -20,7 +20,7 @@ use crate::observe::{self, Traced};
 use crate::typed::response_error;
 use crate::wire::{self, Reader};
 use crate::within::{Within, within};
-use crate::{CallOptions, Codec, Raw, Status, method};
+use crate::{CallOptions, Codec, Raw, Response, Status, method};
 
 /// Method metadata kept for calls without deadline or custom entries, so
 /// the common call builds no metadata. Bounded: past it, calls build their own.
@@ -203,13 +203,39 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
+        self.unary_bytes(method, request, opts, |b, _| Ok(b))
+    }
+
+    /// A unary call on raw bytes that also returns the response headers
+    /// and trailers the handler set (see [`Response`]). Prepared here, as
+    /// [`unary_with`](Self::unary_with).
+    pub fn unary_response(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Response<Bytes>, Status>> + use<'_> {
+        self.unary_bytes(method, request, opts, |b, r| Ok(Response::read(b, r)))
+    }
+
+    fn unary_bytes<T, F>(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+        finish: F,
+    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, T, F>>>
+    where
+        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
+    {
         let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
         let framed = codec::frame(request, self.max());
         let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, None));
         if let Ok(p) = &prepared {
             obs.sent(&p.framed);
         }
-        let finish = obs.counting(Ok);
+        let count = obs.counting(Ok);
+        let finish = move |b, r: &Reader| count(b).and_then(|b| finish(b, r));
         Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
@@ -246,7 +272,10 @@ impl Client {
             obs.sent(&p.framed);
         }
         let finish = obs.counting(|b| crate::message::from_json(&b));
-        Traced::new(obs, self.unary_prepared(prepared, finish))
+        Traced::new(
+            obs,
+            self.unary_prepared(prepared, move |b, _: &Reader| finish(b)),
+        )
     }
 
     /// A unary call on values carried by `codec` (what `#[weft::service]`
@@ -254,21 +283,56 @@ impl Client {
     pub fn unary_codec<C, Req, Resp>(
         &self,
         method: &str,
-        _codec: C,
+        codec: C,
         request: &Req,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Resp, Status>> + use<'_, C, Req, Resp>
     where
         C: Codec<Req> + Codec<Resp>,
     {
+        self.unary_typed(method, codec, request, opts, |b, _| {
+            <C as Codec<Resp>>::decode(b)
+        })
+    }
+
+    /// [`unary_codec`](Self::unary_codec), also returning the response
+    /// headers and trailers the handler set (the `_response` methods of a
+    /// `#[weft::service]` client).
+    pub fn unary_codec_response<C, Req, Resp>(
+        &self,
+        method: &str,
+        codec: C,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Response<Resp>, Status>> + use<'_, C, Req, Resp>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
+        self.unary_typed(method, codec, request, opts, |b, r| {
+            <C as Codec<Resp>>::decode(b).map(|m| Response::read(m, r))
+        })
+    }
+
+    fn unary_typed<C, Req, T, F>(
+        &self,
+        method: &str,
+        _codec: C,
+        request: &Req,
+        opts: &CallOptions,
+        finish: F,
+    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, C, Req, T, F>>>
+    where
+        C: Codec<Req>,
+        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
+    {
         let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
-        let framed = <C as Codec<Req>>::encode(request, self.max());
-        let prepared = framed
-            .and_then(|f| self.prepare_unary(method, f, &opts, Some(<C as Codec<Req>>::NAME)));
+        let framed = C::encode(request, self.max());
+        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, Some(C::NAME)));
         if let Ok(p) = &prepared {
             obs.sent(&p.framed);
         }
-        let finish = obs.counting(<C as Codec<Resp>>::decode);
+        let count = obs.counting(Ok);
+        let finish = move |b, r: &Reader| count(b).and_then(|b| finish(b, r));
         Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
@@ -297,7 +361,7 @@ impl Client {
     fn unary_prepared<T>(
         &self,
         prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
     ) -> Within<impl Future<Output = Result<T, Status>>> {
         let deadline = prepared.as_ref().ok().and_then(|p| p.deadline);
         within(deadline, self.unary_call(prepared, finish))
@@ -306,52 +370,18 @@ impl Client {
     async fn unary_call<T>(
         &self,
         prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
     ) -> Result<T, Status> {
         let Prepared { meta, framed, .. } = prepared?;
         let mut stream = self.open(meta, framed, true).await?;
         observe::client_stream(stream.id());
-        let body = {
-            let mut reader = Reader::new(self.max());
-            read_response(&mut reader, &mut stream).await
-        };
-        let value = body
-            .and_then(|b| finish(b).map_err(|e| response_error(stream.metadata().method(), &e)));
+        let mut reader = Reader::new(self.max());
+        let body = read_response(&mut reader, &mut stream).await;
+        let value = body.and_then(|b| {
+            finish(b, &reader).map_err(|e| response_error(stream.metadata().method(), &e))
+        });
         drop(stream);
         value
-    }
-
-    /// A unary call on raw bytes that also returns the response's trailers
-    /// (the final frame's metadata: the status entries and the custom ones
-    /// the handler set with `Context::set_trailer`).
-    pub async fn unary_with_trailers(
-        &self,
-        method: &str,
-        request: Bytes,
-        opts: &CallOptions,
-    ) -> Result<(Bytes, Metadata), Status> {
-        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
-        let prepared = codec::frame(request, self.max())
-            .and_then(|f| self.prepare_unary(method, f, &opts, None));
-        if let Ok(p) = &prepared {
-            obs.sent(&p.framed);
-        }
-        let count = obs.counting(Ok);
-        let call = async {
-            let Prepared {
-                meta,
-                framed,
-                deadline,
-            } = prepared?;
-            within(deadline, async {
-                let mut stream = self.open(meta, framed, true).await?;
-                let mut reader = Reader::new(self.max());
-                let body = count(read_response(&mut reader, &mut stream).await?)?;
-                Ok((body, reader.trailers().cloned().unwrap_or_default()))
-            })
-            .await
-        };
-        Traced::new(obs, call).await
     }
 
     /// A server-streaming call: sends `request`, returns the response stream.
@@ -595,7 +625,12 @@ impl Call {
         if let Some(Err(e)) = &self.outcome {
             return Err(e.clone());
         }
-        match within(self.deadline, wire::send(&mut self.stream, framed, None)).await {
+        match within(
+            self.deadline,
+            wire::send(&mut self.stream, framed, None, None),
+        )
+        .await
+        {
             Ok(()) => Ok(()),
             Err(e) => Err(self.failure(e).await),
         }
@@ -673,6 +708,13 @@ impl<T, C: Codec<T>> Streaming<T, C> {
     pub async fn message(&mut self) -> Result<Option<T>, Status> {
         let m = self.call.message().await?;
         self.call.decode::<T, C>(m)
+    }
+
+    /// The response headers (`Context::set_header`), once the first
+    /// message has been read. A call that sent no message carries its
+    /// headers in its trailers instead (gRPC's "trailers-only" response).
+    pub fn headers(&self) -> Option<&Metadata> {
+        self.call.reader.headers()
     }
 
     /// The trailers, once the call ended (custom entries the handler set
@@ -814,6 +856,11 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
     pub async fn message(&mut self) -> Result<Option<Resp>, Status> {
         let m = self.call.message().await?;
         self.call.decode::<Resp, C>(m)
+    }
+
+    /// The response headers, once received (see [`Streaming::headers`]).
+    pub fn headers(&self) -> Option<&Metadata> {
+        self.call.reader.headers()
     }
 
     /// The trailers, once the call ended (see [`Streaming::trailers`]).

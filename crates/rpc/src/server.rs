@@ -390,24 +390,40 @@ async fn respond(
     if let Ok(Some(framed)) = &result {
         guard.meter.sent(framed);
     }
-    // The handler's own trailers, if it set any (none allocates nothing).
-    let extra = guard.calls.take_trailers(guard.id);
+    // The handler's own headers (if they have not gone with a streamed
+    // message) and trailers, if it set any (none allocates nothing).
+    let (headers, extra) = guard.calls.take_end(guard.id);
     let (sent, cut) = match result {
         Ok(Some(framed)) => {
             let t = wire::trailers_with(&Status::ok(), &extra);
-            (wire::send(stream, framed, Some(t)).await, false)
+            let h = (!headers.is_empty()).then(|| wire::headers(&headers));
+            (wire::send(stream, framed, h, Some(t)).await, false)
         }
+        // No message: headers not sent yet join the trailers (gRPC's
+        // "trailers-only" response).
         Ok(None) => (
-            wire::finish_with(stream, &Status::ok(), &extra).await,
+            wire::finish_with(stream, &Status::ok(), &join(headers, extra)).await,
             false,
         ),
         Err(status) => {
             tracing::debug!(id = stream.id(), %status, "call failed");
-            let sent = wire::finish_with(stream, &status, &extra).await;
+            let sent = wire::finish_with(stream, &status, &join(headers, extra)).await;
             (sent, cut_short(&status))
         }
     };
     guard.clean = sent.is_ok() && !cut;
+}
+
+/// Headers then trailers, for a call whose end carries both.
+fn join(
+    mut headers: Vec<crate::options::Entry>,
+    trailers: Vec<crate::options::Entry>,
+) -> Vec<crate::options::Entry> {
+    if headers.is_empty() {
+        return trailers;
+    }
+    headers.extend(trailers);
+    headers
 }
 
 pub(crate) async fn unary<F, Fut, Req, Resp>(call: ServerCall, f: F)
@@ -463,7 +479,7 @@ where
         max,
         mut guard,
     } = call;
-    let slot = Slot::new(stream);
+    let slot = Slot::serving(stream, guard.calls.clone(), guard.id);
     let result = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER).await;
     end_streaming(slot, result, &mut guard).await;
 }

@@ -58,6 +58,15 @@ pub(crate) fn trailers_with(status: &Status, extra: &[crate::options::Entry]) ->
     b.finish()
 }
 
+/// The response headers block of a handler's entries (custom entries
+/// only: no status, so a caller tells them from trailers; PROTOCOL 7.5.2).
+pub(crate) fn headers(entries: &[crate::options::Entry]) -> Metadata {
+    entries
+        .iter()
+        .fold(Metadata::builder(), |b, (k, v)| b.custom(k, v))
+        .finish()
+}
+
 /// The call's outcome from its trailers.
 pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
     let Some(code) = trailers.and_then(Metadata::status) else {
@@ -111,6 +120,7 @@ pub(crate) struct Reader {
     decoder: MessageDecoder,
     chunk: Bytes,
     ended: bool,
+    headers: Option<Metadata>,
     trailers: Option<Metadata>,
 }
 
@@ -120,6 +130,7 @@ impl Reader {
             decoder: MessageDecoder::new(max_message),
             chunk: Bytes::new(),
             ended: false,
+            headers: None,
             trailers: None,
         }
     }
@@ -182,6 +193,9 @@ impl Reader {
                 } else if c.metadata.status().is_some() {
                     // A status on a frame that does not end the stream.
                     self.trailers = Some(c.metadata);
+                } else if !c.metadata.is_empty() && self.headers.is_none() {
+                    // The first metadata without a status: the headers.
+                    self.headers = Some(c.metadata);
                 }
                 self.chunk = c.data;
             }
@@ -203,28 +217,55 @@ impl Reader {
         Ok(msg)
     }
 
+    /// The sender's headers, once received (the first frame with metadata
+    /// and no status that did not end the stream).
+    pub(crate) fn headers(&self) -> Option<&Metadata> {
+        self.headers.as_ref()
+    }
+
     /// The sender's trailers, once ended.
     pub(crate) fn trailers(&self) -> Option<&Metadata> {
         self.trailers.as_ref()
     }
 }
 
-/// Sends one framed message, optionally ending the stream with `trailers`.
+/// Sends one framed message, its first frame carrying `headers` (a
+/// server's response headers, when they have not gone yet) and, if `end`
+/// is given, its last frame ending the stream with those trailers. A
+/// message in one piece that needs both is cut after its length prefix,
+/// so headers and trailers never share a frame (PROTOCOL 7.5.2).
 pub(crate) async fn send(
     stream: &mut Stream,
     framed: Framed,
+    headers: Option<Metadata>,
     end: Option<Metadata>,
 ) -> Result<(), Status> {
-    let r = match (framed, end) {
-        (Framed::One(b), None) => stream.send(b, false).await,
-        (Framed::One(b), Some(t)) => stream.send_with_metadata(t, b, true).await,
-        (Framed::Two(p, b), end) => {
-            stream.send(p, false).await.map_err(|e| from_stream(&e))?;
-            match end {
-                None => stream.send(b, false).await,
-                Some(t) => stream.send_with_metadata(t, b, true).await,
-            }
+    let last = end.is_some();
+    let (first, rest) = match framed {
+        Framed::One(b) if headers.is_none() || end.is_none() => (b, None),
+        Framed::One(mut b) => (b.split_to(b.len().min(crate::codec::PREFIX_LEN)), Some(b)),
+        Framed::Two(p, b) => (p, Some(b)),
+    };
+    match rest {
+        // At most one of `end` and `headers` is set here.
+        None => piece(stream, end.or(headers), first, last).await,
+        Some(body) => {
+            piece(stream, headers, first, false).await?;
+            piece(stream, end, body, last).await
         }
+    }
+}
+
+/// Sends one frame, with metadata if there is any.
+async fn piece(
+    stream: &mut Stream,
+    meta: Option<Metadata>,
+    data: Bytes,
+    end: bool,
+) -> Result<(), Status> {
+    let r = match meta {
+        Some(m) => stream.send_with_metadata(m, data, end).await,
+        None => stream.send(data, end).await,
     };
     r.map_err(|e| from_stream(&e))
 }
