@@ -140,6 +140,16 @@ async fn every_shape_round_trips() {
         s.send(n).await.unwrap();
     }
     assert_eq!(s.finish().await.unwrap(), 42);
+    // The same through the Sink interface: send_all, then close (which
+    // ends the requests), then the response.
+    let mut s = c.sum().await.unwrap();
+    s.send_all(&mut futures::stream::iter([1, 2, 39].map(Ok)))
+        .await
+        .unwrap();
+    SinkExt::send(&mut s, 100).await.unwrap();
+    SinkExt::close(&mut s).await.unwrap();
+    assert!(format!("{s:?}").contains("ClientStreamingCall"));
+    assert_eq!(s.finish().await.unwrap(), 142);
 
     let mut b = c.shout().await.unwrap();
     b.send("hi".into()).await.unwrap();
