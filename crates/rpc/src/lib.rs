@@ -42,6 +42,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod call;
 mod client;
 pub mod codec;
 mod context;

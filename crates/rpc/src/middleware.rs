@@ -26,9 +26,8 @@ use weft_frame::Metadata;
 #[cfg(feature = "tower")]
 use crate::PeerInfo;
 #[cfg(feature = "tower")]
-use crate::router::Handler;
 #[cfg(feature = "tower")]
-use crate::server::ServerCall;
+use crate::call::{Handler, ServerCall};
 use crate::{Context, Status};
 
 /// A check run on every call before its handler, with the call's context

@@ -22,9 +22,9 @@ use std::task::{Context as TaskContext, Poll, ready};
 
 use bytes::Bytes;
 
+use crate::call::{Bidi, ClientStreaming, ServerStreaming, Unary};
 use crate::codec::{self, Framed};
 use crate::message::{Decode, Encode};
-use crate::router::{Bidi, ClientStreaming, ServerStreaming, Unary};
 use crate::streams::{Slot, send_on};
 use crate::{Context, RequestStream, ResponseSink, Router, Shape, Status};
 
