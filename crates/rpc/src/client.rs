@@ -424,9 +424,8 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
-        self.start_empty(method, opts, Some(<C as Codec<Req>>::NAME))
+        self.open_codec::<C, Req, _>(method, opts, ClientStreamingCall::new)
             .await
-            .map(ClientStreamingCall::new)
     }
 
     /// A bidirectional call on values carried by `codec`.
@@ -439,9 +438,8 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
-        self.start_empty(method, opts, Some(<C as Codec<Req>>::NAME))
+        self.open_codec::<C, Req, _>(method, opts, BidiCall::new)
             .await
-            .map(BidiCall::new)
     }
 
     /// A server-streaming call with a JSON request.
@@ -475,6 +473,18 @@ impl Client {
         self.start_empty(method, opts, None)
             .await
             .map(BidiCall::new)
+    }
+
+    /// Opens a call of `codec` whose requests come later, as `handle`.
+    async fn open_codec<C: Codec<Req>, Req, H>(
+        &self,
+        method: &str,
+        opts: &CallOptions,
+        handle: fn(Call) -> H,
+    ) -> Result<H, Status> {
+        self.start_empty(method, opts, Some(C::NAME))
+            .await
+            .map(handle)
     }
 
     async fn start_empty(
@@ -606,9 +616,22 @@ impl Call {
         f.debug_struct(name).field("call", self).finish()
     }
 
-    /// Decodes a response message; a failure is the server's fault.
-    fn decode<T, C: Codec<T>>(&self, m: Option<Bytes>) -> Result<Option<T>, Status> {
+    /// The next response decoded by `C`; a decode failure is the server's.
+    async fn next_as<T, C: Codec<T>>(&mut self) -> Result<Option<T>, Status> {
+        let m = self.message().await?;
         m.map(|b| self.decode_body::<T, C>(b)).transpose()
+    }
+
+    /// [`next_as`](Self::next_as) as a `futures::Stream` poll.
+    fn poll_next_as<T, C: Codec<T>>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<T, Status>>> {
+        let m = ready!(self.poll_message(cx));
+        Poll::Ready(
+            m.and_then(|m| m.map(|b| self.decode_body::<T, C>(b)).transpose())
+                .transpose(),
+        )
     }
 
     fn decode_body<T, C: Codec<T>>(&self, b: Bytes) -> Result<T, Status> {
@@ -718,8 +741,7 @@ impl<T, C: Codec<T>> Streaming<T, C> {
 
     /// The next message; `Ok(None)` after a successful end.
     pub async fn message(&mut self) -> Result<Option<T>, Status> {
-        let m = self.call.message().await?;
-        self.call.decode::<T, C>(m)
+        self.call.next_as::<T, C>().await
     }
 
     /// The response headers (`Context::set_header`), once the first
@@ -754,9 +776,7 @@ impl<T, C: Codec<T>> futures_core::Stream for Streaming<T, C> {
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let m = ready!(this.call.poll_message(cx));
-        Poll::Ready(m.and_then(|m| this.call.decode::<T, C>(m)).transpose())
+        self.get_mut().call.poll_next_as::<T, C>(cx)
     }
 }
 
@@ -999,8 +1019,7 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
 
     /// The next message from the server; `Ok(None)` after its successful end.
     pub async fn message(&mut self) -> Result<Option<Resp>, Status> {
-        let m = self.call.message().await?;
-        self.call.decode::<Resp, C>(m)
+        self.call.next_as::<Resp, C>().await
     }
 
     /// The response headers, once received (see [`Streaming::headers`]).
@@ -1037,9 +1056,7 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> futures_core::Stream for BidiCall<R
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let m = ready!(this.call.poll_message(cx));
-        Poll::Ready(m.and_then(|m| this.call.decode::<Resp, C>(m)).transpose())
+        self.get_mut().call.poll_next_as::<Resp, C>(cx)
     }
 }
 
