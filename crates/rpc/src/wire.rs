@@ -194,8 +194,12 @@ impl Reader {
                     // A status on a frame that does not end the stream.
                     self.trailers = Some(c.metadata);
                 } else if !c.metadata.is_empty() && self.headers.is_none() {
-                    // The first metadata without a status: the headers.
-                    self.headers = Some(c.metadata);
+                    // The first metadata without a status: the headers,
+                    // copied (one allocation, only for a call that has
+                    // them): the block is a slice of the read buffer, and
+                    // a long call would keep that whole buffer alive.
+                    let own = Bytes::copy_from_slice(c.metadata.as_bytes());
+                    self.headers = Some(Metadata::from_bytes(own).unwrap_or_default());
                 }
                 self.chunk = c.data;
             }
