@@ -165,7 +165,8 @@ impl Context {
 
     /// Adds a response header: a custom entry the caller sees before the
     /// call's first message (`Streaming::headers`, `Response::headers`),
-    /// e.g. a server id or a rate-limit budget. Headers go out with the
+    /// e.g. a server id or a rate-limit budget (an `Interceptor` may set
+    /// them too, for every call it passes). Headers go out with the
     /// handler's first message, or with its end if it sends none; a header
     /// set after that is dropped (logged at debug level), as grpc-go
     /// refuses `SetHeader` once headers were sent.

@@ -227,12 +227,14 @@ impl Server {
             id,
         )
         .with_trace(trace);
+        // Registered before the interceptor, so headers it sets are kept.
+        calls.begin(id);
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
         {
+            calls.end(id, false);
             return Some(Box::pin(reject(stream, status)));
         }
-        calls.begin(id);
         let call = ServerCall {
             stream,
             ctx,
