@@ -15,7 +15,7 @@
 //!   use for keys that travel to nested calls.
 //!
 //! Receivers do not enforce any of this: a custom entry from a peer that
-//! ignores the convention is still delivered, and [`Metadata::value`]
+//! ignores the convention is still delivered, and [`Metadata::value`](super::Metadata::value)
 //! simply finds no text in a value that is not ASCII.
 //!
 //! ```
