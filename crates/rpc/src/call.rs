@@ -277,26 +277,31 @@ async fn respond(
     if let Ok(Some(framed)) = &result {
         guard.meter.sent(framed);
     }
-    // The handler's own headers (if they have not gone with a streamed
-    // message) and trailers, if it set any (none allocates nothing).
-    let (headers, extra) = guard.calls.take_end(guard.id);
-    let (sent, cut) = match result {
-        Ok(Some(framed)) => {
-            let t = wire::trailers_with(&Status::ok(), &extra);
-            let h = (!headers.is_empty()).then(|| wire::headers(&headers));
-            (wire::send(stream, framed, h, Some(t)).await, false)
+    // What the end sends, built before its one await (so the call's
+    // future holds none of it): the handler's headers, if they have not
+    // gone with a streamed message, and its trailers (none allocates
+    // nothing).
+    let (message, trailers, cut) = {
+        let (headers, extra) = guard.calls.take_end(guard.id);
+        match result {
+            Ok(Some(framed)) => {
+                let h = (!headers.is_empty()).then(|| wire::headers(&headers));
+                (Some((framed, h)), wire::trailers_with(&OK, &extra), false)
+            }
+            // No message: headers not sent yet join the trailers (gRPC's
+            // "trailers-only" response).
+            Ok(None) => (None, wire::trailers_with(&OK, &join(headers, extra)), false),
+            Err(status) => {
+                tracing::debug!(id = stream.id(), %status, "call failed");
+                let t = wire::trailers_with(&status, &join(headers, extra));
+                (None, t, cut_short(&status))
+            }
         }
-        // No message: headers not sent yet join the trailers (gRPC's
-        // "trailers-only" response).
-        Ok(None) => (
-            wire::finish_with(stream, &Status::ok(), &join(headers, extra)).await,
-            false,
-        ),
-        Err(status) => {
-            tracing::debug!(id = stream.id(), %status, "call failed");
-            let sent = wire::finish_with(stream, &status, &join(headers, extra)).await;
-            (sent, cut_short(&status))
-        }
+    };
+    let sent = match message {
+        Some((framed, None)) => wire::send(stream, framed, Some(trailers)).await,
+        Some((framed, Some(h))) => wire::send_headed(stream, framed, h, Some(trailers)).await,
+        None => wire::end(stream, trailers).await,
     };
     guard.clean = sent.is_ok() && !cut;
 }

@@ -648,12 +648,7 @@ impl Call {
         if let Some(Err(e)) = &self.outcome {
             return Err(e.clone());
         }
-        match within(
-            self.deadline,
-            wire::send(&mut self.stream, framed, None, None),
-        )
-        .await
-        {
+        match within(self.deadline, wire::send(&mut self.stream, framed, None)).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.failure(e).await),
         }

@@ -288,8 +288,10 @@ impl ResponseSink {
 pub(crate) async fn send_on(slot: &Slot, framed: codec::Framed) -> Result<(), Status> {
     let mut lease = slot.lease(Role::Send).await?;
     lease.sending = true;
-    let headers = lease.take_headers();
-    wire::send(lease.get(), framed, headers, None).await?;
+    match lease.take_headers() {
+        None => wire::send(lease.get(), framed, None).await?,
+        Some(h) => wire::send_headed(lease.get(), framed, h, None).await?,
+    }
     lease.sending = false;
     Ok(())
 }

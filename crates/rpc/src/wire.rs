@@ -120,7 +120,8 @@ pub(crate) struct Reader {
     decoder: MessageDecoder,
     chunk: Bytes,
     ended: bool,
-    headers: Option<Metadata>,
+    /// Boxed: most calls have none, and every unary future holds a Reader.
+    headers: Option<Box<Metadata>>,
     trailers: Option<Metadata>,
 }
 
@@ -199,7 +200,7 @@ impl Reader {
                     // them): the block is a slice of the read buffer, and
                     // a long call would keep that whole buffer alive.
                     let own = Bytes::copy_from_slice(c.metadata.as_bytes());
-                    self.headers = Some(Metadata::from_bytes(own).unwrap_or_default());
+                    self.headers = Some(Box::new(Metadata::from_bytes(own).unwrap_or_default()));
                 }
                 self.chunk = c.data;
             }
@@ -224,7 +225,7 @@ impl Reader {
     /// The sender's headers, once received (the first frame with metadata
     /// and no status that did not end the stream).
     pub(crate) fn headers(&self) -> Option<&Metadata> {
-        self.headers.as_ref()
+        self.headers.as_deref()
     }
 
     /// The sender's trailers, once ended.
@@ -233,60 +234,61 @@ impl Reader {
     }
 }
 
-/// Sends one framed message, its first frame carrying `headers` (a
-/// server's response headers, when they have not gone yet) and, if `end`
-/// is given, its last frame ending the stream with those trailers. A
-/// message in one piece that needs both is cut after its length prefix,
-/// so headers and trailers never share a frame (PROTOCOL 7.5.2).
+/// Sends one framed message, optionally ending the stream with `trailers`.
 pub(crate) async fn send(
     stream: &mut Stream,
     framed: Framed,
-    headers: Option<Metadata>,
     end: Option<Metadata>,
 ) -> Result<(), Status> {
-    let last = end.is_some();
-    let (first, rest) = match framed {
-        Framed::One(b) if headers.is_none() || end.is_none() => (b, None),
+    let r = match (framed, end) {
+        (Framed::One(b), None) => stream.send(b, false).await,
+        (Framed::One(b), Some(t)) => stream.send_with_metadata(t, b, true).await,
+        (Framed::Two(p, b), end) => {
+            stream.send(p, false).await.map_err(|e| from_stream(&e))?;
+            match end {
+                None => stream.send(b, false).await,
+                Some(t) => stream.send_with_metadata(t, b, true).await,
+            }
+        }
+    };
+    r.map_err(|e| from_stream(&e))
+}
+
+/// [`send`] of a server's first message when the handler set response
+/// headers: the first frame carries them (PROTOCOL 7.5.2). A message in one
+/// piece that also ends the stream is cut after its length prefix, so
+/// headers and trailers never share a frame. (A separate function so the
+/// common call, without headers, pays nothing for it.)
+pub(crate) async fn send_headed(
+    stream: &mut Stream,
+    framed: Framed,
+    headers: Metadata,
+    end: Option<Metadata>,
+) -> Result<(), Status> {
+    let (first, body) = match framed {
+        Framed::One(b) if end.is_none() => (b, None),
         Framed::One(mut b) => (b.split_to(b.len().min(crate::codec::PREFIX_LEN)), Some(b)),
         Framed::Two(p, b) => (p, Some(b)),
     };
-    match rest {
-        // At most one of `end` and `headers` is set here.
-        None => piece(stream, end.or(headers), first, last).await,
-        Some(body) => {
-            piece(stream, headers, first, false).await?;
-            piece(stream, end, body, last).await
-        }
-    }
-}
-
-/// Sends one frame, with metadata if there is any.
-async fn piece(
-    stream: &mut Stream,
-    meta: Option<Metadata>,
-    data: Bytes,
-    end: bool,
-) -> Result<(), Status> {
-    let r = match meta {
-        Some(m) => stream.send_with_metadata(m, data, end).await,
-        None => stream.send(data, end).await,
+    let r = stream.send_with_metadata(headers, first, false).await;
+    r.map_err(|e| from_stream(&e))?;
+    let r = match (body, end) {
+        (None, _) => return Ok(()),
+        (Some(b), Some(t)) => stream.send_with_metadata(t, b, true).await,
+        (Some(b), None) => stream.send(b, false).await,
     };
     r.map_err(|e| from_stream(&e))
 }
 
 /// Ends the stream with `status` and no message.
 pub(crate) async fn finish(stream: &mut Stream, status: &Status) -> Result<(), Status> {
-    finish_with(stream, status, &[]).await
+    end(stream, trailers(status)).await
 }
 
-/// [`finish`] with the handler's trailers.
-pub(crate) async fn finish_with(
-    stream: &mut Stream,
-    status: &Status,
-    extra: &[crate::options::Entry],
-) -> Result<(), Status> {
+/// Ends the stream with these trailers and no message.
+pub(crate) async fn end(stream: &mut Stream, trailers: Metadata) -> Result<(), Status> {
     stream
-        .send_with_metadata(trailers_with(status, extra), Bytes::new(), true)
+        .send_with_metadata(trailers, Bytes::new(), true)
         .await
         .map_err(|e| from_stream(&e))
 }
