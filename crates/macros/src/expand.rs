@@ -34,7 +34,9 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     let wires = methods.iter().map(|m| &m.wire);
     let client_doc = format!(
         "The typed client of [`{name}`]: one method per call, each with a `_with` \
-         variant taking `CallOptions`. Cheap to clone (clones share the connection)."
+         variant taking `CallOptions` (and, for a unary call, a `_response` variant \
+         returning the response's headers and trailers too). Cheap to clone (clones \
+         share the connection)."
     );
     let server_doc = format!(
         "Serves an implementation of [`{name}`]: add it to a `Router` with \
