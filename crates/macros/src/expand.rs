@@ -34,7 +34,9 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     let wires = methods.iter().map(|m| &m.wire);
     let client_doc = format!(
         "The typed client of [`{name}`]: one method per call, each with a `_with` \
-         variant taking `CallOptions`. Cheap to clone (clones share the connection)."
+         variant taking `CallOptions` (and, for a unary call, a `_response` variant \
+         returning the response's headers and trailers too). Cheap to clone (clones \
+         share the connection)."
     );
     let server_doc = format!(
         "Serves an implementation of [`{name}`]: add it to a `Router` with \
@@ -150,6 +152,11 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
     let codec = &respan(&m.codec, m.span);
     let with = format_ident!("{}_with", ident);
     let opts_doc = format!("[`{ident}`](Self::{ident}) with options (deadline, metadata).");
+    let with_response = format_ident!("{}_response", ident);
+    let response_doc = format!(
+        "[`{ident}_with`](Self::{ident}_with), also returning the response headers and \
+         trailers the handler set (`Response::header`, `Response::trailer`)."
+    );
     let wire_doc = format!("Wire name: `{wire}`.");
     let docs = quote! {
         #(#docs)*
@@ -174,6 +181,15 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
                 opts: &#rpc::CallOptions,
             ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + use<'a> {
                 self.inner.unary_codec(#wire, #codec, &request, opts)
+            }
+
+            #[doc = #response_doc]
+            #vis fn #with_response<'a>(
+                &'a self,
+                request: #request,
+                opts: &#rpc::CallOptions,
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<#rpc::Response<#response>, #rpc::Status>> + use<'a> {
+                self.inner.unary_codec_response(#wire, #codec, &request, opts)
             }
         },
         Shape::ServerStreaming { .. } => quote_spanned! {span=>

@@ -41,6 +41,12 @@
 //!   plain `async fn`s, and its futures must be `Send`.
 //! - `rpc = path` names the `weft_rpc` crate if not reached as `::weft::rpc`.
 //!
+//! - The client has, per method, `foo(req)` and `foo_with(req, &opts)`
+//!   (`CallOptions`: deadline, metadata); a unary method also has
+//!   `foo_response(req, &opts)`, returning a `Response<T>` with the
+//!   response headers and trailers the handler set (`Context::set_header`,
+//!   `Context::set_trailer`).
+//!
 //! The generated client calls `weft_rpc::Client::unary_codec` and friends
 //! directly: per call it adds nothing to what the codec itself allocates.
 #![forbid(unsafe_code)]

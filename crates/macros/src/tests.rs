@@ -45,6 +45,8 @@ fn every_shape_expands_to_its_router_and_client_calls() {
         "SvcClient",
         "SvcServer",
         "get_one_with",
+        "get_one_response",
+        "unary_codec_response",
         "docs travel to the client",
         "other :: Raw",
         "my :: Codec",

@@ -5,7 +5,15 @@
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use weft::{CallOptions, Code, Config, Context, Requests, Responses, Router, Status};
+use weft::{
+    Ascii, Binary, CallOptions, Code, Config, Context, MetadataKey, Requests, Responses, Router,
+    Status,
+};
+
+/// A response header `double` sets.
+const SERVED_BY: MetadataKey<Ascii> = MetadataKey::from_static("x-served-by");
+/// A trailer `double` sets: its input, as bytes.
+const INPUT: MetadataKey<Binary> = MetadataKey::from_static("input-bin");
 
 /// The service under test.
 #[weft::service(package = "test.v1")]
@@ -31,7 +39,9 @@ pub trait Calc {
 struct CalcImpl;
 
 impl Calc for CalcImpl {
-    async fn double(&self, _ctx: Context, n: i64) -> Result<i64, Status> {
+    async fn double(&self, ctx: Context, n: i64) -> Result<i64, Status> {
+        ctx.set_header(&SERVED_BY, "calc-1")?;
+        ctx.set_trailer(&INPUT, &n.to_be_bytes())?;
         n.checked_mul(2).ok_or_else(|| {
             // Machine-readable details: the largest value that works.
             Status::invalid_argument("overflow").with_details_as(weft::Json, &(i64::MAX / 2))
@@ -130,6 +140,16 @@ async fn every_shape_round_trips() {
         s.send(n).await.unwrap();
     }
     assert_eq!(s.finish().await.unwrap(), 42);
+    // The same through the Sink interface: send_all, then close (which
+    // ends the requests), then the response.
+    let mut s = c.sum().await.unwrap();
+    s.send_all(&mut futures::stream::iter([1, 2, 39].map(Ok)))
+        .await
+        .unwrap();
+    SinkExt::send(&mut s, 100).await.unwrap();
+    SinkExt::close(&mut s).await.unwrap();
+    assert!(format!("{s:?}").contains("ClientStreamingCall"));
+    assert_eq!(s.finish().await.unwrap(), 142);
 
     let mut b = c.shout().await.unwrap();
     b.send("hi".into()).await.unwrap();
@@ -147,6 +167,15 @@ async fn per_call_options_apply() {
     let e = c.stall_with((), &opts).await.unwrap_err();
     assert_eq!(e.code(), Code::DEADLINE_EXCEEDED);
     assert_eq!(c.double_with(4, &opts).await.unwrap(), 8);
+}
+
+#[tokio::test]
+async fn a_typed_unary_call_reads_the_handlers_headers_and_trailers() {
+    let c = client().await;
+    let r = c.double_response(21, &CallOptions::new()).await.unwrap();
+    assert_eq!(*r.message(), 42);
+    assert_eq!(r.header(&SERVED_BY), Some("calc-1"));
+    assert_eq!(r.trailer(&INPUT), Some(&21i64.to_be_bytes()[..]));
 }
 
 /// The same wire name with another response type: what a client built

@@ -20,7 +20,11 @@ use crate::observe::{self, Traced};
 use crate::typed::response_error;
 use crate::wire::{self, Reader};
 use crate::within::{Within, within};
-use crate::{CallOptions, Codec, Raw, Status, method};
+use crate::{CallOptions, Codec, Raw, Response, Status, method};
+
+mod client_streaming;
+
+pub use client_streaming::ClientStreamingCall;
 
 /// Method metadata kept for calls without deadline or custom entries, so
 /// the common call builds no metadata. Bounded: past it, calls build their own.
@@ -131,13 +135,13 @@ impl Client {
     fn plain_metadata(&self, method: &str, codec: Option<&str>) -> Result<Metadata, Status> {
         let mut cache = self.shared.plain.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = cache.get(method)
-            && m.get(crate::typed::CODEC_KEY) == codec.map(str::as_bytes)
+            && m.codec() == codec.map(str::as_bytes)
         {
             return Ok(m.clone());
         }
         let mut b = Metadata::builder().method(&method::canonicalize(method)?);
         if let Some(c) = codec {
-            b = b.custom(crate::typed::CODEC_KEY, c.as_bytes());
+            b = b.codec(c);
         }
         let m = b.finish();
         if cache.len() < PLAIN_CACHE_MAX {
@@ -203,13 +207,39 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
+        self.unary_bytes(method, request, opts, |b, _| Ok(b))
+    }
+
+    /// A unary call on raw bytes that also returns the response headers
+    /// and trailers the handler set (see [`Response`]). Prepared here, as
+    /// [`unary_with`](Self::unary_with).
+    pub fn unary_response(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Response<Bytes>, Status>> + use<'_> {
+        self.unary_bytes(method, request, opts, |b, r| Ok(Response::read(b, r)))
+    }
+
+    fn unary_bytes<T, F>(
+        &self,
+        method: &str,
+        request: Bytes,
+        opts: &CallOptions,
+        finish: F,
+    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, T, F>>>
+    where
+        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
+    {
         let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
         let framed = codec::frame(request, self.max());
         let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, None));
         if let Ok(p) = &prepared {
             obs.sent(&p.framed);
         }
-        let finish = obs.counting(Ok);
+        let count = obs.counting(Ok);
+        let finish = move |b, r: &Reader| count(b).and_then(|b| finish(b, r));
         Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
@@ -246,7 +276,10 @@ impl Client {
             obs.sent(&p.framed);
         }
         let finish = obs.counting(|b| crate::message::from_json(&b));
-        Traced::new(obs, self.unary_prepared(prepared, finish))
+        Traced::new(
+            obs,
+            self.unary_prepared(prepared, move |b, _: &Reader| finish(b)),
+        )
     }
 
     /// A unary call on values carried by `codec` (what `#[weft::service]`
@@ -254,21 +287,56 @@ impl Client {
     pub fn unary_codec<C, Req, Resp>(
         &self,
         method: &str,
-        _codec: C,
+        codec: C,
         request: &Req,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Resp, Status>> + use<'_, C, Req, Resp>
     where
         C: Codec<Req> + Codec<Resp>,
     {
+        self.unary_typed(method, codec, request, opts, |b, _| {
+            <C as Codec<Resp>>::decode(b)
+        })
+    }
+
+    /// [`unary_codec`](Self::unary_codec), also returning the response
+    /// headers and trailers the handler set (the `_response` methods of a
+    /// `#[weft::service]` client).
+    pub fn unary_codec_response<C, Req, Resp>(
+        &self,
+        method: &str,
+        codec: C,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Response<Resp>, Status>> + use<'_, C, Req, Resp>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
+        self.unary_typed(method, codec, request, opts, |b, r| {
+            <C as Codec<Resp>>::decode(b).map(|m| Response::read(m, r))
+        })
+    }
+
+    fn unary_typed<C, Req, T, F>(
+        &self,
+        method: &str,
+        _codec: C,
+        request: &Req,
+        opts: &CallOptions,
+        finish: F,
+    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, C, Req, T, F>>>
+    where
+        C: Codec<Req>,
+        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
+    {
         let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
-        let framed = <C as Codec<Req>>::encode(request, self.max());
-        let prepared = framed
-            .and_then(|f| self.prepare_unary(method, f, &opts, Some(<C as Codec<Req>>::NAME)));
+        let framed = C::encode(request, self.max());
+        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, Some(C::NAME)));
         if let Ok(p) = &prepared {
             obs.sent(&p.framed);
         }
-        let finish = obs.counting(<C as Codec<Resp>>::decode);
+        let count = obs.counting(Ok);
+        let finish = move |b, r: &Reader| count(b).and_then(|b| finish(b, r));
         Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
@@ -297,7 +365,7 @@ impl Client {
     fn unary_prepared<T>(
         &self,
         prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
     ) -> Within<impl Future<Output = Result<T, Status>>> {
         let deadline = prepared.as_ref().ok().and_then(|p| p.deadline);
         within(deadline, self.unary_call(prepared, finish))
@@ -306,52 +374,18 @@ impl Client {
     async fn unary_call<T>(
         &self,
         prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
     ) -> Result<T, Status> {
         let Prepared { meta, framed, .. } = prepared?;
         let mut stream = self.open(meta, framed, true).await?;
         observe::client_stream(stream.id());
-        let body = {
-            let mut reader = Reader::new(self.max());
-            read_response(&mut reader, &mut stream).await
-        };
-        let value = body
-            .and_then(|b| finish(b).map_err(|e| response_error(stream.metadata().method(), &e)));
+        let mut reader = Reader::new(self.max());
+        let body = read_response(&mut reader, &mut stream).await;
+        let value = body.and_then(|b| {
+            finish(b, &reader).map_err(|e| response_error(stream.metadata().method(), &e))
+        });
         drop(stream);
         value
-    }
-
-    /// A unary call on raw bytes that also returns the response's trailers
-    /// (the final frame's metadata: the status entries and the custom ones
-    /// the handler set with `Context::set_trailer`).
-    pub async fn unary_with_trailers(
-        &self,
-        method: &str,
-        request: Bytes,
-        opts: &CallOptions,
-    ) -> Result<(Bytes, Metadata), Status> {
-        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
-        let prepared = codec::frame(request, self.max())
-            .and_then(|f| self.prepare_unary(method, f, &opts, None));
-        if let Ok(p) = &prepared {
-            obs.sent(&p.framed);
-        }
-        let count = obs.counting(Ok);
-        let call = async {
-            let Prepared {
-                meta,
-                framed,
-                deadline,
-            } = prepared?;
-            within(deadline, async {
-                let mut stream = self.open(meta, framed, true).await?;
-                let mut reader = Reader::new(self.max());
-                let body = count(read_response(&mut reader, &mut stream).await?)?;
-                Ok((body, reader.trailers().cloned().unwrap_or_default()))
-            })
-            .await
-        };
-        Traced::new(obs, call).await
     }
 
     /// A server-streaming call: sends `request`, returns the response stream.
@@ -394,9 +428,8 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
-        self.start_empty(method, opts, Some(<C as Codec<Req>>::NAME))
+        self.open_codec::<C, Req, _>(method, opts, ClientStreamingCall::new)
             .await
-            .map(ClientStreamingCall::new)
     }
 
     /// A bidirectional call on values carried by `codec`.
@@ -409,9 +442,8 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
-        self.start_empty(method, opts, Some(<C as Codec<Req>>::NAME))
+        self.open_codec::<C, Req, _>(method, opts, BidiCall::new)
             .await
-            .map(BidiCall::new)
     }
 
     /// A server-streaming call with a JSON request.
@@ -445,6 +477,18 @@ impl Client {
         self.start_empty(method, opts, None)
             .await
             .map(BidiCall::new)
+    }
+
+    /// Opens a call of `codec` whose requests come later, as `handle`.
+    async fn open_codec<C: Codec<Req>, Req, H>(
+        &self,
+        method: &str,
+        opts: &CallOptions,
+        handle: fn(Call) -> H,
+    ) -> Result<H, Status> {
+        self.start_empty(method, opts, Some(C::NAME))
+            .await
+            .map(handle)
     }
 
     async fn start_empty(
@@ -576,9 +620,22 @@ impl Call {
         f.debug_struct(name).field("call", self).finish()
     }
 
-    /// Decodes a response message; a failure is the server's fault.
-    fn decode<T, C: Codec<T>>(&self, m: Option<Bytes>) -> Result<Option<T>, Status> {
+    /// The next response decoded by `C`; a decode failure is the server's.
+    async fn next_as<T, C: Codec<T>>(&mut self) -> Result<Option<T>, Status> {
+        let m = self.message().await?;
         m.map(|b| self.decode_body::<T, C>(b)).transpose()
+    }
+
+    /// [`next_as`](Self::next_as) as a `futures::Stream` poll.
+    fn poll_next_as<T, C: Codec<T>>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<T, Status>>> {
+        let m = ready!(self.poll_message(cx));
+        Poll::Ready(
+            m.and_then(|m| m.map(|b| self.decode_body::<T, C>(b)).transpose())
+                .transpose(),
+        )
     }
 
     fn decode_body<T, C: Codec<T>>(&self, b: Bytes) -> Result<T, Status> {
@@ -620,6 +677,18 @@ impl Call {
     async fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Status> {
         let b = crate::message::to_json(value, self.max)?;
         self.send_framed(Framed::One(b)).await
+    }
+
+    /// Ends the requests and reads the one response (client streaming).
+    async fn finish(&mut self) -> Result<Bytes, Status> {
+        self.close_send().await?;
+        let r = within(
+            self.deadline,
+            read_response(&mut self.reader, &mut self.stream),
+        )
+        .await;
+        self.obs.ended(&r);
+        r
     }
 
     async fn close_send(&mut self) -> Result<(), Status> {
@@ -671,8 +740,14 @@ impl<T, C: Codec<T>> Streaming<T, C> {
 
     /// The next message; `Ok(None)` after a successful end.
     pub async fn message(&mut self) -> Result<Option<T>, Status> {
-        let m = self.call.message().await?;
-        self.call.decode::<T, C>(m)
+        self.call.next_as::<T, C>().await
+    }
+
+    /// The response headers (`Context::set_header`), once the first
+    /// message has been read. A call that sent no message carries its
+    /// headers in its trailers instead (gRPC's "trailers-only" response).
+    pub fn headers(&self) -> Option<&Metadata> {
+        self.call.reader.headers()
     }
 
     /// The trailers, once the call ended (custom entries the handler set
@@ -700,9 +775,7 @@ impl<T, C: Codec<T>> futures_core::Stream for Streaming<T, C> {
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let m = ready!(this.call.poll_message(cx));
-        Poll::Ready(m.and_then(|m| this.call.decode::<T, C>(m)).transpose())
+        self.get_mut().call.poll_next_as::<T, C>(cx)
     }
 }
 
@@ -718,63 +791,6 @@ impl Call {
     fn decode_json_body<T: serde::de::DeserializeOwned>(&self, b: &[u8]) -> Result<T, Status> {
         crate::message::from_json(b)
             .map_err(|e| response_error(self.stream.metadata().method(), &e))
-    }
-}
-
-/// A client-streaming call in progress: send `Req` values, then
-/// [`finish`](Self::finish) for the `Resp` (raw `Bytes` by default).
-pub struct ClientStreamingCall<Req = Bytes, Resp = Bytes, C = Raw> {
-    call: Call,
-    _t: PhantomData<fn(Req, C) -> Resp>,
-}
-
-impl<Req, Resp, C> std::fmt::Debug for ClientStreamingCall<Req, Resp, C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.call.fmt_as("ClientStreamingCall", f)
-    }
-}
-
-impl<Req, Resp, C: Codec<Req> + Codec<Resp>> ClientStreamingCall<Req, Resp, C> {
-    fn new(call: Call) -> Self {
-        ClientStreamingCall {
-            call,
-            _t: PhantomData,
-        }
-    }
-
-    /// Sends one message (waits for flow-control credit).
-    pub async fn send(&mut self, message: Req) -> Result<(), Status> {
-        self.call.send_value::<Req, C>(&message).await
-    }
-
-    /// Ends the request stream and waits for the response.
-    pub async fn finish(mut self) -> Result<Resp, Status> {
-        self.call.close_send().await?;
-        let c = &mut self.call;
-        let r = within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await;
-        c.obs.ended(&r);
-        c.decode_body::<Resp, C>(r?)
-    }
-}
-
-impl ClientStreamingCall {
-    /// Sends one value as JSON.
-    #[cfg(feature = "json")]
-    pub async fn send_json<T: serde::Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-    ) -> Result<(), Status> {
-        self.call.send_json(value).await
-    }
-
-    /// Ends the request stream and decodes the JSON response.
-    #[cfg(feature = "json")]
-    pub async fn finish_json<T: serde::de::DeserializeOwned>(mut self) -> Result<T, Status> {
-        self.call.close_send().await?;
-        let c = &mut self.call;
-        let r = within(c.deadline, read_response(&mut c.reader, &mut c.stream)).await;
-        c.obs.ended(&r);
-        c.decode_json_body(&r?)
     }
 }
 
@@ -812,8 +828,12 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
 
     /// The next message from the server; `Ok(None)` after its successful end.
     pub async fn message(&mut self) -> Result<Option<Resp>, Status> {
-        let m = self.call.message().await?;
-        self.call.decode::<Resp, C>(m)
+        self.call.next_as::<Resp, C>().await
+    }
+
+    /// The response headers, once received (see [`Streaming::headers`]).
+    pub fn headers(&self) -> Option<&Metadata> {
+        self.call.reader.headers()
     }
 
     /// The trailers, once the call ended (see [`Streaming::trailers`]).
@@ -845,9 +865,7 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> futures_core::Stream for BidiCall<R
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        let m = ready!(this.call.poll_message(cx));
-        Poll::Ready(m.and_then(|m| this.call.decode::<Resp, C>(m)).transpose())
+        self.get_mut().call.poll_next_as::<Resp, C>(cx)
     }
 }
 

@@ -9,8 +9,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use weft_frame::Metadata;
+use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
 use crate::hash::FastHash;
+use crate::options::Entry;
 use crate::{CallOptions, TraceContext};
 
 /// What the server knows about the other end of a connection.
@@ -161,16 +163,74 @@ impl Context {
         o
     }
 
-    /// Adds a custom entry to the trailers that end this call (the final
-    /// frame's metadata, next to the status), e.g. a server timing or a
-    /// cursor; the caller reads them with `Streaming::trailers` or
-    /// `Client::unary_with_trailers`. Keys as in `CallOptions::metadata`.
-    /// Set after the call ended, or on a context made with
-    /// [`Context::new`], it is dropped.
-    pub fn set_trailer(&self, key: &[u8], value: &[u8]) {
-        if let CancelSlot::Call(calls, id) = &self.cancel {
-            calls.add_trailer(*id, key, value);
+    /// Adds a response header: a custom entry the caller sees before the
+    /// call's first message (`Streaming::headers`, `Response::headers`),
+    /// e.g. a server id or a rate-limit budget (an `Interceptor` may set
+    /// them too, for every call it passes). Headers go out with the
+    /// handler's first message, or with its end if it sends none; a header
+    /// set after that is dropped (logged at debug level), as grpc-go
+    /// refuses `SetHeader` once headers were sent.
+    ///
+    /// The value is checked against the key's kind (ASCII text, or bytes
+    /// for a `-bin` key); a bad one is refused and nothing is set. Set on a
+    /// context made with [`Context::new`], it is dropped.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use weft_rpc::{Ascii, MetadataKey, Router, Status};
+    ///
+    /// const SERVED_BY: MetadataKey<Ascii> = MetadataKey::from_static("x-served-by");
+    /// let router = Router::new().unary("echo", |ctx, req: Bytes| async move {
+    ///     ctx.set_header(&SERVED_BY, "node-1")?;
+    ///     Ok::<_, Status>(req)
+    /// });
+    /// # let _ = router;
+    /// ```
+    pub fn set_header<K: Kind>(
+        &self,
+        key: &Key<K>,
+        value: &K::Value,
+    ) -> Result<(), InvalidMetadata> {
+        let value = K::encode(value)?;
+        if let CancelSlot::Call(calls, id) = &self.cancel
+            && !calls.add_header(*id, key.as_bytes(), value)
+        {
+            tracing::debug!(
+                key = key.as_str(),
+                "header set after the headers were sent: dropped"
+            );
         }
+        Ok(())
+    }
+
+    /// Adds a response trailer: a custom entry in the frame that ends this
+    /// call, next to the status (e.g. a server timing or a cursor); the
+    /// caller reads them with `Response::trailers` (unary, typed or raw)
+    /// or `Streaming::trailers` once the call ended. Values are checked as
+    /// for [`set_header`](Self::set_header). Set after the call ended, or
+    /// on a context made with [`Context::new`], it is dropped.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use weft_rpc::{Binary, MetadataKey, Router, Status};
+    ///
+    /// const CURSOR: MetadataKey<Binary> = MetadataKey::from_static("cursor-bin");
+    /// let router = Router::new().unary("page", |ctx, req: Bytes| async move {
+    ///     ctx.set_trailer(&CURSOR, &[0, 42][..])?;
+    ///     Ok::<_, Status>(req)
+    /// });
+    /// # let _ = router;
+    /// ```
+    pub fn set_trailer<K: Kind>(
+        &self,
+        key: &Key<K>,
+        value: &K::Value,
+    ) -> Result<(), InvalidMetadata> {
+        let value = K::encode(value)?;
+        if let CancelSlot::Call(calls, id) = &self.cancel {
+            calls.add_trailer(*id, key.as_bytes(), value);
+        }
+        Ok(())
     }
 
     /// A signal that fires if this call is cancelled (the caller went away,
@@ -249,11 +309,36 @@ pub(crate) struct Calls {
 }
 
 /// A live call's entry: its cancellation signal, once asked for, and the
-/// trailers its handler set (both empty, allocating nothing, until used).
+/// headers and trailers its handler set (all empty, allocating nothing,
+/// until used).
 #[derive(Debug, Default)]
 struct Live {
     signal: Option<CancelSignal>,
-    trailers: Vec<crate::options::Entry>,
+    headers: Headers,
+    trailers: Vec<Entry>,
+}
+
+/// The response headers of a call: collected until the first frame goes.
+#[derive(Debug)]
+enum Headers {
+    Collecting(Vec<Entry>),
+    Sent,
+}
+
+impl Default for Headers {
+    fn default() -> Headers {
+        Headers::Collecting(Vec::new())
+    }
+}
+
+impl Headers {
+    /// The headers to send now; later ones are refused.
+    fn send(&mut self) -> Vec<Entry> {
+        match std::mem::replace(self, Headers::Sent) {
+            Headers::Collecting(h) => h,
+            Headers::Sent => Vec::new(),
+        }
+    }
 }
 
 impl Calls {
@@ -294,12 +379,33 @@ impl Calls {
         }
     }
 
-    /// The trailers the handler of call `id` set (taken: asked once, as
-    /// the call ends).
-    pub(crate) fn take_trailers(&self, id: u32) -> Vec<crate::options::Entry> {
+    /// Adds a header to call `id`; `false` if the headers already went
+    /// (or the call is over).
+    fn add_header(&self, id: u32, key: &[u8], value: &[u8]) -> bool {
+        match self.lock().get_mut(&id).map(|l| &mut l.headers) {
+            Some(Headers::Collecting(h)) => {
+                h.push((key.into(), value.into()));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The headers the handler of call `id` set, as its first frame goes
+    /// (taken: later ones are dropped).
+    pub(crate) fn take_headers(&self, id: u32) -> Vec<Entry> {
         match self.lock().get_mut(&id) {
-            Some(live) => std::mem::take(&mut live.trailers),
+            Some(live) => live.headers.send(),
             None => Vec::new(),
+        }
+    }
+
+    /// The headers not sent yet and the trailers of call `id`, as it ends
+    /// (one lock for both).
+    pub(crate) fn take_end(&self, id: u32) -> (Vec<Entry>, Vec<Entry>) {
+        match self.lock().get_mut(&id) {
+            Some(live) => (live.headers.send(), std::mem::take(&mut live.trailers)),
+            None => (Vec::new(), Vec::new()),
         }
     }
 

@@ -42,6 +42,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod call;
 mod client;
 pub mod codec;
 mod context;
@@ -54,6 +55,7 @@ pub mod middleware;
 mod observe;
 mod options;
 mod pool;
+mod response;
 mod router;
 mod server;
 mod split;
@@ -72,6 +74,7 @@ pub use middleware::Interceptor;
 pub use middleware::{CallService, IncomingCall, Layered};
 pub use observe::{TRACEPARENT, TraceContext};
 pub use options::CallOptions;
+pub use response::Response;
 pub use router::{Router, Shape};
 pub use server::Server;
 pub use split::{BidiReceiver, BidiSender};
@@ -83,3 +86,4 @@ pub use tower::{DEFAULT_IN_FLIGHT, TypedRequest, TypedService, UnaryRequest};
 pub use typed::Postcard;
 pub use typed::{CODEC_KEY, Codec, IntoRoutes, Json, Raw, Requests, Responses};
 pub use weft_frame::Metadata;
+pub use weft_frame::metadata::{Ascii, Binary, InvalidMetadata, Key as MetadataKey};

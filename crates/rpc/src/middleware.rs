@@ -26,9 +26,8 @@ use weft_frame::Metadata;
 #[cfg(feature = "tower")]
 use crate::PeerInfo;
 #[cfg(feature = "tower")]
-use crate::router::Handler;
 #[cfg(feature = "tower")]
-use crate::server::ServerCall;
+use crate::call::{Handler, ServerCall};
 use crate::{Context, Status};
 
 /// A check run on every call before its handler, with the call's context
@@ -138,16 +137,8 @@ mod layered {
     #[derive(Debug, Clone, Copy, Default)]
     pub struct CallService;
 
-    impl tower_service::Service<IncomingCall> for CallService {
-        type Response = ();
-        type Error = Status;
-        type Future = CallFuture;
-
-        fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, req: IncomingCall) -> CallFuture {
+    impl Stack for CallService {
+        fn run(&self, req: IncomingCall) -> CallFuture {
             Box::pin(async move {
                 match take(&req.pending) {
                     Some(p) => {
@@ -159,6 +150,30 @@ mod layered {
             })
         }
     }
+
+    // `Service<IncomingCall>` for what runs calls (the innermost service,
+    // a whole stack): always ready, each call is a `run`.
+    macro_rules! call_service {
+        ($ty:ty) => {
+            impl tower_service::Service<IncomingCall> for $ty {
+                type Response = ();
+                type Error = Status;
+                type Future = CallFuture;
+
+                fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
+                    Poll::Ready(Ok(()))
+                }
+
+                fn call(&mut self, req: IncomingCall) -> CallFuture {
+                    self.run(req)
+                }
+            }
+        };
+    }
+
+    call_service!(CallService);
+    // A stack is itself a service, so that a further layer wraps it.
+    call_service!(Layered);
 
     /// A status for a layer's error: a `Status` as it is, anything else
     /// `UNAVAILABLE` (overload, timeouts: transient).
@@ -217,21 +232,6 @@ mod layered {
 
         pub(crate) fn run(&self, req: IncomingCall) -> CallFuture {
             self.0.run(req)
-        }
-    }
-
-    /// A stack is itself a service, so that a further layer wraps it.
-    impl tower_service::Service<IncomingCall> for Layered {
-        type Response = ();
-        type Error = Status;
-        type Future = CallFuture;
-
-        fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, req: IncomingCall) -> CallFuture {
-            self.run(req)
         }
     }
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use weft_frame::Metadata;
+use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
 use crate::{Status, deadline};
 
@@ -51,6 +52,42 @@ impl CallOptions {
     pub fn metadata(mut self, key: &[u8], value: &[u8]) -> CallOptions {
         self.metadata.push((key.into(), value.into()));
         self
+    }
+
+    /// Adds a custom metadata entry under a typed key, its value checked
+    /// against the key's kind: visible ASCII for an [`Ascii`] key, any
+    /// bytes for a [`Binary`] (`-bin`) one. A bad value is refused with a
+    /// typed error (nothing is sent); a bad name was refused when the key
+    /// was made.
+    ///
+    /// ```
+    /// use weft_rpc::{Ascii, Binary, CallOptions, InvalidMetadata, MetadataKey};
+    ///
+    /// const REQUEST_ID: MetadataKey<Ascii> = MetadataKey::from_static("x-request-id");
+    /// const TOKEN: MetadataKey<Binary> = MetadataKey::from_static("token-bin");
+    ///
+    /// let opts = CallOptions::new()
+    ///     .insert(&REQUEST_ID, "r-42")?
+    ///     .insert(&TOKEN, &[0, 0xff][..])?;
+    /// assert!(matches!(
+    ///     CallOptions::new().insert(&REQUEST_ID, "line\nbreak"),
+    ///     Err(InvalidMetadata::ValueByte { at: 4, .. })
+    /// ));
+    /// assert!(MetadataKey::<Ascii>::new("Not Valid").is_err());
+    /// # let _ = opts;
+    /// # Ok::<(), InvalidMetadata>(())
+    /// ```
+    ///
+    /// [`Ascii`]: crate::Ascii
+    /// [`Binary`]: crate::Binary
+    pub fn insert<K: Kind>(
+        mut self,
+        key: &Key<K>,
+        value: &K::Value,
+    ) -> Result<CallOptions, InvalidMetadata> {
+        let value = K::encode(value)?;
+        self.metadata.push((key.as_bytes().into(), value.into()));
+        Ok(self)
     }
 
     /// The explicit deadline, if set.
@@ -113,7 +150,7 @@ impl CallOptions {
     ) -> Result<Metadata, Status> {
         let mut b = Metadata::builder().method(method);
         if let Some(c) = codec {
-            b = b.custom(crate::typed::CODEC_KEY, c.as_bytes());
+            b = b.codec(c);
         }
         if let Some(d) = deadline {
             b = b.timeout(deadline::remaining(d, now)?);

@@ -2,42 +2,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
 use crate::hash::FastHash;
-use crate::message::{Decode, Encode};
-use crate::pool::Pool;
-use crate::server::{self, ServerCall};
 use crate::{BidiStream, Context, RequestStream, ResponseSink, Status, method};
-
-pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-
-/// A registered handler, its types erased. `start` runs the call's first
-/// poll inline (in a pooled slot, no allocation in steady state) and
-/// returns it boxed only if it is still pending, for the caller to spawn.
-pub(crate) trait Handler: Send + Sync + 'static {
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>;
-}
-
-/// Polls `fut` once in a slot of `pool`; boxes it only if still pending.
-fn run_inline<T>(
-    pool: &Arc<Pool>,
-    make: impl FnOnce() -> T,
-    cx: &mut std::task::Context<'_>,
-) -> Option<BoxFuture>
-where
-    T: Future<Output = ()> + Send + 'static,
-{
-    let mut pooled = pool.start(make);
-    match Pin::new(&mut pooled).poll(cx) {
-        std::task::Poll::Ready(()) => None,
-        std::task::Poll::Pending => Some(Box::pin(pooled)),
-    }
-}
 
 /// The shape of a method, for listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,129 +243,6 @@ impl Router {
         self.routes
             .get(&*canonical)
             .ok_or_else(|| Status::unimplemented(format!("no method {:?}", canonical.as_ref())))
-    }
-}
-
-pub(crate) struct Unary<F, Req, Resp> {
-    f: Arc<F>,
-    pool: Arc<Pool>,
-    _t: PhantomData<fn(Req) -> Resp>,
-}
-
-impl<F, Req, Resp> Unary<F, Req, Resp> {
-    pub(crate) fn new(f: F) -> Self {
-        Unary {
-            f: Arc::new(f),
-            pool: Arc::default(),
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<F, Fut, Req, Resp> Handler for Unary<F, Req, Resp>
-where
-    F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
-    Req: Decode,
-    Resp: Encode,
-{
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        let f = self.f.clone();
-        run_inline(
-            &self.pool,
-            || server::unary(call, move |ctx, req| f(ctx, req)),
-            cx,
-        )
-    }
-}
-
-pub(crate) struct ServerStreaming<F, Req> {
-    f: Arc<F>,
-    pool: Arc<Pool>,
-    _t: PhantomData<fn(Req)>,
-}
-
-impl<F, Req> ServerStreaming<F, Req> {
-    pub(crate) fn new(f: F) -> Self {
-        ServerStreaming {
-            f: Arc::new(f),
-            pool: Arc::default(),
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<F, Fut, Req> Handler for ServerStreaming<F, Req>
-where
-    F: Fn(Context, Req, ResponseSink) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), Status>> + Send + 'static,
-    Req: Decode,
-{
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        let f = self.f.clone();
-        let make = || server::server_streaming(call, move |ctx, req, sink| f(ctx, req, sink));
-        run_inline(&self.pool, make, cx)
-    }
-}
-
-pub(crate) struct ClientStreaming<F, Resp> {
-    f: Arc<F>,
-    pool: Arc<Pool>,
-    _t: PhantomData<fn() -> Resp>,
-}
-
-impl<F, Resp> ClientStreaming<F, Resp> {
-    pub(crate) fn new(f: F) -> Self {
-        ClientStreaming {
-            f: Arc::new(f),
-            pool: Arc::default(),
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<F, Fut, Resp> Handler for ClientStreaming<F, Resp>
-where
-    F: Fn(Context, RequestStream) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
-    Resp: Encode,
-{
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        let f = self.f.clone();
-        run_inline(
-            &self.pool,
-            || server::client_streaming(call, move |ctx, rx| f(ctx, rx)),
-            cx,
-        )
-    }
-}
-
-pub(crate) struct Bidi<F> {
-    f: Arc<F>,
-    pool: Arc<Pool>,
-}
-
-impl<F> Bidi<F> {
-    pub(crate) fn new(f: F) -> Self {
-        Bidi {
-            f: Arc::new(f),
-            pool: Arc::default(),
-        }
-    }
-}
-
-impl<F, Fut> Handler for Bidi<F>
-where
-    F: Fn(Context, BidiStream) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), Status>> + Send + 'static,
-{
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        let f = self.f.clone();
-        run_inline(
-            &self.pool,
-            || server::bidi(call, move |ctx, s| f(ctx, s)),
-            cx,
-        )
     }
 }
 

@@ -12,34 +12,27 @@
 //! for that long. Move heavy work to `tokio::task::spawn_blocking` (or
 //! yield first); other connections are unaffected either way.
 //!
-//! Every call ends with exactly one status: the handler's result,
-//! `DEADLINE_EXCEEDED` when its deadline passes (the handler is dropped),
-//! `INTERNAL` when it panics, `RESOURCE_EXHAUSTED` for an oversize message,
-//! `UNIMPLEMENTED` / `INVALID_ARGUMENT` for a method that does not route.
-//! Each affects that call only.
+//! A method that does not route ends its call with `UNIMPLEMENTED` /
+//! `INVALID_ARGUMENT` here; a routed call runs in [`crate::call`], which
+//! gives it exactly one final status.
 
-use std::future::{Future, poll_fn};
+use std::future::poll_fn;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
 use tokio::time::Instant;
 use weft_mux::{Incoming, Stream};
 
-use crate::codec::{DEFAULT_MAX_MESSAGE, Framed};
+use crate::call::{BoxFuture, CallGuard, ServerCall, reject};
+use crate::codec::DEFAULT_MAX_MESSAGE;
 use crate::context::Calls;
-use crate::message::{Decode, Encode};
-use crate::meter::{CallMeter, ConnectionMeter, Meters};
+use crate::meter::{ConnectionMeter, Meters};
 use crate::middleware::Interceptor;
 use crate::observe;
-use crate::router::BoxFuture;
-use crate::streams::Slot;
-use crate::wire::{self, Reader};
-use crate::within::within_as;
-use crate::{
-    BidiStream, Code, Context, PeerInfo, RequestStream, ResponseSink, Router, Status, deadline,
-};
+#[cfg(feature = "tower")]
+use crate::router::Route;
+use crate::{Context, PeerInfo, Router, Status, deadline};
 
 /// Serves a [`Router`] on connections, optionally through middleware
 /// ([`interceptor`](Self::interceptor), [`layer`](Self::layer)).
@@ -207,7 +200,7 @@ impl Server {
             Ok(r) => r,
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
-        if let (Some(want), Some(got)) = (route.codec, meta.get(crate::typed::CODEC_KEY))
+        if let (Some(want), Some(got)) = (route.codec, meta.codec())
             && got != want.as_bytes()
         {
             let status = crate::typed::codec_mismatch(&route.name, want, got);
@@ -234,12 +227,14 @@ impl Server {
             id,
         )
         .with_trace(trace);
+        // Registered before the interceptor, so headers it sets are kept.
+        calls.begin(id);
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
         {
+            calls.end(id, false);
             return Some(Box::pin(reject(stream, status)));
         }
-        calls.begin(id);
         let call = ServerCall {
             stream,
             ctx,
@@ -260,37 +255,13 @@ impl Server {
     }
 }
 
-/// Everything a handler's call task needs.
-pub(crate) struct ServerCall {
-    stream: Stream,
-    ctx: Context,
-    deadline: Option<Instant>,
-    max: usize,
-    guard: CallGuard,
-}
-
-/// Ends the call's entry in the connection's table, firing its
-/// cancellation signal unless the call completed cleanly.
-struct CallGuard {
-    calls: Arc<Calls>,
-    id: u32,
-    clean: bool,
-    meter: CallMeter,
-}
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.calls.end(self.id, !self.clean);
-    }
-}
-
 /// A call through the server's layers: ended with the stack's error if
 /// it never reached the handler.
 #[cfg(feature = "tower")]
 fn layered(
     layers: &crate::middleware::Layered,
     call: ServerCall,
-    route: &crate::router::Route,
+    route: &Route,
     peer: &Arc<PeerInfo>,
 ) -> BoxFuture {
     use crate::middleware::{IncomingCall, Pending, take};
@@ -308,207 +279,4 @@ fn layered(
             reject(p.call.stream, status).await;
         }
     })
-}
-
-async fn reject(mut stream: Stream, status: Status) {
-    tracing::debug!(id = stream.id(), %status, "call rejected");
-    observe::server_finished(&status);
-    let _ = wire::finish(&mut stream, &status).await;
-}
-
-/// Runs `fut` turning a panic into `INTERNAL`.
-async fn catch<T>(fut: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
-    let mut fut = pin!(fut);
-    poll_fn(
-        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(p) => p,
-            Err(_) => Poll::Ready(Err(panicked())),
-        },
-    )
-    .await
-}
-
-fn panicked() -> Status {
-    tracing::error!("handler panicked");
-    Status::internal("handler panicked")
-}
-
-/// The status message of a call whose deadline passed in its handler.
-const IN_HANDLER: &str = "deadline exceeded in the handler";
-
-/// Calls the handler function itself, turning a panic into `INTERNAL`.
-fn call_handler<R>(f: impl FnOnce() -> R) -> Result<R, Status> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked())
-}
-
-/// Resolves with `CANCELLED` (or `UNAVAILABLE`) once the caller resets the
-/// stream or the connection dies; used after the request has been read.
-/// The mux wakes it when the reset arrives: no polling.
-async fn watch_reset(stream: &mut Stream) -> Status {
-    let e = poll_fn(|cx| stream.poll_reset(cx)).await;
-    wire::from_stream(&e)
-}
-
-/// Like [`watch_reset`], for a streaming call whose stream sits in `slot`.
-/// While the handler has it out (sending) the handler sees a reset itself;
-/// this task is polled again whenever the handler makes progress, so the
-/// watch resumes once the stream is back.
-async fn watch_slot(slot: &Slot) -> Status {
-    let e = poll_fn(|cx| {
-        let Some(mut stream) = slot.take() else {
-            return Poll::Pending;
-        };
-        let polled = stream.poll_reset(cx);
-        slot.put(stream);
-        polled
-    })
-    .await;
-    wire::from_stream(&e)
-}
-
-/// Whether an outcome means the call was cut short (fires the signal).
-fn cut_short(status: &Status) -> bool {
-    matches!(status.code(), Code::DEADLINE_EXCEEDED | Code::CANCELLED)
-}
-
-/// The status of a call that succeeded.
-static OK: Status = Status::ok();
-
-/// Sends the call's one response message and its OK trailers, or its
-/// error status; records whether the call ended cleanly.
-async fn respond(
-    stream: &mut Stream,
-    result: Result<Option<Framed>, Status>,
-    guard: &mut CallGuard,
-) {
-    let status = match &result {
-        Ok(_) => &OK,
-        Err(status) => status,
-    };
-    observe::server_finished(status);
-    guard.meter.finish(status.code());
-    if let Ok(Some(framed)) = &result {
-        guard.meter.sent(framed);
-    }
-    // The handler's own trailers, if it set any (none allocates nothing).
-    let extra = guard.calls.take_trailers(guard.id);
-    let (sent, cut) = match result {
-        Ok(Some(framed)) => {
-            let t = wire::trailers_with(&Status::ok(), &extra);
-            (wire::send(stream, framed, Some(t)).await, false)
-        }
-        Ok(None) => (
-            wire::finish_with(stream, &Status::ok(), &extra).await,
-            false,
-        ),
-        Err(status) => {
-            tracing::debug!(id = stream.id(), %status, "call failed");
-            let sent = wire::finish_with(stream, &status, &extra).await;
-            (sent, cut_short(&status))
-        }
-    };
-    guard.clean = sent.is_ok() && !cut;
-}
-
-pub(crate) async fn unary<F, Fut, Req, Resp>(call: ServerCall, f: F)
-where
-    F: FnOnce(Context, Req) -> Fut,
-    Fut: Future<Output = Result<Resp, Status>>,
-    Req: Decode,
-    Resp: Encode,
-{
-    let ServerCall {
-        mut stream,
-        ctx,
-        deadline,
-        max,
-        mut guard,
-    } = call;
-    let work = async {
-        let mut reader = Reader::new(max);
-        let req = reader.single(&mut stream).await?;
-        guard.meter.received(req.len());
-        let req = Req::decode(req)?;
-        let handler = catch(call_handler(|| f(ctx, req))?);
-        tokio::select! {
-            biased;
-            resp = handler => resp?.encode(max).map(Some),
-            gone = watch_reset(&mut stream) => Err(gone),
-        }
-    };
-    let result = within_as(deadline, work, IN_HANDLER).await;
-    respond(&mut stream, result, &mut guard).await;
-}
-
-/// Ends a streaming call with the handler's result, if the stream is still
-/// in its slot (a send cancelled half-way took it out, resetting the call).
-async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard: &mut CallGuard) {
-    match slot.close() {
-        Some(mut stream) => respond(&mut stream, result, guard).await,
-        None => guard.clean = false,
-    }
-}
-
-/// Runs a streaming call: its stream goes into a slot the handler's
-/// handles share, `work` gets the slot, the context and the message limit,
-/// and the call ends with `work`'s result (or `DEADLINE_EXCEEDED`).
-async fn streaming<W>(call: ServerCall, work: impl FnOnce(Slot, Context, usize) -> W)
-where
-    W: Future<Output = Result<Option<Framed>, Status>>,
-{
-    let ServerCall {
-        stream,
-        ctx,
-        deadline,
-        max,
-        mut guard,
-    } = call;
-    let slot = Slot::new(stream);
-    let result = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER).await;
-    end_streaming(slot, result, &mut guard).await;
-}
-
-pub(crate) async fn server_streaming<F, Fut, Req>(call: ServerCall, f: F)
-where
-    F: FnOnce(Context, Req, ResponseSink) -> Fut,
-    Fut: Future<Output = Result<(), Status>>,
-    Req: Decode,
-{
-    streaming(call, |slot, ctx, max| async move {
-        let req = Req::decode(RequestStream::new(slot.clone(), max).single().await?)?;
-        let sink = ResponseSink::new(slot.clone(), max);
-        let handler = catch(call_handler(|| f(ctx, req, sink))?);
-        tokio::select! {
-            biased;
-            r = handler => r.map(|()| None),
-            gone = watch_slot(&slot) => Err(gone),
-        }
-    })
-    .await;
-}
-
-pub(crate) async fn client_streaming<F, Fut, Resp>(call: ServerCall, f: F)
-where
-    F: FnOnce(Context, RequestStream) -> Fut,
-    Fut: Future<Output = Result<Resp, Status>>,
-    Resp: Encode,
-{
-    streaming(call, |slot, ctx, max| async move {
-        let rx = RequestStream::new(slot, max);
-        let resp = catch(call_handler(|| f(ctx, rx))?).await?;
-        resp.encode(max).map(Some)
-    })
-    .await;
-}
-
-pub(crate) async fn bidi<F, Fut>(call: ServerCall, f: F)
-where
-    F: FnOnce(Context, BidiStream) -> Fut,
-    Fut: Future<Output = Result<(), Status>>,
-{
-    streaming(call, |slot, ctx, max| async move {
-        let s = BidiStream::new(slot, max);
-        catch(call_handler(|| f(ctx, s))?).await.map(|()| None)
-    })
-    .await;
 }

@@ -139,6 +139,12 @@ impl<Resp, C: Codec<Resp>> BidiReceiver<Resp, C> {
         std::future::poll_fn(|cx| self.poll_message(cx)).await
     }
 
+    /// The response headers, once received (see
+    /// [`Streaming::headers`](crate::Streaming::headers)).
+    pub fn headers(&self) -> Option<&Metadata> {
+        self.reader.headers()
+    }
+
     /// The trailers, once the call ended.
     pub fn trailers(&self) -> Option<&Metadata> {
         self.reader.trailers()

@@ -287,6 +287,14 @@ impl fmt::Display for Status {
 
 impl std::error::Error for Status {}
 
+/// A metadata key or value refused locally is the caller's mistake:
+/// `INVALID_ARGUMENT`, so `?` works in handlers and call sites alike.
+impl From<weft_frame::metadata::InvalidMetadata> for Status {
+    fn from(e: weft_frame::metadata::InvalidMetadata) -> Status {
+        Status::invalid_argument(e.to_string())
+    }
+}
+
 /// Largest status details sent, in bytes (the trailers must fit the 16 KiB
 /// metadata limit next to an 8 KiB message).
 pub const MAX_DETAILS: usize = 4 * 1024;

@@ -15,8 +15,11 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use weft_mux::Stream;
 
+use weft_frame::Metadata;
+
 use crate::Status;
 use crate::codec;
+use crate::context::Calls;
 use crate::wire::{self, Reader};
 
 /// Where the call's stream is.
@@ -42,6 +45,9 @@ pub(crate) enum Role {
 struct SlotInner {
     place: Place,
     waiting: [Option<Waker>; 2],
+    /// On a server's call until its first message goes: where the
+    /// handler's response headers are (the connection's calls, the id).
+    headers: Option<(Arc<Calls>, u32)>,
 }
 
 /// The call's stream, shared between the server task and the handler's
@@ -56,7 +62,16 @@ impl Slot {
         Slot(Arc::new(Mutex::new(SlotInner {
             place: Place::Here(stream),
             waiting: [None, None],
+            headers: None,
         })))
+    }
+
+    /// The slot of a call served here: its first message carries the
+    /// response headers the handler set by then.
+    pub(crate) fn serving(stream: Stream, calls: Arc<Calls>, id: u32) -> Slot {
+        let slot = Slot::new(stream);
+        slot.inner().headers = Some((calls, id));
+        slot
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, SlotInner> {
@@ -104,6 +119,11 @@ impl Slot {
                 slot: self,
                 stream: Some(stream),
                 sending: false,
+                // A send takes the headers (under the same lock).
+                headers: match role {
+                    Role::Send => inner.headers.take(),
+                    Role::Receive => None,
+                },
             })),
             Place::Out => {
                 inner.waiting[role as usize] = Some(cx.waker().clone());
@@ -135,9 +155,19 @@ pub(crate) struct Lease<'a> {
     slot: &'a Slot,
     stream: Option<Stream>,
     sending: bool,
+    /// Where the call's response headers are, on its first send.
+    headers: Option<(Arc<Calls>, u32)>,
 }
 
 impl Lease<'_> {
+    /// The response headers this send carries: those the handler set, on
+    /// a server call's first send (later ones carry none).
+    fn take_headers(&mut self) -> Option<Metadata> {
+        let (calls, id) = self.headers.take()?;
+        let entries = calls.take_headers(id);
+        (!entries.is_empty()).then(|| wire::headers(&entries))
+    }
+
     pub(crate) fn get(&mut self) -> &mut Stream {
         self.stream
             .as_mut()
@@ -258,7 +288,10 @@ impl ResponseSink {
 pub(crate) async fn send_on(slot: &Slot, framed: codec::Framed) -> Result<(), Status> {
     let mut lease = slot.lease(Role::Send).await?;
     lease.sending = true;
-    wire::send(lease.get(), framed, None).await?;
+    match lease.take_headers() {
+        None => wire::send(lease.get(), framed, None).await?,
+        Some(h) => wire::send_headed(lease.get(), framed, h, None).await?,
+    }
     lease.sending = false;
     Ok(())
 }

@@ -22,9 +22,9 @@ use std::task::{Context as TaskContext, Poll, ready};
 
 use bytes::Bytes;
 
+use crate::call::{Bidi, ClientStreaming, ServerStreaming, Unary};
 use crate::codec::{self, Framed};
 use crate::message::{Decode, Encode};
-use crate::router::{Bidi, ClientStreaming, ServerStreaming, Unary};
 use crate::streams::{Slot, send_on};
 use crate::{Context, RequestStream, ResponseSink, Router, Shape, Status};
 
@@ -63,22 +63,38 @@ impl Codec<Bytes> for Raw {
     }
 }
 
+/// `Codec<T>` for every serde type `T`, through an encode and a decode
+/// function (the serde codecs differ only in those).
+macro_rules! serde_codec {
+    ($feature:literal, $codec:ty, $name:literal, $encode:expr, $decode:expr) => {
+        #[cfg(feature = $feature)]
+        impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T>
+            for $codec
+        {
+            const NAME: &'static str = $name;
+
+            fn encode(value: &T, max: usize) -> Result<Framed, Status> {
+                $encode(value, max)
+            }
+
+            fn decode(body: Bytes) -> Result<T, Status> {
+                $decode(body)
+            }
+        }
+    };
+}
+
 /// JSON through serde_json (feature `json`): the default codec.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json;
 
-#[cfg(feature = "json")]
-impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T> for Json {
-    const NAME: &'static str = "json";
-
-    fn encode(value: &T, max: usize) -> Result<Framed, Status> {
-        crate::message::to_json(value, max).map(Framed::One)
-    }
-
-    fn decode(body: Bytes) -> Result<T, Status> {
-        crate::message::from_json(&body)
-    }
-}
+serde_codec!(
+    "json",
+    Json,
+    "json",
+    |value, max| crate::message::to_json(value, max).map(Framed::One),
+    |body: Bytes| crate::message::from_json(&body)
+);
 
 /// postcard (feature `postcard`): a compact binary serde format (varint
 /// integers, no field names). Not self-describing: both ends must agree on
@@ -87,29 +103,28 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Postcard;
 
-#[cfg(feature = "postcard")]
-impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Codec<T> for Postcard {
-    const NAME: &'static str = "postcard";
-
-    /// Written straight into the framing arena: no allocation in steady state.
-    fn encode(value: &T, max: usize) -> Result<Framed, Status> {
+serde_codec!(
+    "postcard",
+    Postcard,
+    "postcard",
+    // Written straight into the framing arena: no allocation in steady state.
+    |value, max| {
         use bytes::BufMut as _;
         codec::frame_with(max, |buf| {
             postcard::to_io(value, (&mut *buf).writer()).map(drop)
         })
         .map_err(|e| Status::internal(format!("cannot encode postcard: {e}")))?
         .map(Framed::One)
-    }
-
-    fn decode(body: Bytes) -> Result<T, Status> {
-        postcard::from_bytes(&body)
-            .map_err(|e| Status::invalid_argument(format!("malformed postcard message: {e}")))
-    }
-}
+    },
+    |body: Bytes| postcard::from_bytes(&body)
+        .map_err(|e| Status::invalid_argument(format!("malformed postcard message: {e}")))
+);
 
 /// The custom `OPEN` metadata key under which a typed call names its codec
-/// (docs/PROTOCOL.md, "Codec of a typed call").
-pub const CODEC_KEY: &[u8] = b"weft-codec";
+/// (docs/PROTOCOL.md, "Codec of a typed call"); weft-frame builds and
+/// reads the entry ([`MetadataBuilder::codec`](weft_frame::MetadataBuilder::codec),
+/// [`Metadata::codec`](weft_frame::Metadata::codec)).
+pub use weft_frame::metadata::CODEC_KEY;
 
 /// The status of a call whose codec is not the method's.
 pub(crate) fn codec_mismatch(method: &str, want: &str, got: &[u8]) -> Status {

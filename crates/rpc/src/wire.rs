@@ -13,19 +13,10 @@ use weft_mux::{MuxError, Stream, StreamError};
 use crate::codec::{Framed, MessageDecoder};
 use crate::{Code, Status};
 
-/// Encoded trailers of a successful call: `status = 0`, no message.
-const OK_TRAILERS: &[u8] = &[weft_frame::metadata::tag::STATUS, 0, 4, 0, 0, 0, 0];
-
 /// The trailers for `status`. `OK` allocates nothing.
 pub(crate) fn trailers(status: &Status) -> Metadata {
     if status.is_ok() {
-        static OK: std::sync::OnceLock<Metadata> = std::sync::OnceLock::new();
-        return OK
-            .get_or_init(|| {
-                Metadata::from_bytes(Bytes::from_static(OK_TRAILERS))
-                    .expect("static OK trailers are well formed")
-            })
-            .clone();
+        return Metadata::ok_status();
     }
     let mut msg = status.message();
     // Keep the block under the 16 KiB metadata limit; cut on a char boundary.
@@ -39,7 +30,7 @@ pub(crate) fn trailers(status: &Status) -> Metadata {
     }
     let b = Metadata::builder().status(status.code().0).message(msg);
     match status.details() {
-        Some(d) if d.len() <= crate::status::MAX_DETAILS => b.custom(DETAILS_KEY, d).finish(),
+        Some(d) if d.len() <= crate::status::MAX_DETAILS => b.status_details(d).finish(),
         Some(d) => {
             tracing::warn!(len = d.len(), "status details over the limit, not sent");
             b.finish()
@@ -67,8 +58,14 @@ pub(crate) fn trailers_with(status: &Status, extra: &[crate::options::Entry]) ->
     b.finish()
 }
 
-/// The custom trailer key of a status's details (PROTOCOL 7.5.1).
-pub(crate) const DETAILS_KEY: &[u8] = b"weft-status-details";
+/// The response headers block of a handler's entries (custom entries
+/// only: no status, so a caller tells them from trailers; PROTOCOL 7.5.2).
+pub(crate) fn headers(entries: &[crate::options::Entry]) -> Metadata {
+    entries
+        .iter()
+        .fold(Metadata::builder(), |b, (k, v)| b.custom(k, v))
+        .finish()
+}
 
 /// The call's outcome from its trailers.
 pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
@@ -83,7 +80,7 @@ pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
         .unwrap_or("")
         .to_owned();
     let status = Status::new(Code(code), message);
-    Err(match trailers.and_then(|t| t.get(DETAILS_KEY)) {
+    Err(match trailers.and_then(Metadata::status_details) {
         Some(d) => status.with_details(Bytes::copy_from_slice(d)),
         None => status,
     })
@@ -123,6 +120,8 @@ pub(crate) struct Reader {
     decoder: MessageDecoder,
     chunk: Bytes,
     ended: bool,
+    /// Boxed: most calls have none, and every unary future holds a Reader.
+    headers: Option<Box<Metadata>>,
     trailers: Option<Metadata>,
 }
 
@@ -132,6 +131,7 @@ impl Reader {
             decoder: MessageDecoder::new(max_message),
             chunk: Bytes::new(),
             ended: false,
+            headers: None,
             trailers: None,
         }
     }
@@ -194,6 +194,13 @@ impl Reader {
                 } else if c.metadata.status().is_some() {
                     // A status on a frame that does not end the stream.
                     self.trailers = Some(c.metadata);
+                } else if !c.metadata.is_empty() && self.headers.is_none() {
+                    // The first metadata without a status: the headers,
+                    // copied (one allocation, only for a call that has
+                    // them): the block is a slice of the read buffer, and
+                    // a long call would keep that whole buffer alive.
+                    let own = Bytes::copy_from_slice(c.metadata.as_bytes());
+                    self.headers = Some(Box::new(Metadata::from_bytes(own).unwrap_or_default()));
                 }
                 self.chunk = c.data;
             }
@@ -213,6 +220,12 @@ impl Reader {
             return Err(Status::invalid_argument("expected one message, got more"));
         }
         Ok(msg)
+    }
+
+    /// The sender's headers, once received (the first frame with metadata
+    /// and no status that did not end the stream).
+    pub(crate) fn headers(&self) -> Option<&Metadata> {
+        self.headers.as_deref()
     }
 
     /// The sender's trailers, once ended.
@@ -241,19 +254,41 @@ pub(crate) async fn send(
     r.map_err(|e| from_stream(&e))
 }
 
-/// Ends the stream with `status` and no message.
-pub(crate) async fn finish(stream: &mut Stream, status: &Status) -> Result<(), Status> {
-    finish_with(stream, status, &[]).await
+/// [`send`] of a server's first message when the handler set response
+/// headers: the first frame carries them (PROTOCOL 7.5.2). A message in one
+/// piece that also ends the stream is cut after its length prefix, so
+/// headers and trailers never share a frame. (A separate function so the
+/// common call, without headers, pays nothing for it.)
+pub(crate) async fn send_headed(
+    stream: &mut Stream,
+    framed: Framed,
+    headers: Metadata,
+    end: Option<Metadata>,
+) -> Result<(), Status> {
+    let (first, body) = match framed {
+        Framed::One(b) if end.is_none() => (b, None),
+        Framed::One(mut b) => (b.split_to(b.len().min(crate::codec::PREFIX_LEN)), Some(b)),
+        Framed::Two(p, b) => (p, Some(b)),
+    };
+    let r = stream.send_with_metadata(headers, first, false).await;
+    r.map_err(|e| from_stream(&e))?;
+    let r = match (body, end) {
+        (None, _) => return Ok(()),
+        (Some(b), Some(t)) => stream.send_with_metadata(t, b, true).await,
+        (Some(b), None) => stream.send(b, false).await,
+    };
+    r.map_err(|e| from_stream(&e))
 }
 
-/// [`finish`] with the handler's trailers.
-pub(crate) async fn finish_with(
-    stream: &mut Stream,
-    status: &Status,
-    extra: &[crate::options::Entry],
-) -> Result<(), Status> {
+/// Ends the stream with `status` and no message.
+pub(crate) async fn finish(stream: &mut Stream, status: &Status) -> Result<(), Status> {
+    end(stream, trailers(status)).await
+}
+
+/// Ends the stream with these trailers and no message.
+pub(crate) async fn end(stream: &mut Stream, trailers: Metadata) -> Result<(), Status> {
     stream
-        .send_with_metadata(trailers_with(status, extra), Bytes::new(), true)
+        .send_with_metadata(trailers, Bytes::new(), true)
         .await
         .map_err(|e| from_stream(&e))
 }

@@ -198,6 +198,49 @@ async fn client_streaming() {
 }
 
 #[tokio::test]
+async fn a_client_streaming_call_is_a_sink() {
+    use futures::SinkExt;
+    let p = pair(router()).await;
+    let mut call = p
+        .client
+        .client_streaming("concat", &CallOptions::new())
+        .await
+        .unwrap();
+    let parts = ["a", "bc", "def"].map(|w| Ok(Bytes::from(w)));
+    call.send_all(&mut futures::stream::iter(parts))
+        .await
+        .unwrap();
+    // A large message goes in two frames through the same path.
+    SinkExt::send(&mut call, Bytes::from(vec![b'x'; 100 * 1024]))
+        .await
+        .unwrap();
+    call.close().await.unwrap();
+    call.close().await.unwrap(); // idempotent
+    let e = SinkExt::send(&mut call, Bytes::from_static(b"late"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FAILED_PRECONDITION);
+    let got = call.finish().await.unwrap();
+    assert_eq!(&got[..6], b"abcdef");
+    assert_eq!(got.len(), 6 + 100 * 1024);
+
+    // The server's status wins over a send error, through the Sink too.
+    let mut call = p
+        .client
+        .client_streaming("nope", &CallOptions::new())
+        .await
+        .unwrap();
+    let sent = SinkExt::send(&mut call, Bytes::from_static(b"x")).await;
+    let closed = call.close().await;
+    for r in [sent, closed] {
+        if let Err(e) = r {
+            assert_eq!(e.code(), Code::UNIMPLEMENTED);
+        }
+    }
+    assert_eq!(call.finish().await.unwrap_err().code(), Code::UNIMPLEMENTED);
+}
+
+#[tokio::test]
 async fn bidi_interleaves() {
     let p = pair(router()).await;
     let mut call = p.client.bidi("upper", &CallOptions::new()).await.unwrap();

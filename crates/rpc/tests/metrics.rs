@@ -122,12 +122,12 @@ async fn client_unary_calls_count_by_method_and_code_with_latency_and_bytes() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::DEADLINE_EXCEEDED);
-    // The trailers variant is metered too.
-    let (b, _) = c
-        .unary_with_trailers("svc.m/echo", Bytes::from_static(b"hi"), &opts)
+    // The variant with headers and trailers is metered too.
+    let r = c
+        .unary_response("svc.m/echo", Bytes::from_static(b"hi"), &opts)
         .await
         .unwrap();
-    assert_eq!(b, "hi");
+    assert_eq!(r.message(), "hi");
 
     let s = Snap::take(&snapshotter);
     let echo = [("rpc_method", "svc.m/echo")];

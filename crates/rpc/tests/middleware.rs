@@ -48,6 +48,25 @@ async fn the_interceptor_refuses_before_the_handler() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
+#[tokio::test]
+async fn headers_the_interceptor_sets_reach_the_caller() {
+    use weft_rpc::{Ascii, MetadataKey};
+    const NODE: MetadataKey<Ascii> = MetadataKey::from_static("x-node");
+    let (router, _) = counted();
+    let server = Server::new(router).interceptor(|ctx| Ok(ctx.set_header(&NODE, "n7")?));
+    let p = pair_with(server, Client::new).await;
+    let opts = weft_rpc::CallOptions::new();
+    let r = p.client.unary_response("echo", Bytes::new(), &opts).await;
+    assert_eq!(r.unwrap().header(&NODE), Some("n7"));
+    let mut s = p
+        .client
+        .server_streaming("two", Bytes::new(), &opts)
+        .await
+        .unwrap();
+    assert_eq!(s.message().await.unwrap().unwrap(), "a");
+    assert_eq!(s.headers().and_then(|h| h.value(&NODE)), Some("n7"));
+}
+
 #[cfg(feature = "tower")]
 mod layers {
     use std::future::Future;

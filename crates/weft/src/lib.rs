@@ -74,9 +74,10 @@ pub use weft_transform::EncryptionPolicy;
 #[cfg(feature = "postcard")]
 pub use weft_rpc::Postcard;
 pub use weft_rpc::{
-    BidiCall, BidiStream, CallOptions, CancelSignal, Client, ClientStreamingCall, Code, Codec,
-    Context, IntoRoutes, Json, Metadata, PeerInfo, Raw, RequestStream, Requests, ResponseSink,
-    Responses, Router, Server, Shape, Status, Streaming,
+    Ascii, BidiCall, BidiStream, Binary, CallOptions, CancelSignal, Client, ClientStreamingCall,
+    Code, Codec, Context, IntoRoutes, InvalidMetadata, Json, Metadata, MetadataKey, PeerInfo, Raw,
+    RequestStream, Requests, Response, ResponseSink, Responses, Router, Server, Shape, Status,
+    Streaming,
 };
 #[cfg(feature = "tower")]
 pub use weft_rpc::{CallService, IncomingCall, TypedRequest, TypedService, UnaryRequest};

@@ -9,12 +9,33 @@
 //!
 //! Tags: 0 custom, 1 method (UTF-8), 2 timeout (u64 microseconds), 3 status
 //! (u32), 4 status message (UTF-8). Other tags are skipped by receivers.
+//!
+//! Custom entries under a typed [`Key`] follow the naming rules of the
+//! [`key`] module (ASCII names; `-bin` keys hold bytes, others text). The
+//! custom entries weft itself sends (a typed call's codec, a status's
+//! details) have constructors and accessors here, so no layer above
+//! spells their bytes: [`MetadataBuilder::codec`],
+//! [`MetadataBuilder::status_details`], [`Metadata::ok_status`].
 
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::MetadataError;
+
+pub mod key;
+
+pub use key::{Ascii, Binary, InvalidMetadata, Key, Kind, MAX_VALUE};
+
+/// The custom key naming a typed call's codec (PROTOCOL 7.3.1).
+pub const CODEC_KEY: &[u8] = b"weft-codec";
+
+/// The custom key of a failed call's status details (PROTOCOL 7.5.1).
+pub const DETAILS_KEY: &[u8] = b"weft-status-details";
+
+/// The encoded block of an `OK` status alone: the trailers of a
+/// successful call whose handler set none (PROTOCOL 7.7).
+const OK_STATUS: &[u8] = &[tag::STATUS, 0, 4, 0, 0, 0, 0];
 
 /// Well-known metadata tags.
 pub mod tag {
@@ -64,6 +85,20 @@ impl Metadata {
     /// The empty block.
     pub const fn new() -> Metadata {
         Metadata { raw: Bytes::new() }
+    }
+
+    /// The trailers of a successful call with nothing else to say: one
+    /// `status = 0` entry (7 bytes). Allocates nothing.
+    ///
+    /// ```
+    /// use weft_frame::Metadata;
+    /// assert_eq!(Metadata::ok_status(), Metadata::builder().status(0).finish());
+    /// assert_eq!(Metadata::ok_status().status(), Some(0));
+    /// ```
+    pub const fn ok_status() -> Metadata {
+        Metadata {
+            raw: Bytes::from_static(OK_STATUS),
+        }
     }
 
     /// Wraps and validates an encoded block. Allocates nothing.
@@ -135,6 +170,30 @@ impl Metadata {
         self.iter()
             .find(|e| e.tag == tag::CUSTOM && e.key == key)
             .map(|e| e.value)
+    }
+
+    /// The first value under a typed key, if present and of the key's kind
+    /// (an [`Ascii`] key finds no value that is not visible ASCII).
+    ///
+    /// ```
+    /// use weft_frame::metadata::{Ascii, Key, Metadata};
+    /// const ID: Key<Ascii> = Key::from_static("x-request-id");
+    /// let m = Metadata::builder().typed(&ID, "r-1")?.finish();
+    /// assert_eq!(m.value(&ID), Some("r-1"));
+    /// # Ok::<(), weft_frame::metadata::InvalidMetadata>(())
+    /// ```
+    pub fn value<K: Kind>(&self, key: &Key<K>) -> Option<&K::Value> {
+        self.get(key.as_bytes()).and_then(K::decode)
+    }
+
+    /// The codec a typed call names ([`CODEC_KEY`]), if any.
+    pub fn codec(&self) -> Option<&[u8]> {
+        self.get(CODEC_KEY)
+    }
+
+    /// A failed call's status details ([`DETAILS_KEY`]), if any.
+    pub fn status_details(&self) -> Option<&[u8]> {
+        self.get(DETAILS_KEY)
     }
 
     /// A builder that encodes into a fresh buffer.
@@ -275,6 +334,48 @@ impl MetadataBuilder {
             return self;
         }
         self.entry(tag::CUSTOM, key, value)
+    }
+
+    /// Adds a custom entry under a typed key, checking the value against
+    /// the key's kind (nothing is added on an error).
+    ///
+    /// ```
+    /// use weft_frame::metadata::{Binary, Key, Metadata};
+    /// const TOKEN: Key<Binary> = Key::from_static("token-bin");
+    /// let m = Metadata::builder().typed(&TOKEN, &[0, 1][..])?.finish();
+    /// assert_eq!(m.as_bytes().as_ref(), b"\x00\x09token-bin\x00\x02\x00\x01");
+    /// # Ok::<(), weft_frame::metadata::InvalidMetadata>(())
+    /// ```
+    pub fn typed<K: Kind>(self, key: &Key<K>, value: &K::Value) -> Result<Self, InvalidMetadata> {
+        let value = K::encode(value)?;
+        Ok(self.entry(tag::CUSTOM, key.as_bytes(), value))
+    }
+
+    /// Adds the codec entry of a typed call (PROTOCOL 7.3.1): `name` under
+    /// [`CODEC_KEY`].
+    ///
+    /// ```
+    /// use weft_frame::Metadata;
+    /// let m = Metadata::builder().codec("json").finish();
+    /// assert_eq!(m.as_bytes().as_ref(), b"\x00\x0aweft-codec\x00\x04json");
+    /// assert_eq!(m.codec(), Some(&b"json"[..]));
+    /// ```
+    #[must_use]
+    pub fn codec(self, name: &str) -> Self {
+        self.entry(tag::CUSTOM, CODEC_KEY, name.as_bytes())
+    }
+
+    /// Adds a failed call's status details (PROTOCOL 7.5.1) under
+    /// [`DETAILS_KEY`]. (The layer above enforces its 4 KiB limit.)
+    ///
+    /// ```
+    /// use weft_frame::Metadata;
+    /// let m = Metadata::builder().status(5).status_details(b"\x01").finish();
+    /// assert_eq!(m.status_details(), Some(&b"\x01"[..]));
+    /// ```
+    #[must_use]
+    pub fn status_details(self, details: &[u8]) -> Self {
+        self.entry(tag::CUSTOM, DETAILS_KEY, details)
     }
 
     /// Adds an entry with a raw tag (for tags newer than this crate).

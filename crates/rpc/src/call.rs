@@ -1,0 +1,422 @@
+//! One call on the serving side: the type-erased [`Handler`]s a
+//! `Router` stores, the [`ServerCall`] the server hands them, and the
+//! runners that drive a call of each shape from its first request to its
+//! one final status.
+//!
+//! Dependencies run one way: `router` stores handlers from here, `server`
+//! routes a stream and starts its handler here; nothing here knows either.
+//!
+//! Every call ends with exactly one status: the handler's result,
+//! `DEADLINE_EXCEEDED` when its deadline passes (the handler is dropped),
+//! `INTERNAL` when it panics, `RESOURCE_EXHAUSTED` for an oversize message.
+//! Each affects that call only.
+
+use std::future::{Future, poll_fn};
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::Poll;
+
+use tokio::time::Instant;
+use weft_mux::Stream;
+
+use crate::codec::Framed;
+use crate::context::Calls;
+use crate::message::{Decode, Encode};
+use crate::meter::CallMeter;
+use crate::observe;
+use crate::pool::Pool;
+use crate::streams::Slot;
+use crate::wire::{self, Reader};
+use crate::within::within_as;
+use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Status};
+
+pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// A registered handler, its types erased. `start` runs the call's first
+/// poll inline (in a pooled slot, no allocation in steady state) and
+/// returns it boxed only if it is still pending, for the caller to spawn.
+pub(crate) trait Handler: Send + Sync + 'static {
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>;
+}
+
+/// Polls `fut` once in a slot of `pool`; boxes it only if still pending.
+fn run_inline<T>(
+    pool: &Arc<Pool>,
+    make: impl FnOnce() -> T,
+    cx: &mut std::task::Context<'_>,
+) -> Option<BoxFuture>
+where
+    T: Future<Output = ()> + Send + 'static,
+{
+    let mut pooled = pool.start(make);
+    match Pin::new(&mut pooled).poll(cx) {
+        std::task::Poll::Ready(()) => None,
+        std::task::Poll::Pending => Some(Box::pin(pooled)),
+    }
+}
+
+pub(crate) struct Unary<F, Req, Resp> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+    _t: PhantomData<fn(Req) -> Resp>,
+}
+
+impl<F, Req, Resp> Unary<F, Req, Resp> {
+    pub(crate) fn new(f: F) -> Self {
+        Unary {
+            f: Arc::new(f),
+            pool: Arc::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<F, Fut, Req, Resp> Handler for Unary<F, Req, Resp>
+where
+    F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+    Req: Decode,
+    Resp: Encode,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        run_inline(&self.pool, || unary(call, move |ctx, req| f(ctx, req)), cx)
+    }
+}
+
+pub(crate) struct ServerStreaming<F, Req> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+    _t: PhantomData<fn(Req)>,
+}
+
+impl<F, Req> ServerStreaming<F, Req> {
+    pub(crate) fn new(f: F) -> Self {
+        ServerStreaming {
+            f: Arc::new(f),
+            pool: Arc::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<F, Fut, Req> Handler for ServerStreaming<F, Req>
+where
+    F: Fn(Context, Req, ResponseSink) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    Req: Decode,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        let make = || server_streaming(call, move |ctx, req, sink| f(ctx, req, sink));
+        run_inline(&self.pool, make, cx)
+    }
+}
+
+pub(crate) struct ClientStreaming<F, Resp> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+    _t: PhantomData<fn() -> Resp>,
+}
+
+impl<F, Resp> ClientStreaming<F, Resp> {
+    pub(crate) fn new(f: F) -> Self {
+        ClientStreaming {
+            f: Arc::new(f),
+            pool: Arc::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<F, Fut, Resp> Handler for ClientStreaming<F, Resp>
+where
+    F: Fn(Context, RequestStream) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+    Resp: Encode,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        run_inline(
+            &self.pool,
+            || client_streaming(call, move |ctx, rx| f(ctx, rx)),
+            cx,
+        )
+    }
+}
+
+pub(crate) struct Bidi<F> {
+    f: Arc<F>,
+    pool: Arc<Pool>,
+}
+
+impl<F> Bidi<F> {
+    pub(crate) fn new(f: F) -> Self {
+        Bidi {
+            f: Arc::new(f),
+            pool: Arc::default(),
+        }
+    }
+}
+
+impl<F, Fut> Handler for Bidi<F>
+where
+    F: Fn(Context, BidiStream) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Status>> + Send + 'static,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        let f = self.f.clone();
+        run_inline(&self.pool, || bidi(call, move |ctx, s| f(ctx, s)), cx)
+    }
+}
+
+/// Everything a handler's call task needs.
+pub(crate) struct ServerCall {
+    pub(crate) stream: Stream,
+    pub(crate) ctx: Context,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) max: usize,
+    pub(crate) guard: CallGuard,
+}
+
+/// Ends the call's entry in the connection's table, firing its
+/// cancellation signal unless the call completed cleanly.
+pub(crate) struct CallGuard {
+    pub(crate) calls: Arc<Calls>,
+    pub(crate) id: u32,
+    pub(crate) clean: bool,
+    pub(crate) meter: CallMeter,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.calls.end(self.id, !self.clean);
+    }
+}
+
+/// Ends a call that never reached its handler with `status`.
+pub(crate) async fn reject(mut stream: Stream, status: Status) {
+    tracing::debug!(id = stream.id(), %status, "call rejected");
+    observe::server_finished(&status);
+    let _ = wire::finish(&mut stream, &status).await;
+}
+
+/// Runs `fut` turning a panic into `INTERNAL`.
+async fn catch<T>(fut: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    let mut fut = pin!(fut);
+    poll_fn(
+        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(_) => Poll::Ready(Err(panicked())),
+        },
+    )
+    .await
+}
+
+fn panicked() -> Status {
+    tracing::error!("handler panicked");
+    Status::internal("handler panicked")
+}
+
+/// The status message of a call whose deadline passed in its handler.
+const IN_HANDLER: &str = "deadline exceeded in the handler";
+
+/// Calls the handler function itself, turning a panic into `INTERNAL`.
+fn call_handler<R>(f: impl FnOnce() -> R) -> Result<R, Status> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked())
+}
+
+/// Resolves with `CANCELLED` (or `UNAVAILABLE`) once the caller resets the
+/// stream or the connection dies; used after the request has been read.
+/// The mux wakes it when the reset arrives: no polling.
+async fn watch_reset(stream: &mut Stream) -> Status {
+    let e = poll_fn(|cx| stream.poll_reset(cx)).await;
+    wire::from_stream(&e)
+}
+
+/// Like [`watch_reset`], for a streaming call whose stream sits in `slot`.
+/// While the handler has it out (sending) the handler sees a reset itself;
+/// this task is polled again whenever the handler makes progress, so the
+/// watch resumes once the stream is back.
+async fn watch_slot(slot: &Slot) -> Status {
+    let e = poll_fn(|cx| {
+        let Some(mut stream) = slot.take() else {
+            return Poll::Pending;
+        };
+        let polled = stream.poll_reset(cx);
+        slot.put(stream);
+        polled
+    })
+    .await;
+    wire::from_stream(&e)
+}
+
+/// Whether an outcome means the call was cut short (fires the signal).
+fn cut_short(status: &Status) -> bool {
+    matches!(status.code(), Code::DEADLINE_EXCEEDED | Code::CANCELLED)
+}
+
+/// The status of a call that succeeded.
+static OK: Status = Status::ok();
+
+/// Sends the call's one response message and its OK trailers, or its
+/// error status; records whether the call ended cleanly.
+async fn respond(
+    stream: &mut Stream,
+    result: Result<Option<Framed>, Status>,
+    guard: &mut CallGuard,
+) {
+    let status = match &result {
+        Ok(_) => &OK,
+        Err(status) => status,
+    };
+    observe::server_finished(status);
+    guard.meter.finish(status.code());
+    if let Ok(Some(framed)) = &result {
+        guard.meter.sent(framed);
+    }
+    // What the end sends, built before its one await (so the call's
+    // future holds none of it): the handler's headers, if they have not
+    // gone with a streamed message, and its trailers (none allocates
+    // nothing).
+    let (message, trailers, cut) = {
+        let (headers, extra) = guard.calls.take_end(guard.id);
+        match result {
+            Ok(Some(framed)) => {
+                let h = (!headers.is_empty()).then(|| wire::headers(&headers));
+                (Some((framed, h)), wire::trailers_with(&OK, &extra), false)
+            }
+            // No message: headers not sent yet join the trailers (gRPC's
+            // "trailers-only" response).
+            Ok(None) => (None, wire::trailers_with(&OK, &join(headers, extra)), false),
+            Err(status) => {
+                tracing::debug!(id = stream.id(), %status, "call failed");
+                let t = wire::trailers_with(&status, &join(headers, extra));
+                (None, t, cut_short(&status))
+            }
+        }
+    };
+    let sent = match message {
+        Some((framed, None)) => wire::send(stream, framed, Some(trailers)).await,
+        Some((framed, Some(h))) => wire::send_headed(stream, framed, h, Some(trailers)).await,
+        None => wire::end(stream, trailers).await,
+    };
+    guard.clean = sent.is_ok() && !cut;
+}
+
+/// Headers then trailers, for a call whose end carries both.
+fn join(
+    mut headers: Vec<crate::options::Entry>,
+    trailers: Vec<crate::options::Entry>,
+) -> Vec<crate::options::Entry> {
+    if headers.is_empty() {
+        return trailers;
+    }
+    headers.extend(trailers);
+    headers
+}
+
+pub(crate) async fn unary<F, Fut, Req, Resp>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, Req) -> Fut,
+    Fut: Future<Output = Result<Resp, Status>>,
+    Req: Decode,
+    Resp: Encode,
+{
+    let ServerCall {
+        mut stream,
+        ctx,
+        deadline,
+        max,
+        mut guard,
+    } = call;
+    let work = async {
+        let mut reader = Reader::new(max);
+        let req = reader.single(&mut stream).await?;
+        guard.meter.received(req.len());
+        let req = Req::decode(req)?;
+        let handler = catch(call_handler(|| f(ctx, req))?);
+        tokio::select! {
+            biased;
+            resp = handler => resp?.encode(max).map(Some),
+            gone = watch_reset(&mut stream) => Err(gone),
+        }
+    };
+    let result = within_as(deadline, work, IN_HANDLER).await;
+    respond(&mut stream, result, &mut guard).await;
+}
+
+/// Ends a streaming call with the handler's result, if the stream is still
+/// in its slot (a send cancelled half-way took it out, resetting the call).
+async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard: &mut CallGuard) {
+    match slot.close() {
+        Some(mut stream) => respond(&mut stream, result, guard).await,
+        None => guard.clean = false,
+    }
+}
+
+/// Runs a streaming call: its stream goes into a slot the handler's
+/// handles share, `work` gets the slot, the context and the message limit,
+/// and the call ends with `work`'s result (or `DEADLINE_EXCEEDED`).
+async fn streaming<W>(call: ServerCall, work: impl FnOnce(Slot, Context, usize) -> W)
+where
+    W: Future<Output = Result<Option<Framed>, Status>>,
+{
+    let ServerCall {
+        stream,
+        ctx,
+        deadline,
+        max,
+        mut guard,
+    } = call;
+    let slot = Slot::serving(stream, guard.calls.clone(), guard.id);
+    let result = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER).await;
+    end_streaming(slot, result, &mut guard).await;
+}
+
+pub(crate) async fn server_streaming<F, Fut, Req>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, Req, ResponseSink) -> Fut,
+    Fut: Future<Output = Result<(), Status>>,
+    Req: Decode,
+{
+    streaming(call, |slot, ctx, max| async move {
+        let req = Req::decode(RequestStream::new(slot.clone(), max).single().await?)?;
+        let sink = ResponseSink::new(slot.clone(), max);
+        let handler = catch(call_handler(|| f(ctx, req, sink))?);
+        tokio::select! {
+            biased;
+            r = handler => r.map(|()| None),
+            gone = watch_slot(&slot) => Err(gone),
+        }
+    })
+    .await;
+}
+
+pub(crate) async fn client_streaming<F, Fut, Resp>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, RequestStream) -> Fut,
+    Fut: Future<Output = Result<Resp, Status>>,
+    Resp: Encode,
+{
+    streaming(call, |slot, ctx, max| async move {
+        let rx = RequestStream::new(slot, max);
+        let resp = catch(call_handler(|| f(ctx, rx))?).await?;
+        resp.encode(max).map(Some)
+    })
+    .await;
+}
+
+pub(crate) async fn bidi<F, Fut>(call: ServerCall, f: F)
+where
+    F: FnOnce(Context, BidiStream) -> Fut,
+    Fut: Future<Output = Result<(), Status>>,
+{
+    streaming(call, |slot, ctx, max| async move {
+        let s = BidiStream::new(slot, max);
+        catch(call_handler(|| f(ctx, s))?).await.map(|()| None)
+    })
+    .await;
+}
