@@ -1,7 +1,9 @@
 //! Conformance of the server with docs/PROTOCOL.md, checked from a raw
 //! peer (the behaviours an independent client found wrong, issue 18): a
 //! streaming call past its deadline ends with `DEADLINE_EXCEEDED` (7.4),
-//! whatever the handler was doing.
+//! whatever the handler was doing; a bad deflate stream on an `OPEN`
+//! resets that stream with `COMPRESSION_ERROR` and the connection lives
+//! (4).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::Notify;
 use weft::{Code, Config, Listener, Metadata, Router, Status};
+use weft_frame::FrameCodec;
 use weft_frame::{Flags, Frame, FrameType, Reason};
-use weft_testkit::{PeerRead, RawPeer};
+use weft_testkit::{EchoServer, Mode, PeerRead, RawPeer, ServerOptions};
 
 /// The deadline every call here carries.
 const DEADLINE: Duration = Duration::from_millis(150);
@@ -239,4 +242,50 @@ async fn a_status_after_a_cut_message_is_the_callers_error() {
     assert_eq!(e.code(), Code::DEADLINE_EXCEEDED, "{e}");
     done.send(()).unwrap();
     server.await.unwrap();
+}
+
+/// A frame of type `ty` with `COMPRESSED` set and `payload` as its claimed
+/// deflate data, encoded by hand (the peer's pipeline owns that flag).
+fn claimed_compressed(ty: FrameType, stream_id: u32, payload: &[u8]) -> bytes::BytesMut {
+    let mut wire = bytes::BytesMut::new();
+    let f = Frame::new(
+        ty,
+        Flags::COMPRESSED,
+        stream_id,
+        Bytes::copy_from_slice(payload),
+    );
+    FrameCodec::default().encode_frame(&f, &mut wire).unwrap();
+    wire
+}
+
+/// Not a deflate stream (block type 3 is reserved).
+const NOT_DEFLATE: &[u8] = b"\xff\xfe not deflate at all";
+
+/// An `OPEN` whose payload does not inflate is reset with
+/// `COMPRESSION_ERROR`, like a `DATA` frame (section 4); the id counts as
+/// opened, so a later `DATA` on it is a late frame, not a frame for a
+/// stream never opened: the connection serves on.
+#[tokio::test]
+async fn a_bad_deflate_open_resets_only_its_stream() {
+    let server = EchoServer::with(ServerOptions::mode(&Mode::deflate())).await;
+    let mut p = RawPeer::connect(server.addr(), server.client_handshake())
+        .await
+        .unwrap();
+    p.send_raw(&claimed_compressed(FrameType::OPEN, 1, NOT_DEFLATE))
+        .await
+        .unwrap();
+    assert_eq!(p.reset_of(1).await, Some(Reason::COMPRESSION_ERROR));
+    p.send(&weft_testkit::data(1, Bytes::from_static(b"late"), true))
+        .await
+        .unwrap();
+    p.send_raw(&claimed_compressed(FrameType::DATA, 1, NOT_DEFLATE))
+        .await
+        .unwrap();
+    assert_eq!(p.echo(3, b"still serving").await.unwrap(), b"still serving");
+    // The id rules still hold for a bad OPEN: one with our parity is a
+    // protocol error, as any OPEN with it.
+    p.send_raw(&claimed_compressed(FrameType::OPEN, 4, NOT_DEFLATE))
+        .await
+        .unwrap();
+    assert_eq!(p.goaway().await, Some(Reason::PROTOCOL_ERROR));
 }

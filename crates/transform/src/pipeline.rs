@@ -433,6 +433,7 @@ impl Inbound {
         let limit = self.max_inflated.min(by_ratio);
         frame.payload = d.decompress(&frame.payload, limit).map_err(|why| {
             TransformError::new(TransformErrorKind::Decompress {
+                ty: frame.ty,
                 stream_id: frame.stream_id,
                 why,
             })
