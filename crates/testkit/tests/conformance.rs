@@ -3,7 +3,8 @@
 //! streaming call past its deadline ends with `DEADLINE_EXCEEDED` (7.4),
 //! whatever the handler was doing; a bad deflate stream on an `OPEN`
 //! resets that stream with `COMPRESSION_ERROR` and the connection lives
-//! (4).
+//! (4); flow-control windows count inflated payload bytes, never wire
+//! bytes or the record tag (6.4).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -288,4 +289,183 @@ async fn a_bad_deflate_open_resets_only_its_stream() {
         .await
         .unwrap();
     assert_eq!(p.goaway().await, Some(Reason::PROTOCOL_ERROR));
+}
+
+/// The window the receiving peer grants below, per stream and for the
+/// connection: the smallest a settings frame may announce (6.1).
+const WINDOW: usize = 65_536;
+
+/// Three windows of very compressible bytes.
+fn compressible() -> Bytes {
+    let text = b"weft counts inflated bytes against its windows. ".repeat(4 * WINDOW / 48);
+    Bytes::copy_from_slice(&text[..3 * WINDOW])
+}
+
+/// A raw peer that announces [`WINDOW`] for streams and adds nothing to
+/// the connection's baseline (also [`WINDOW`]), then sends `body` to the
+/// echo server on stream 1 (within the server's own windows).
+async fn echo_through_a_small_window(server: &EchoServer, body: &Bytes) -> RawPeer {
+    let mut p = RawPeer::handshake(server.addr(), server.client_handshake())
+        .await
+        .unwrap();
+    p.send(&weft_mux::session::settings_frame(0, WINDOW as u32))
+        .await
+        .unwrap();
+    match p.recv().await {
+        PeerRead::Frame(f) if f.ty == FrameType::WINDOW_UPDATE && f.stream_id == 0 => {}
+        other => panic!("expected settings, got {other:?}"),
+    }
+    p.send(&Frame::new(FrameType::OPEN, Flags::NONE, 1, Bytes::new()))
+        .await
+        .unwrap();
+    for piece in body.chunks(24_000) {
+        let piece = Bytes::copy_from_slice(piece);
+        p.send(&weft_testkit::data(1, piece, false)).await.unwrap();
+    }
+    p.send(&weft_testkit::data(1, Bytes::new(), true))
+        .await
+        .unwrap();
+    p
+}
+
+/// One frame as it is on the wire (no record protection): type, flags,
+/// stream id, metadata and payload as sent.
+struct Wire {
+    ty: u8,
+    flags: u8,
+    stream_id: u32,
+    metadata: usize,
+    payload: Vec<u8>,
+}
+
+/// Reads the next frame's raw bytes from the socket (plain mode only).
+async fn wire_frame(p: &mut RawPeer, buf: &mut Vec<u8>) -> Wire {
+    use tokio::io::AsyncReadExt;
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    loop {
+        if buf.len() >= 16 {
+            let (meta, len) = (be(&buf[8..12]) as usize, be(&buf[12..16]) as usize);
+            if buf.len() >= 16 + meta + len {
+                let f = Wire {
+                    ty: buf[1],
+                    flags: buf[2],
+                    stream_id: be(&buf[4..8]),
+                    metadata: meta,
+                    payload: buf[16 + meta..16 + meta + len].to_vec(),
+                };
+                buf.drain(..16 + meta + len);
+                return f;
+            }
+        }
+        let mut chunk = [0u8; 8192];
+        let n = tokio::time::timeout(weft_testkit::PEER_PATIENCE, p.io_mut().read(&mut chunk))
+            .await
+            .expect("the server stalled")
+            .unwrap();
+        assert_ne!(n, 0, "the server closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The server, as a sender, counts a compressed frame at its inflated
+/// size: before any credit it sends exactly one window of inflated bytes,
+/// in far fewer wire bytes, and stops; a peer that grants credit for what
+/// it inflated receives the whole transfer, three windows.
+#[tokio::test]
+async fn windows_count_inflated_bytes_not_wire_bytes() {
+    let server = EchoServer::with(ServerOptions::mode(&Mode::deflate())).await;
+    let body = compressible();
+    let mut p = echo_through_a_small_window(&server, &body).await;
+    let (mut buf, mut got, mut wire) = (Vec::new(), Vec::new(), 0);
+    let mut granted = false;
+    loop {
+        let f = wire_frame(&mut p, &mut buf).await;
+        if f.stream_id != 1 || f.ty != FrameType::DATA.0 {
+            continue;
+        }
+        wire += f.payload.len();
+        if f.flags & Flags::COMPRESSED.0 != 0 {
+            got.extend(miniz_oxide::inflate::decompress_to_vec(&f.payload).unwrap());
+        } else {
+            got.extend_from_slice(&f.payload);
+        }
+        assert_eq!(f.metadata, 0);
+        if !granted && got.len() >= WINDOW {
+            // One window exactly, then nothing without credit.
+            assert_eq!(got.len(), WINDOW, "inflated bytes before any credit");
+            assert!(wire < WINDOW / 4, "{wire} wire bytes: not compressed");
+            grant(&mut p, 1).await;
+            granted = true;
+        }
+        if f.flags & Flags::END_STREAM.0 != 0 {
+            break;
+        }
+    }
+    assert_eq!(got, body);
+}
+
+/// With records on (Noise NN with deflate), neither the record tag nor
+/// compression counts: the peer, through its own record pipeline, reads
+/// exactly one window of payload before it grants credit, then the rest.
+#[tokio::test]
+async fn windows_do_not_count_the_record_tag() {
+    let server = EchoServer::with(ServerOptions::mode(&Mode::noise_nn())).await;
+    let body = compressible();
+    let mut p = echo_through_a_small_window(&server, &body).await;
+    let mut got = Vec::new();
+    let mut granted = false;
+    loop {
+        let f = match p.recv().await {
+            PeerRead::Frame(f) if f.stream_id == 1 && f.ty == FrameType::DATA => f,
+            PeerRead::Frame(_) => continue,
+            other => panic!("after {} bytes: {other:?}", got.len()),
+        };
+        got.extend_from_slice(&f.payload);
+        if !granted && got.len() >= WINDOW {
+            assert_eq!(got.len(), WINDOW, "payload bytes before any credit");
+            grant(&mut p, 1).await;
+            granted = true;
+        }
+        if f.is_end_stream() {
+            break;
+        }
+    }
+    assert_eq!(got, body);
+}
+
+/// The server, as a receiver, also counts inflated bytes: a peer that
+/// sends one byte more than the stream window (256 KiB) to a handler that
+/// does not read, in a few kilobytes of deflate, gets
+/// `RESET(FLOW_CONTROL_ERROR)` on that stream; exactly the window is fine.
+#[tokio::test]
+async fn the_receive_window_counts_inflated_bytes() {
+    let mut options = ServerOptions::mode(&Mode::deflate());
+    options.handler_delay = Duration::from_secs(3600);
+    let server = EchoServer::with(options).await;
+    let mut p = RawPeer::connect(server.addr(), server.client_handshake())
+        .await
+        .unwrap();
+    let window = 256 * 1024;
+    for (id, len) in [(1, window), (3, window + 1)] {
+        p.send(&Frame::new(FrameType::OPEN, Flags::NONE, id, Bytes::new()))
+            .await
+            .unwrap();
+        let body = Bytes::from(vec![b'w'; len]);
+        for piece in body.chunks(60_000) {
+            let piece = Bytes::copy_from_slice(piece);
+            p.send(&weft_testkit::data(id, piece, false)).await.unwrap();
+        }
+    }
+    // Stream 3's reset, and none for stream 1 before it.
+    loop {
+        match p.recv().await {
+            PeerRead::Frame(f) if f.ty == FrameType::RESET => {
+                assert_eq!(f.stream_id, 3, "{f:?}");
+                assert_eq!(f.parse_reset().unwrap(), Reason::FLOW_CONTROL_ERROR);
+                break;
+            }
+            PeerRead::Frame(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
 }
