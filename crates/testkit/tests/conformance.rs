@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use weft::{Code, Config, Listener, Metadata, Router, Status};
 use weft_frame::FrameCodec;
 use weft_frame::{Flags, Frame, FrameType, Reason};
+use weft_mux::pipeline::{Handshake, HandshakeConfig, HandshakeRole};
 use weft_testkit::{EchoServer, Mode, PeerRead, RawPeer, ServerOptions};
 
 /// The deadline every call here carries.
@@ -201,7 +202,6 @@ async fn bidi_past_its_deadline_ends_with_deadline_exceeded() {
 /// that status, not with the `INTERNAL` of a cut message.
 #[tokio::test]
 async fn a_status_after_a_cut_message_is_the_callers_error() {
-    use weft_mux::pipeline::HandshakeRole;
     let (listener, addr) = weft_testkit::raw_listener().await.unwrap();
     let config = Config::new();
     let hs = config.handshake_config().clone();
@@ -468,4 +468,49 @@ async fn the_receive_window_counts_inflated_bytes() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// Everything the server sends a raw initiator whose first handshake
+/// message is made with `client`, until it closes (what section 3.9 and
+/// the pre-shared key text of section 3 describe).
+async fn handshake_reply(server: &EchoServer, client: HandshakeConfig) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut hs = Handshake::new(HandshakeRole::Initiator, client).unwrap();
+    let mut out = bytes::BytesMut::new();
+    hs.poll_transmit(&mut out);
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    tcp.write_all(&out).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(weft_testkit::PEER_PATIENCE, tcp.read_to_end(&mut got))
+        .await
+        .expect("the server closes")
+        .unwrap();
+    got
+}
+
+/// A wrong pre-shared key, or one on one side only, gets the server's
+/// preface, then one rejection frame (3.9: `ff 01` authentication, `ff 05`
+/// a key on one side only), then the end of the stream: nothing else.
+#[tokio::test]
+async fn wrong_or_one_sided_psk_gets_the_preface_a_rejection_and_a_close() {
+    let server = EchoServer::with(ServerOptions::mode(&Mode::psk())).await;
+    let mut wrong = Mode::psk().client;
+    wrong.psk = Some([0x43; 32].into());
+    let mut none = Mode::psk().client;
+    none.psk = None;
+    let preface = "5745465401000000";
+    let rejection = |reason: &str| format!("{preface}01060000000000000000000000000002ff{reason}");
+    assert_eq!(hex(&handshake_reply(&server, wrong).await), rejection("01"));
+    assert_eq!(hex(&handshake_reply(&server, none).await), rejection("05"));
+    // A server without a key, and a client with one.
+    let server = EchoServer::with(ServerOptions::mode(&Mode::noise_nn())).await;
+    let one_sided = Mode::psk().client;
+    assert_eq!(
+        hex(&handshake_reply(&server, one_sided).await),
+        rejection("05")
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
