@@ -113,3 +113,41 @@ fn a_sender_fails_only_when_no_key_update_is_possible() {
     assert!(wire.is_empty(), "nothing written");
     assert!(a.outbound.encode(&frame(3), &mut wire).is_err(), "poisoned");
 }
+
+/// A sender that never updates its key (its own count was not kept, only
+/// its nonce advanced): the receiver counts each record it opens itself
+/// and refuses the one past 2^24 under one key.
+#[test]
+fn the_receiver_counts_records_itself() {
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    let before = MAX_RECORDS_PER_KEY - 1;
+    a.outbound.send_key_mut().cipher.skip_for_testing(before);
+    b.inbound.open_key_mut().skip_for_testing(before);
+    send(&mut a, &mut b, 0, 1);
+    assert_eq!(b.inbound.open_key_mut().records, MAX_RECORDS_PER_KEY);
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame(1), &mut wire).unwrap();
+    let err = b.inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+}
+
+/// The receiver's byte count: each record adds its plaintext (metadata and
+/// payload), and once past 2^38 the next record is refused.
+#[test]
+fn the_receiver_counts_plaintext_bytes_itself() {
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    let plaintext = (frame(0).metadata.len() + frame(0).payload.len()) as u64;
+    b.inbound.open_key_mut().bytes = 3;
+    send(&mut a, &mut b, 0, 1);
+    assert_eq!(b.inbound.open_key_mut().bytes, 3 + plaintext);
+    assert_eq!(b.inbound.open_key_mut().records, 1);
+    // Exactly at the limit still opens; one byte over refuses the next.
+    b.inbound.open_key_mut().bytes = MAX_BYTES_PER_KEY - plaintext;
+    send(&mut a, &mut b, 1, 1);
+    b.inbound.open_key_mut().bytes = MAX_BYTES_PER_KEY + 1 - plaintext;
+    send(&mut a, &mut b, 2, 1);
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame(3), &mut wire).unwrap();
+    let err = b.inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+}
