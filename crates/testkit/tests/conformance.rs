@@ -144,6 +144,27 @@ async fn grant(p: &mut RawPeer, id: u32) {
     p.send(&Frame::window_update(0, big)).await.unwrap();
 }
 
+/// Calls `method` on stream `id` (ending the caller's half if `end`),
+/// waits for the handler to be dropped at its deadline, grants credit if
+/// `blocked` (the handler was waiting for it) and returns how the stream
+/// ended for the caller.
+async fn past_deadline(
+    p: &mut RawPeer,
+    dropped: &Notify,
+    call: (u32, &str, bool),
+    blocked: bool,
+) -> End {
+    let (id, method, end) = call;
+    p.send(&open_call(id, method, end)).await.unwrap();
+    dropped.notified().await;
+    if blocked {
+        grant(p, id).await;
+    }
+    end_of(p, id).await
+}
+
+const DEADLINE_EXCEEDED: End = End::Status(Some(Code::DEADLINE_EXCEEDED.0));
+
 /// A server-streaming handler blocked on flow control when its deadline
 /// passes: the call still ends with `DEADLINE_EXCEEDED` (after the part of
 /// the response already queued), not with `RESET(CANCEL)` (which 7.5 maps
@@ -152,12 +173,10 @@ async fn grant(p: &mut RawPeer, id: u32) {
 async fn server_streaming_blocked_in_a_send_ends_with_deadline_exceeded() {
     let dropped = Arc::new(Notify::new());
     let mut p = serve_and_connect(router(&dropped)).await;
-    p.send(&open_call(1, "svc/flood", true)).await.unwrap();
-    dropped.notified().await;
-    grant(&mut p, 1).await;
+    let call = (1, "svc/flood", true);
     assert_eq!(
-        end_of(&mut p, 1).await,
-        End::Status(Some(Code::DEADLINE_EXCEEDED.0))
+        past_deadline(&mut p, &dropped, call, true).await,
+        DEADLINE_EXCEEDED
     );
 }
 
@@ -166,11 +185,10 @@ async fn server_streaming_blocked_in_a_send_ends_with_deadline_exceeded() {
 async fn client_streaming_waiting_for_requests_ends_with_deadline_exceeded() {
     let dropped = Arc::new(Notify::new());
     let mut p = serve_and_connect(router(&dropped)).await;
-    p.send(&open_call(1, "svc/sink", false)).await.unwrap();
-    dropped.notified().await;
+    let call = (1, "svc/sink", false);
     assert_eq!(
-        end_of(&mut p, 1).await,
-        End::Status(Some(Code::DEADLINE_EXCEEDED.0))
+        past_deadline(&mut p, &dropped, call, false).await,
+        DEADLINE_EXCEEDED
     );
 }
 
@@ -181,18 +199,15 @@ async fn client_streaming_waiting_for_requests_ends_with_deadline_exceeded() {
 async fn bidi_past_its_deadline_ends_with_deadline_exceeded() {
     let dropped = Arc::new(Notify::new());
     let mut p = serve_and_connect(router(&dropped)).await;
-    p.send(&open_call(1, "svc/bidi-flood", true)).await.unwrap();
-    dropped.notified().await;
-    grant(&mut p, 1).await;
+    let call = (1, "svc/bidi-flood", true);
     assert_eq!(
-        end_of(&mut p, 1).await,
-        End::Status(Some(Code::DEADLINE_EXCEEDED.0))
+        past_deadline(&mut p, &dropped, call, true).await,
+        DEADLINE_EXCEEDED
     );
-    p.send(&open_call(3, "svc/bidi-idle", false)).await.unwrap();
-    dropped.notified().await;
+    let call = (3, "svc/bidi-idle", false);
     assert_eq!(
-        end_of(&mut p, 3).await,
-        End::Status(Some(Code::DEADLINE_EXCEEDED.0))
+        past_deadline(&mut p, &dropped, call, false).await,
+        DEADLINE_EXCEEDED
     );
 }
 

@@ -46,13 +46,7 @@ impl Session {
             return Err(protocol("first frame is not the settings WINDOW_UPDATE"));
         }
         if ty == FrameType::OPEN {
-            if self.role.owns(id) {
-                return Err(protocol("peer opened a stream with our id parity"));
-            }
-            if id <= self.ids.highest_remote {
-                return Err(protocol("stream id reused or lower than the highest seen"));
-            }
-            self.ids.highest_remote = id;
+            self.claim_remote_id(id)?;
             if self.goaway.sent {
                 return self.spend(Spend::Late, now, "opens after GOAWAY");
             }
@@ -63,5 +57,18 @@ impl Session {
             Some(_) => self.spend(Spend::Late, now, "late frame flood"),
             None => self.unknown_stream(id, now),
         }
+    }
+
+    /// The id rules of a peer's `OPEN` (6.2): its parity, above the highest
+    /// it opened; the id then counts as opened.
+    pub(super) fn claim_remote_id(&mut self, id: u32) -> Result<(), Fatal> {
+        if self.role.owns(id) {
+            return Err(protocol("peer opened a stream with our id parity"));
+        }
+        if id <= self.ids.highest_remote {
+            return Err(protocol("stream id reused or lower than the highest seen"));
+        }
+        self.ids.highest_remote = id;
+        Ok(())
     }
 }
