@@ -208,3 +208,15 @@ fn an_update_needs_two_nonces_left() {
         }
     }
 }
+
+/// A receiver whose nonce space is used up reports the record limit, not
+/// a record that failed to authenticate.
+#[test]
+fn a_receiver_out_of_nonces_reports_the_record_limit() {
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    b.inbound.open_key_mut().cipher.skip_for_testing(u64::MAX);
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame(0), &mut wire).unwrap();
+    let err = b.inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+}
