@@ -374,7 +374,8 @@ impl Inbound {
                 }
                 FirstFrame::Other => {
                     self.watch = None;
-                    self.plain = w.plain && !self.poisoned;
+                    // Not poisoned: `decode_slow` returns before this then.
+                    self.plain = w.plain;
                     if self.plain {
                         return self.decode(src);
                     }
