@@ -27,7 +27,7 @@ use crate::message::{Decode, Encode};
 use crate::meter::CallMeter;
 use crate::observe;
 use crate::pool::Pool;
-use crate::streams::Slot;
+use crate::streams::{Closed, Slot};
 use crate::wire::{self, Reader};
 use crate::within::within_as;
 use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Status};
@@ -348,12 +348,18 @@ where
     respond(&mut stream, result, &mut guard).await;
 }
 
-/// Ends a streaming call with the handler's result, if the stream is still
-/// in its slot (a send cancelled half-way took it out, resetting the call).
+/// Ends a streaming call with the handler's result. After a send cut short
+/// (the deadline passed while it waited for credit) an error status still
+/// goes out, after the part of the message already queued: the caller sees
+/// the status, not a reset (PROTOCOL 7.4). A handler claiming success after
+/// a cut message cannot be believed: the stream is dropped, resetting it.
 async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard: &mut CallGuard) {
-    match slot.close() {
-        Some(mut stream) => respond(&mut stream, result, guard).await,
-        None => guard.clean = false,
+    match (slot.close(), result) {
+        (Closed::Whole(mut stream), result) => respond(&mut stream, result, guard).await,
+        (Closed::Torn(mut stream), Err(status)) => {
+            respond(&mut stream, Err(status), guard).await;
+        }
+        (Closed::Torn(_), Ok(_)) | (Closed::Away, _) => guard.clean = false,
     }
 }
 

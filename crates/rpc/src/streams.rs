@@ -6,7 +6,9 @@
 //! runs, so that once the handler returns it can end the call with the
 //! final status. A receive cancelled half-way (e.g. in a `select!`) loses
 //! nothing; a send cancelled half-way could leave half a message on the
-//! wire, so it resets the call instead.
+//! wire, so no further message may follow it: the call can then only end,
+//! with an error status (the deadline's `DEADLINE_EXCEEDED`, PROTOCOL 7.4)
+//! or, if the handler claims success, a reset.
 
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
@@ -29,8 +31,22 @@ enum Place {
     Here(Stream),
     /// Leased: a send (or the server's reset watch) has it.
     Out,
-    /// The call is over: ended by the server, or reset by a cancelled send.
+    /// A send was cancelled half-way: part of a message may be queued, so
+    /// nothing more may be sent but the call's end.
+    Torn(Stream),
+    /// The call is over: ended by the server.
     Gone,
+}
+
+/// What [`Slot::close`] found.
+#[derive(Debug)]
+pub(crate) enum Closed {
+    /// The stream, between messages.
+    Whole(Stream),
+    /// The stream after a send cancelled half-way (see [`Place::Torn`]).
+    Torn(Stream),
+    /// Nothing: a handle still has it out.
+    Away,
 }
 
 /// Who waits for the stream to come back: one waker per role, so the two
@@ -97,14 +113,22 @@ impl Slot {
     }
 
     /// Takes the stream for good (the call is ending); later leases fail.
-    pub(crate) fn close(&self) -> Option<Stream> {
+    pub(crate) fn close(&self) -> Closed {
         let mut inner = self.inner();
         let place = std::mem::replace(&mut inner.place, Place::Gone);
         wake_all(&mut inner.waiting);
         match place {
-            Place::Here(s) => Some(s),
-            _ => None,
+            Place::Here(s) => Closed::Whole(s),
+            Place::Torn(s) => Closed::Torn(s),
+            Place::Out | Place::Gone => Closed::Away,
         }
+    }
+
+    /// Puts back the stream of a send cut short: later leases fail.
+    fn tear(&self, s: Stream) {
+        let mut inner = self.inner();
+        inner.place = Place::Torn(s);
+        wake_all(&mut inner.waiting);
     }
 
     /// Leases the stream, waiting while another handle has it out.
@@ -133,6 +157,10 @@ impl Slot {
                 inner.place = Place::Gone;
                 Poll::Ready(Err(Status::cancelled("the call is over")))
             }
+            Place::Torn(s) => {
+                inner.place = Place::Torn(s);
+                Poll::Ready(Err(Status::cancelled("a send was cut short")))
+            }
         }
     }
 
@@ -147,10 +175,10 @@ fn wake_all(waiting: &mut [Option<Waker>; 2]) {
     }
 }
 
-/// The stream taken out of its slot; goes back when dropped, unless a
-/// send was under way: a send cut short could leave half a message on the
-/// wire, so the stream is dropped (resetting the call) and the slot reads
-/// as over.
+/// The stream taken out of its slot; goes back when dropped. If a send
+/// was under way it goes back torn: a send cut short could leave half a
+/// message on the wire, so no handle may lease it again; only the server
+/// ends the call.
 pub(crate) struct Lease<'a> {
     slot: &'a Slot,
     stream: Option<Stream>,
@@ -179,8 +207,7 @@ impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let Some(s) = self.stream.take() else { return };
         if self.sending {
-            self.slot.close();
-            drop(s);
+            self.slot.tear(s);
         } else {
             self.slot.put(s);
         }

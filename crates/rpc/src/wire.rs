@@ -172,7 +172,14 @@ impl Reader {
         }
         if self.ended {
             if self.decoder.is_mid_message() {
-                return Err(MessageDecoder::truncated());
+                // A sender that ended its side inside a message with an
+                // error status (a deadline that passed mid-send) is
+                // reported by that status; otherwise the cut is the error.
+                let stated = self.trailers.as_ref().filter(|t| t.status().is_some());
+                return Err(match status_of(stated) {
+                    Err(status) if stated.is_some() => status,
+                    _ => MessageDecoder::truncated(),
+                });
             }
             return Ok(Some(None));
         }

@@ -2,7 +2,7 @@
 //! [`HandshakeError`] for the handshake. Both are opaque structs over a
 //! private kind, with predicates.
 
-use weft_frame::{FrameError, Reason};
+use weft_frame::{FrameError, FrameType, Reason};
 
 use crate::KeyHex;
 use crate::handshake_kind::RejectReason;
@@ -47,6 +47,8 @@ pub(crate) enum TransformErrorKind {
     UnexpectedCompression,
     /// A compressed payload failed to decompress; confined to its frame.
     Decompress {
+        /// `OPEN` or `DATA`: an `OPEN` still opens its stream id.
+        ty: FrameType,
         stream_id: u32,
         why: DecompressError,
     },
@@ -86,6 +88,16 @@ impl TransformError {
     pub fn stream_id(&self) -> Option<u32> {
         match self.kind {
             TransformErrorKind::Decompress { stream_id, .. } => Some(stream_id),
+            _ => None,
+        }
+    }
+
+    /// The type of the frame that failed, for errors confined to one frame
+    /// (`OPEN` or `DATA`): a receiver treats a failed `OPEN` as opening its
+    /// id, then resets it, so later frames on it are late, not unknown.
+    pub fn frame_type(&self) -> Option<FrameType> {
+        match self.kind {
+            TransformErrorKind::Decompress { ty, .. } => Some(ty),
             _ => None,
         }
     }
@@ -204,7 +216,7 @@ impl std::fmt::Display for TransformError {
             TransformErrorKind::UnexpectedCompression => {
                 f.write_str("compressed frame where compression was not negotiated")
             }
-            TransformErrorKind::Decompress { stream_id, why } => {
+            TransformErrorKind::Decompress { stream_id, why, .. } => {
                 write!(f, "stream {stream_id}: ")?;
                 match why {
                     DecompressError::TooLarge { limit } => {

@@ -374,7 +374,8 @@ impl Inbound {
                 }
                 FirstFrame::Other => {
                     self.watch = None;
-                    self.plain = w.plain && !self.poisoned;
+                    // Not poisoned: `decode_slow` returns before this then.
+                    self.plain = w.plain;
                     if self.plain {
                         return self.decode(src);
                     }
@@ -433,6 +434,7 @@ impl Inbound {
         let limit = self.max_inflated.min(by_ratio);
         frame.payload = d.decompress(&frame.payload, limit).map_err(|why| {
             TransformError::new(TransformErrorKind::Decompress {
+                ty: frame.ty,
                 stream_id: frame.stream_id,
                 why,
             })

@@ -1,5 +1,5 @@
 //! The admission refusal: what a busy responder sends instead of its
-//! handshake message (docs/PROTOCOL.md section 3.9), and how the initiator
+//! handshake message (docs/PROTOCOL.md section 3.10), and how the initiator
 //! recognises it.
 //!
 //! The refusal is the responder's preface followed by an unencrypted

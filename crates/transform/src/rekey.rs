@@ -212,10 +212,12 @@ impl OpenKey {
     }
 
     /// Opens one record in place; returns the plaintext length. A record
-    /// beyond a key's hard limits is refused before it is opened.
+    /// beyond a key's hard limits (the 2^24 + 1st, or one whose plaintext
+    /// would take the key past 2^38 bytes) is refused before it is opened.
     #[inline]
     pub(crate) fn open(&mut self, aad: &[u8], in_out: &mut [u8]) -> Result<usize, TransformError> {
-        if self.records >= MAX_RECORDS_PER_KEY || self.bytes > MAX_BYTES_PER_KEY {
+        let plaintext = in_out.len().saturating_sub(TAG_LEN) as u64;
+        if self.records >= MAX_RECORDS_PER_KEY || self.bytes + plaintext > MAX_BYTES_PER_KEY {
             return Err(fatal(TransformErrorKind::ReceiveLimit));
         }
         let len = self

@@ -10,7 +10,7 @@
 //! attacker holding every slot with silent or trickling connections loses
 //! them to the first real client. Only when every pending handshake is
 //! younger than that (a genuine burst) is the newcomer refused, with the
-//! retry-safe refusal of docs/PROTOCOL.md section 3.9; an evicted client
+//! retry-safe refusal of docs/PROTOCOL.md section 3.10; an evicted client
 //! receives the same refusal. See docs/SECURITY.md, "Admission".
 
 use std::collections::HashMap;

@@ -168,8 +168,11 @@ impl Inner {
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "bad input from peer");
-                    match e.stream_id() {
-                        Some(id) if !e.is_fatal() => self.session.reset(id, e.reason()),
+                    match (e.frame_type(), e.stream_id()) {
+                        (Some(ty), Some(id)) if !e.is_fatal() => {
+                            self.session
+                                .reset_unreadable(ty, id, e.reason(), &mut clock);
+                        }
                         _ => self.session.close(e.reason(), "undecodable input"),
                     }
                     if e.is_fatal() {

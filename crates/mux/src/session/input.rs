@@ -223,13 +223,7 @@ impl Session {
         now: &mut dyn FnMut() -> Instant,
     ) -> Result<(), Fatal> {
         let id = frame.stream_id;
-        if self.role.owns(id) {
-            return Err(protocol("peer opened a stream with our id parity"));
-        }
-        if id <= self.ids.highest_remote {
-            return Err(protocol("stream id reused or lower than the highest seen"));
-        }
-        self.ids.highest_remote = id;
+        self.claim_remote_id(id)?;
         if self.goaway.sent {
             // Above our GOAWAY's last id: not processed (the peer retries).
             self.release_conn(len);

@@ -15,6 +15,7 @@ mod limits;
 mod progress;
 mod queue;
 mod stream;
+mod unreadable;
 mod window;
 
 use std::collections::VecDeque;

@@ -113,3 +113,109 @@ fn a_sender_fails_only_when_no_key_update_is_possible() {
     assert!(wire.is_empty(), "nothing written");
     assert!(a.outbound.encode(&frame(3), &mut wire).is_err(), "poisoned");
 }
+
+/// A sender that never updates its key (its own count was not kept, only
+/// its nonce advanced): the receiver counts each record it opens itself
+/// and refuses the one past 2^24 under one key.
+#[test]
+fn the_receiver_counts_records_itself() {
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    let before = MAX_RECORDS_PER_KEY - 1;
+    a.outbound.send_key_mut().cipher.skip_for_testing(before);
+    b.inbound.open_key_mut().skip_for_testing(before);
+    send(&mut a, &mut b, 0, 1);
+    assert_eq!(b.inbound.open_key_mut().records, MAX_RECORDS_PER_KEY);
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame(1), &mut wire).unwrap();
+    let err = b.inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+}
+
+/// The receiver's byte count: each record adds its plaintext (metadata and
+/// payload); a record that would take the key past 2^38 bytes is refused,
+/// one that reaches exactly 2^38 is not.
+#[test]
+fn the_receiver_counts_plaintext_bytes_itself() {
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    let plaintext = (frame(0).metadata.len() + frame(0).payload.len()) as u64;
+    b.inbound.open_key_mut().bytes = 3;
+    send(&mut a, &mut b, 0, 1);
+    assert_eq!(b.inbound.open_key_mut().bytes, 3 + plaintext);
+    assert_eq!(b.inbound.open_key_mut().records, 1);
+    b.inbound.open_key_mut().bytes = MAX_BYTES_PER_KEY - plaintext;
+    send(&mut a, &mut b, 1, 1);
+    assert_eq!(b.inbound.open_key_mut().bytes, MAX_BYTES_PER_KEY);
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame(2), &mut wire).unwrap();
+    let err = b.inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+}
+
+/// The process-wide counters count each update sent and received (other
+/// tests update keys at the same time, so only a lower bound holds).
+#[test]
+fn key_updates_counts_both_directions() {
+    let before = key_updates();
+    let (mut a, mut b) = encrypted(RekeyLimits {
+        records: 2,
+        ..RekeyLimits::default()
+    });
+    send(&mut a, &mut b, 0, 3);
+    assert!(a.outbound.key_updates() >= 1);
+    let after = key_updates();
+    assert!(after.sent >= before.sent + a.outbound.key_updates());
+    assert!(after.received >= before.received + b.inbound.key_updates());
+}
+
+/// The byte limit is inclusive: a key may carry exactly `bytes` plaintext
+/// bytes (the update record's 8 counted), one more makes the key due.
+#[test]
+fn a_key_carries_exactly_its_byte_limit() {
+    let plaintext = (frame(0).metadata.len() + frame(0).payload.len()) as u64;
+    let (mut a, mut b) = encrypted(RekeyLimits {
+        bytes: 2 * plaintext + KEY_UPDATE_BODY as u64,
+        ..RekeyLimits::default()
+    });
+    send(&mut a, &mut b, 0, 2);
+    assert_eq!(a.outbound.key_updates(), 0, "exactly at the limit");
+    send(&mut a, &mut b, 2, 1);
+    assert_eq!(a.outbound.key_updates(), 1, "one record more");
+}
+
+/// An update needs two nonces (the `KEY_UPDATE` record and the record it
+/// precedes): with exactly two left it goes ahead; with one left the
+/// sender fails with nothing written, not even the update record.
+#[test]
+fn an_update_needs_two_nonces_left() {
+    for (left, ok) in [(2, true), (1, false)] {
+        let (mut a, mut b) = encrypted(RekeyLimits::default());
+        let key = a.outbound.send_key_mut();
+        key.cipher.skip_for_testing(u64::MAX - left);
+        key.records = DEFAULT_REKEY_RECORDS; // due
+        b.inbound
+            .open_key_mut()
+            .cipher
+            .skip_for_testing(u64::MAX - left);
+        let mut wire = BytesMut::new();
+        let sent = a.outbound.encode(&frame(0), &mut wire);
+        assert_eq!(sent.is_ok(), ok, "{left} left: {sent:?}");
+        if ok {
+            assert_eq!(a.outbound.key_updates(), 1);
+            assert_eq!(b.inbound.decode(&mut wire).unwrap().unwrap(), frame(0));
+        } else {
+            assert!(wire.is_empty(), "nothing written");
+        }
+    }
+}
+
+/// A receiver whose nonce space is used up reports the record limit, not
+/// a record that failed to authenticate.
+#[test]
+fn a_receiver_out_of_nonces_reports_the_record_limit() {
+    let (mut a, mut b) = encrypted(RekeyLimits::default());
+    b.inbound.open_key_mut().cipher.skip_for_testing(u64::MAX);
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame(0), &mut wire).unwrap();
+    let err = b.inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_record_limit() && err.is_fatal(), "{err}");
+}
