@@ -358,38 +358,17 @@ fn connection_window(config: &Config) -> u64 {
         .unwrap_or(1024 * 1024)
 }
 
-async fn echo(conn: usize, mut stream: Stream, delay: Duration) -> Outcome {
+async fn echo(conn: usize, stream: Stream, delay: Duration) -> Outcome {
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
     let stream_id = stream.id();
-    let mut received = 0;
-    let end = loop {
-        match stream.recv().await {
-            Ok(Some(chunk)) => {
-                received += chunk.data.len();
-                let last = chunk.end;
-                if (!chunk.data.is_empty() || last)
-                    && let Err(e) = stream.send(chunk.data, last).await
-                {
-                    break Err(format!("send: {e}"));
-                }
-                if last {
-                    break Ok(());
-                }
-            }
-            Ok(None) => match stream.send(Bytes::new(), true).await {
-                Ok(()) => break Ok(()),
-                Err(e) => break Err(format!("send: {e}")),
-            },
-            Err(e) => break Err(e.to_string()),
-        }
-    };
+    let (received, end) = crate::pair::echo(stream).await;
     Outcome {
         conn,
         stream_id,
         received,
-        end,
+        end: end.map_err(|e| e.to_string()),
     }
 }
 
