@@ -13,6 +13,10 @@ use weft_frame::{Flags, Frame, FrameCodec, FrameType, Reason};
 use weft_mux::Config;
 use weft_mux::session::{Event, Recv, Role, Session};
 
+/// The most frames one [`Pair::drive`] moves before it panics: far above
+/// any test's exchange (the largest moves 16 frames).
+pub const DRIVE_LIMIT: usize = 10_000;
+
 /// Two sessions wired back to back; frames go through the real codec.
 pub struct Pair {
     pub client: Session,
@@ -40,26 +44,37 @@ impl Pair {
 
     /// Moves frames both ways until neither side has anything to send.
     /// Returns the number of frames moved.
+    ///
+    /// # Panics
+    /// After [`DRIVE_LIMIT`] frames: two sessions that never go quiet
+    /// (a ping-pong of control frames, say) are a bug to see, not a hang.
     pub fn drive(&mut self) -> usize {
         let mut moved = 0;
         loop {
-            let mut any = false;
+            let before = moved;
             while let Some(f) = self.client.poll_transmit() {
+                moved = Pair::step(moved);
                 let f = self.roundtrip(f);
                 self.server.handle_frame(f, self.now);
-                any = true;
-                moved += 1;
             }
             while let Some(f) = self.server.poll_transmit() {
+                moved = Pair::step(moved);
                 let f = self.roundtrip(f);
                 self.client.handle_frame(f, self.now);
-                any = true;
-                moved += 1;
             }
-            if !any {
+            if moved == before {
                 return moved;
             }
         }
+    }
+
+    fn step(moved: usize) -> usize {
+        assert!(
+            moved < DRIVE_LIMIT,
+            "Pair::drive moved {DRIVE_LIMIT} frames and the sessions are still not quiet: \
+             they keep answering each other (a livelock)"
+        );
+        moved + 1
     }
 
     fn roundtrip(&mut self, f: Frame) -> Frame {
