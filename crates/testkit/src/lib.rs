@@ -36,6 +36,7 @@ mod peer;
 mod process;
 mod server;
 mod soak;
+mod wait;
 
 pub use faulty::{Faults, FaultyIo};
 pub use modes::{Mode, TEST_PSK};
@@ -49,3 +50,4 @@ pub use server::{
     Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
 };
 pub use soak::{SOAK_STREAMS_PER_CLIENT, SoakReport, soak};
+pub use wait::STALL_LIMIT;

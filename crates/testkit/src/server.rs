@@ -15,6 +15,7 @@ use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
 
 use crate::modes::Mode;
+use crate::wait::{Changes, STALL_LIMIT};
 
 /// How a server-side stream ended, as its handler saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +115,8 @@ struct State {
     ended_ok: AtomicU64,
     ended_err: AtomicU64,
     connection_window: AtomicU64,
+    /// Bumped on a new connection, a failed handshake, a finished handler.
+    changes: Changes,
 }
 
 impl State {
@@ -182,6 +185,7 @@ impl EchoServer {
                                 conns.push(conn);
                                 conns.len()
                             };
+                            st.changes.bump();
                             loop {
                                 let permit = slots.clone().acquire_owned().await.unwrap();
                                 let Some(stream) = incoming.accept().await else {
@@ -203,6 +207,7 @@ impl EchoServer {
                                         st.outcomes.lock().unwrap().push(outcome);
                                     }
                                     st.handlers_now.fetch_sub(1, Ordering::Relaxed);
+                                    st.changes.bump();
                                     drop(permit);
                                 });
                             }
@@ -210,6 +215,7 @@ impl EchoServer {
                         Err(e) => {
                             st.handshakes_failed.fetch_add(1, Ordering::Relaxed);
                             *st.last_handshake_error.lock().unwrap() = Some(e.to_string());
+                            st.changes.bump();
                         }
                     }
                 });
@@ -245,29 +251,25 @@ impl EchoServer {
         self.state.conns.lock().unwrap().clone()
     }
 
-    /// Waits (up to 5 s) until `n` connections have completed their
-    /// handshake; returns the `n`th (1-based).
+    /// Waits until `n` connections have completed their handshake; returns
+    /// the `n`th (1-based).
     ///
     /// # Panics
-    /// If that does not happen in time.
+    /// If that does not happen within [`STALL_LIMIT`].
     pub async fn connection(&self, n: usize) -> Connection {
-        for _ in 0..2500 {
-            if let Some(c) = self.state.conns.lock().unwrap().get(n - 1) {
-                return c.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("connection {n} never completed its handshake");
+        let conns = || self.state.conns.lock().unwrap().get(n - 1).cloned();
+        let what = || format!("connection {n} never completed its handshake");
+        self.state.changes.until(conns, what).await
     }
 
-    /// Waits (up to 5 s) until connection `n` (1-based) has closed and
-    /// returns the reason it closed with.
+    /// Waits until connection `n` (1-based) has closed and returns the
+    /// reason it closed with.
     ///
     /// # Panics
-    /// If it does not close in time.
+    /// If it does not close within [`STALL_LIMIT`].
     pub async fn close_reason(&self, n: usize) -> weft_frame::Reason {
         let conn = self.connection(n).await;
-        tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        tokio::time::timeout(STALL_LIMIT, conn.closed())
             .await
             .unwrap_or_else(|_| panic!("connection {n} still open"));
         conn.close_cause().expect("closed").reason
@@ -283,21 +285,19 @@ impl EchoServer {
         self.state.last_handshake_error.lock().unwrap().clone()
     }
 
-    /// Waits (up to 5 s) for `n` handshake failures.
+    /// Waits for `n` handshake failures.
     ///
     /// # Panics
-    /// If they do not happen in time.
+    /// If they do not happen within [`STALL_LIMIT`].
     pub async fn wait_handshake_failures(&self, n: usize) {
-        for _ in 0..2500 {
-            if self.handshakes_failed() >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!(
-            "{} handshake failures, expected {n}",
-            self.handshakes_failed()
-        );
+        let done = || (self.handshakes_failed() >= n).then_some(());
+        let what = || {
+            format!(
+                "{} handshake failures, expected {n}",
+                self.handshakes_failed()
+            )
+        };
+        self.state.changes.until(done, what).await;
     }
 
     /// The largest figures seen so far.
@@ -319,23 +319,19 @@ impl EchoServer {
         self.state.outcomes.lock().unwrap().clone()
     }
 
-    /// Waits (up to 5 s) for the outcome of `stream_id` on connection
-    /// `conn` (1-based).
+    /// Waits for the outcome of `stream_id` on connection `conn`
+    /// (1-based).
     ///
     /// # Panics
-    /// If it does not come in time.
+    /// If it does not come within [`STALL_LIMIT`].
     pub async fn outcome(&self, conn: usize, stream_id: u32) -> Outcome {
-        for _ in 0..2500 {
-            if let Some(o) = self
-                .outcomes()
+        let found = || {
+            self.outcomes()
                 .into_iter()
                 .find(|o| o.conn == conn && o.stream_id == stream_id)
-            {
-                return o;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("no outcome for stream {stream_id} of connection {conn}");
+        };
+        let what = || format!("no outcome for stream {stream_id} of connection {conn}");
+        self.state.changes.until(found, what).await
     }
 }
 
@@ -382,6 +378,8 @@ pub struct Bystander {
     stop: Arc<AtomicBool>,
     task: JoinHandle<()>,
     conn: Connection,
+    /// Bumped after every round trip and on the failure.
+    changes: Arc<Changes>,
 }
 
 impl Bystander {
@@ -398,11 +396,13 @@ impl Bystander {
         let completed = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
-        let (c, f, s, k) = (
+        let changes = Arc::new(Changes::default());
+        let (c, f, s, k, ch) = (
             completed.clone(),
             failed.clone(),
             stop.clone(),
             conn.clone(),
+            changes.clone(),
         );
         let task = tokio::spawn(async move {
             let mut seq = 0u64;
@@ -411,9 +411,11 @@ impl Bystander {
                 match round_trip(&k, seq).await {
                     Ok(()) => {
                         c.fetch_add(1, Ordering::Relaxed);
+                        ch.bump();
                     }
                     Err(e) => {
                         *f.lock().unwrap() = Some(format!("round trip {seq}: {e}"));
+                        ch.bump();
                         return;
                     }
                 }
@@ -427,6 +429,7 @@ impl Bystander {
             stop,
             task,
             conn,
+            changes,
         };
         me.assert_progress(1).await;
         me
@@ -437,22 +440,20 @@ impl Bystander {
         self.completed.load(Ordering::Relaxed)
     }
 
-    /// Waits (up to 5 s) for `more` further round trips.
+    /// Waits for `more` further round trips.
     ///
     /// # Panics
-    /// If a round trip failed, or too few completed in time.
+    /// If a round trip failed, or none completed for [`STALL_LIMIT`].
     pub async fn assert_progress(&self, more: u64) {
         let goal = self.completed() + more;
-        for _ in 0..2500 {
+        let done = || {
             if let Some(e) = self.failed.lock().unwrap().clone() {
                 panic!("bystander failed: {e}");
             }
-            if self.completed() >= goal {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("bystander stalled at {} round trips", self.completed());
+            (self.completed() >= goal).then_some(())
+        };
+        let what = || format!("bystander stalled at {} round trips", self.completed());
+        self.changes.until(done, what).await;
     }
 
     /// Stops, checks that nothing failed, and returns the count.
@@ -461,7 +462,7 @@ impl Bystander {
     /// If a round trip failed.
     pub async fn finish(self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+        let _ = tokio::time::timeout(STALL_LIMIT, self.task).await;
         if let Some(e) = self.failed.lock().unwrap().clone() {
             panic!("bystander failed: {e}");
         }
