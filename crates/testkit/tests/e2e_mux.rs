@@ -11,7 +11,7 @@ use weft_frame::{Frame, FrameType, Limits, Reason};
 use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::{Config, Metadata, Role};
 use weft_testkit::{
-    Bystander, EchoServer, PeerRead, RawPeer, ServerOptions, data, open, round_trip,
+    Bystander, EchoServer, PeerRead, RawPeer, ServerOptions, data, eventually, open, round_trip,
     round_trip_retrying,
 };
 
@@ -272,17 +272,15 @@ async fn item_26_open_flood_past_the_cap_refused_retry_safe_connection_survives(
         p.send(&data(2 * i + 1, Bytes::new(), true)).await.unwrap();
     }
     // Slots free as the handlers finish; until then a new open is refused
-    // retry-safe, and a retry succeeds.
-    let mut id = 17;
-    let echoed = loop {
-        match p.echo(id, b"after the flood").await {
-            Ok(v) => break v,
-            Err(e) => {
-                assert!(e.contains("REFUSED_STREAM"), "{e}");
-                assert!(id < 17 + 2 * 50, "still refused");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                id += 2;
+    // retry-safe, and once they have finished a retry succeeds.
+    let echoed = match p.echo(17, b"after the flood").await {
+        Ok(v) => v,
+        Err(e) => {
+            assert!(e.contains("REFUSED_STREAM"), "{e}");
+            for i in 0..4u32 {
+                assert!(server.outcome(2, 2 * i + 1).await.end.is_ok());
             }
+            p.echo(19, b"after the flood").await.unwrap()
         }
     };
     assert_eq!(echoed, b"after the flood");
@@ -584,12 +582,11 @@ async fn item_35_churn_leaves_server_and_client_at_baseline() {
     }
     round_trip_retrying(&conn, u64::MAX).await.unwrap();
     // Let the server's handlers see their resets and finish.
-    for _ in 0..2500 {
-        if sconn.stats().streams == 0 && conn.stats().streams == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let settled = || (sconn.stats().streams == 0 && conn.stats().streams == 0).then_some(());
+    eventually(settled, || {
+        format!("{:?} {:?}", conn.stats(), sconn.stats())
+    })
+    .await;
     let (c, s) = (conn.stats(), sconn.stats());
     assert_eq!(c.streams, 0, "{c:?}");
     assert_eq!(s.streams, 0, "{s:?}");
