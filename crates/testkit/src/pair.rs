@@ -51,10 +51,10 @@ pub async fn echo(mut stream: Stream) -> (usize, Result<(), StreamError>) {
         };
         received += chunk.data.len();
         let last = chunk.end;
-        if !chunk.data.is_empty() || last {
-            if let Err(e) = stream.send(chunk.data, last).await {
-                break Err(e);
-            }
+        if (!chunk.data.is_empty() || last)
+            && let Err(e) = stream.send(chunk.data, last).await
+        {
+            break Err(e);
         }
         if last {
             break Ok(());
