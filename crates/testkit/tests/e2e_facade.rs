@@ -168,11 +168,12 @@ async fn item_13_half_open_handshakes_are_capped_by_the_facade() {
     // Four silent connections take every handshake slot. Newcomers while
     // they are young (a burst) get the retry-safe refusal at once: the
     // server's preface and a GOAWAY(REFUSED_STREAM), nothing piles up.
+    // They are admitted first: the server takes connections in the order
+    // they were made and admits each before it accepts the next.
     let mut silent = Vec::new();
     for _ in 0..4 {
         silent.push(TcpStream::connect(&server.addr).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let started = std::time::Instant::now();
     for _ in 0..8 {
         let mut extra = TcpStream::connect(&server.addr).await.unwrap();

@@ -249,8 +249,9 @@ async fn half_open_handshakes_are_capped() {
         .handshake_timeout(Duration::from_millis(300));
     let (addr, _stop, _h) = start(config).await;
     // A peer that connects and sends nothing holds the only handshake slot...
+    // (it is admitted first: the server takes connections in the order they
+    // were made and admits each before it accepts the next)...
     let silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
     // ...and is too young to be evicted, so a real client is turned away
     // at once with a retry-safe refusal, not queued behind it.
     let client_cfg = Config::new().handshake_timeout(Duration::from_secs(5));
