@@ -2,6 +2,7 @@
 //! tests, and a well-behaved bystander client that keeps doing round trips
 //! while a test attacks the server.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -115,11 +116,21 @@ struct State {
     ended_ok: AtomicU64,
     ended_err: AtomicU64,
     connection_window: AtomicU64,
-    /// Bumped on a new connection, a failed handshake, a finished handler.
+    /// Per connection (1-based): handlers running, and whether its accept
+    /// loop has ended (the connection will start no more handlers).
+    settling: Mutex<HashMap<usize, (usize, bool)>>,
+    /// Bumped on a new connection, a failed handshake, a finished handler,
+    /// an ended accept loop.
     changes: Changes,
 }
 
 impl State {
+    /// Updates connection `n`'s settling entry, then wakes the waiters.
+    fn settle(&self, n: usize, f: impl FnOnce(&mut (usize, bool))) {
+        f(self.settling.lock().unwrap().entry(n).or_default());
+        self.changes.bump();
+    }
+
     fn sample(&self) {
         let conns = self.conns.lock().unwrap().clone();
         let window = self.connection_window.load(Ordering::Relaxed);
@@ -193,8 +204,11 @@ impl EchoServer {
                                 };
                                 let st = st.clone();
                                 let delay = options.handler_delay;
+                                // Counted before the spawn: `settled` never
+                                // sees a handler that is about to start.
+                                st.handlers_now.fetch_add(1, Ordering::Relaxed);
+                                st.settle(n, |e| e.0 += 1);
                                 tokio::spawn(async move {
-                                    st.handlers_now.fetch_add(1, Ordering::Relaxed);
                                     st.sample();
                                     let outcome = echo(n, stream, delay).await;
                                     let counter = if outcome.end.is_ok() {
@@ -207,10 +221,11 @@ impl EchoServer {
                                         st.outcomes.lock().unwrap().push(outcome);
                                     }
                                     st.handlers_now.fetch_sub(1, Ordering::Relaxed);
-                                    st.changes.bump();
+                                    st.settle(n, |e| e.0 -= 1);
                                     drop(permit);
                                 });
                             }
+                            st.settle(n, |e| e.1 = true);
                         }
                         Err(e) => {
                             st.handshakes_failed.fetch_add(1, Ordering::Relaxed);
@@ -317,6 +332,26 @@ impl EchoServer {
     /// How every finished handler's stream ended.
     pub fn outcomes(&self) -> Vec<Outcome> {
         self.state.outcomes.lock().unwrap().clone()
+    }
+
+    /// Waits until connection `n` (1-based) can start no more handlers
+    /// (its accept loop ended) and every handler it started has finished:
+    /// from then on its [`EchoServer::outcomes`] are final.
+    ///
+    /// # Panics
+    /// If that does not happen within [`STALL_LIMIT`].
+    pub async fn settled(&self, n: usize) {
+        let done = || {
+            let settling = self.state.settling.lock().unwrap();
+            (settling.get(&n) == Some(&(0, true))).then_some(())
+        };
+        let what = || {
+            format!(
+                "connection {n}: {:?}",
+                self.state.settling.lock().unwrap().get(&n)
+            )
+        };
+        self.state.changes.until(done, what).await;
     }
 
     /// Waits for the outcome of `stream_id` on connection `conn`
