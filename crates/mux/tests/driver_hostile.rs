@@ -127,10 +127,8 @@ async fn writer(mut s: weft_mux::Stream) {
     assert!(s.recv().await.unwrap().is_none());
 }
 
-/// Reads a stream to its end (after a pause, so every window is full
-/// first), answers with an end, returns the byte count.
+/// Reads a stream to its end, answers with an end, returns the byte count.
 async fn reader(mut s: weft_mux::Stream) -> usize {
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let mut got = 0;
     while let Some(c) = s.recv().await.unwrap() {
         got += c.data.len();
@@ -150,11 +148,18 @@ async fn side(conn: Connection, mut incoming: Incoming) -> usize {
             .unwrap();
         writers.push(tokio::spawn(writer(s)));
     }
-    let mut readers = Vec::new();
+    let mut accepted = Vec::new();
     for _ in 0..STREAMS {
-        let s = incoming.accept().await.unwrap();
-        readers.push(tokio::spawn(reader(s)));
+        accepted.push(incoming.accept().await.unwrap());
     }
+    // Nothing is read until the connection's receive window is all but
+    // used up: every window is full first.
+    let full = || (conn.stats().conn_recv_window < 64 * 1024).then_some(());
+    weft_testkit::eventually(full, || format!("{:?}", conn.stats())).await;
+    let readers: Vec<_> = accepted
+        .into_iter()
+        .map(|s| tokio::spawn(reader(s)))
+        .collect();
     let mut total = 0;
     for r in readers {
         total += r.await.unwrap();
