@@ -6,12 +6,8 @@ use bytes::Bytes;
 use weft_mux::{Config, Metadata, Reason, Role, connect};
 use weft_testkit::{Endpoint, duplex_pair};
 
-async fn pair_with(client: Config, server: Config) -> (Endpoint, Endpoint) {
-    duplex_pair(64 * 1024, client, server).await
-}
-
 async fn pair() -> (Endpoint, Endpoint) {
-    pair_with(Config::default(), Config::default()).await
+    duplex_pair(64 * 1024, Config::default(), Config::default()).await
 }
 
 #[tokio::test]

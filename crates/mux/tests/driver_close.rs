@@ -8,14 +8,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::{Config, Connection, Metadata, Reason};
-use weft_testkit::{Endpoint, duplex_pair, echo, pair_over};
+use weft_testkit::{duplex_pair, echo, pair_over};
 
 mod support;
 use support::io::TestIo;
-
-async fn pair_with(client: Config, server: Config) -> (Endpoint, Endpoint) {
-    duplex_pair(64 * 1024, client, server).await
-}
 
 async fn call(conn: &Connection, body: &'static [u8]) -> Result<Vec<u8>, String> {
     let mut s = conn
@@ -33,7 +29,8 @@ async fn call(conn: &Connection, body: &'static [u8]) -> Result<Vec<u8>, String>
 async fn the_call_on_the_last_stream_id_gets_its_answer() {
     let mut cc = Config::default();
     cc.max_stream_id(3); // ids 1 and 3; opening 3 also sends GOAWAY
-    let ((client, _ci), (server, mut incoming)) = pair_with(cc, Config::default()).await;
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, cc, Config::default()).await;
     let handler = tokio::spawn(async move {
         while let Some(st) = incoming.accept().await {
             echo(st).await.1.unwrap();
@@ -68,7 +65,8 @@ async fn a_sender_past_its_key_limit_updates_its_key_and_keeps_the_connection() 
     };
     let mut sc = Config::default();
     sc.handshake(hs);
-    let ((client, _ci), (server, mut incoming)) = pair_with(Config::default(), sc).await;
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), sc).await;
     assert!(client.negotiated().encrypted);
     let _handler = tokio::spawn(async move {
         while let Some(st) = incoming.accept().await {
