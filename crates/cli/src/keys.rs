@@ -117,7 +117,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_allow_list_file_is_reloaded_when_it_changes() {
         let path = temp("allow");
         let a = StaticKey::from_private([1; 32]).public_key();
@@ -125,9 +125,13 @@ mod tests {
         std::fs::write(&path, format!("{} alice\n", KeyHex(&a))).unwrap();
         let list = watched_allow_list(path.clone()).unwrap();
         assert!(list.contains(&a) && !list.contains(&b));
-        // A later modification time than the first read.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let first = modified(&path).unwrap();
         std::fs::write(&path, format!("# bob only\n{}\n", KeyHex(&b))).unwrap();
+        // A later modification time than the first read, whatever the file
+        // system's clock granularity (no real-time sleep for it).
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(first + Duration::from_secs(1)).unwrap();
+        // The clock is paused: each sleep lets the watcher's interval tick.
         for _ in 0..200 {
             if list.contains(&b) {
                 break;

@@ -13,7 +13,8 @@ mod support;
 
 use bytes::Bytes;
 use support::io::TestIo;
-use weft_mux::{Config, Metadata, Role, connect};
+use weft_mux::{Config, Metadata};
+use weft_testkit::pair_over;
 
 /// Runs 100 sequential unary calls (after one to warm up) against a server
 /// that answers each inline on its accepting task, which waits with
@@ -23,12 +24,8 @@ async fn sequential_calls(polled: bool) -> (usize, usize) {
     let (a, b) = tokio::io::duplex(64 * 1024);
     let server_io = TestIo::new(b);
     let reads = server_io.read_tasks();
-    let (client, server) = tokio::join!(
-        connect(a, Role::Client, Config::default()),
-        connect(server_io, Role::Server, Config::default())
-    );
-    let (client, _client_incoming) = client.unwrap();
-    let (_server, mut incoming) = server.unwrap();
+    let ((client, _client_incoming), (_server, mut incoming)) =
+        pair_over(a, server_io, Config::default(), Config::default()).await;
     let acceptor = tokio::spawn(async move {
         loop {
             let accepted = if polled {

@@ -3,22 +3,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, connect};
+use weft_mux::{Config, Metadata, Reason, Role, connect};
+use weft_testkit::{Endpoint, duplex_pair};
 
-async fn pair_with(
-    client: Config,
-    server: Config,
-) -> ((Connection, Incoming), (Connection, Incoming)) {
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (c, s) = tokio::join!(
-        connect(a, Role::Client, client),
-        connect(b, Role::Server, server)
-    );
-    (c.unwrap(), s.unwrap())
-}
-
-async fn pair() -> ((Connection, Incoming), (Connection, Incoming)) {
-    pair_with(Config::default(), Config::default()).await
+async fn pair() -> (Endpoint, Endpoint) {
+    duplex_pair(64 * 1024, Config::default(), Config::default()).await
 }
 
 #[tokio::test]

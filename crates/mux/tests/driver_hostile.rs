@@ -1,35 +1,24 @@
 //! The tokio driver against a scripted raw-frame peer and against itself,
 //! over `tokio::io::duplex` and TCP loopback.
 
-mod support;
-use support::raw::RawPeer;
-
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use weft_frame::{Flags, Frame, FrameType};
 use weft_mux::{Config, Connection, Incoming, Metadata, Reason, Role, connect};
+use weft_testkit::{data, duplex_pair as pair_over, open};
 
-async fn pair_over(
-    pipe: usize,
-    client: Config,
-    server: Config,
-) -> ((Connection, Incoming), (Connection, Incoming)) {
-    let (a, b) = tokio::io::duplex(pipe);
-    let (c, s) = tokio::join!(
-        connect(a, Role::Client, client),
-        connect(b, Role::Server, server)
-    );
-    (c.unwrap(), s.unwrap())
-}
+/// The far end of a mux connection, speaking raw frames (plain pipeline).
+type RawPeer = weft_testkit::RawPeer<DuplexStream>;
 
 #[tokio::test]
 async fn item_22_wrong_parity_over_the_wire_goaway_and_close() {
     let (conn, _inc, mut peer) = RawPeer::start(Role::Server, Config::default(), 64 * 1024).await;
-    peer.send(Frame::new(FrameType::OPEN, Flags::NONE, 2, Bytes::new()))
-        .await;
-    let rest = peer.rest().await;
+    peer.send(&Frame::new(FrameType::OPEN, Flags::NONE, 2, Bytes::new()))
+        .await
+        .unwrap();
+    let rest = peer.frames_to_eof().await;
     let g = rest
         .iter()
         .find(|f| f.ty == FrameType::GOAWAY)
@@ -47,52 +36,42 @@ async fn item_30_peer_not_reading_keeps_our_queues_bounded() {
         .max_control_queue(64)
         .idle_timeout(None);
     let (conn, mut incoming, mut peer) = RawPeer::start(Role::Server, cfg, 4096).await;
-    // The peer floods 20,000 pings and does not read our pongs: once the
-    // pipe and our bounded queue are full we stop reading, so its write
-    // blocks instead of our memory growing.
-    let ping = peer.encode(&Frame::ping([7; 8], false));
-    let flood: Vec<u8> = ping
-        .iter()
-        .copied()
-        .cycle()
-        .take(ping.len() * 20_000)
-        .collect();
-    let (mut rd, mut wr) = tokio::io::split(peer.io);
-    let writer = tokio::spawn(async move {
-        wr.write_all(&flood).await.unwrap();
-        wr
-    });
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(!writer.is_finished(), "the flood is backpressured");
+    // The peer floods 20,000 pings, then opens a stream, and does not read
+    // our pongs: once the pipe and our bounded queue are full we stop
+    // reading, so its write blocks instead of our memory growing.
+    let mut ping = BytesMut::new();
+    peer.encode(&Frame::ping([7; 8], false), &mut ping);
+    let mut flood = BytesMut::from(&ping.repeat(20_000)[..]);
+    peer.encode(&open(1, b"hello", true), &mut flood);
+    let (mut rd, mut wr) = tokio::io::split(peer.io_mut());
+    let mut write = std::pin::pin!(wr.write_all(&flood));
+    // The clock is paused: this returns once every task is idle and five
+    // more (virtual) seconds have passed with the write blocked.
+    let blocked = tokio::time::timeout(Duration::from_secs(5), &mut write).await;
+    assert!(blocked.is_err(), "the flood is backpressured");
     let st = conn.stats();
     assert!(st.control_queued <= 64, "{st:?}");
     assert!(!conn.is_closed());
-    // Once the peer reads again, our queue drains and we read again too.
+    // Once the peer reads again, our queue drains and we read again too,
+    // through the flood to the stream it opens last. The peer keeps reading
+    // until that stream is accepted: pongs for the pings still in the pipe
+    // need room too. (Bounded in virtual time: the timeout fires only if
+    // everything stalls.)
     let mut sink = vec![0u8; 64 * 1024];
-    let started = tokio::time::Instant::now();
-    while !writer.is_finished() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{:?}",
-            conn.stats()
-        );
-        tokio::select! {
-            n = rd.read(&mut sink) => assert!(n.unwrap() > 0, "{:?}", conn.close_cause()),
-            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+    let mut written = false;
+    let mut accept = std::pin::pin!(incoming.accept());
+    let resumed = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            tokio::select! {
+                w = &mut write, if !written => { w.unwrap(); written = true; }
+                n = rd.read(&mut sink) => assert!(n.unwrap() > 0, "{:?}", conn.close_cause()),
+                s = &mut accept => return s,
+            }
         }
-    }
-    let wr = writer.await.unwrap();
-    peer.io = rd.unsplit(wr);
-    let open = Frame::new(
-        FrameType::OPEN,
-        Flags::END_STREAM,
-        1,
-        Bytes::from_static(b"hello"),
-    );
-    peer.send(open).await;
-    let mut s = tokio::time::timeout(Duration::from_secs(5), incoming.accept())
+    });
+    let mut s = resumed
         .await
-        .expect("reading resumed")
+        .unwrap_or_else(|_| panic!("reading resumed: {:?}", conn.stats()))
         .expect("connection alive");
     assert_eq!(&s.recv().await.unwrap().unwrap().data[..], b"hello");
     assert!(!conn.is_closed());
@@ -148,10 +127,8 @@ async fn writer(mut s: weft_mux::Stream) {
     assert!(s.recv().await.unwrap().is_none());
 }
 
-/// Reads a stream to its end (after a pause, so every window is full
-/// first), answers with an end, returns the byte count.
+/// Reads a stream to its end, answers with an end, returns the byte count.
 async fn reader(mut s: weft_mux::Stream) -> usize {
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let mut got = 0;
     while let Some(c) = s.recv().await.unwrap() {
         got += c.data.len();
@@ -171,11 +148,18 @@ async fn side(conn: Connection, mut incoming: Incoming) -> usize {
             .unwrap();
         writers.push(tokio::spawn(writer(s)));
     }
-    let mut readers = Vec::new();
+    let mut accepted = Vec::new();
     for _ in 0..STREAMS {
-        let s = incoming.accept().await.unwrap();
-        readers.push(tokio::spawn(reader(s)));
+        accepted.push(incoming.accept().await.unwrap());
     }
+    // Nothing is read until the connection's receive window is all but
+    // used up: every window is full first.
+    let full = || (conn.stats().conn_recv_window < 64 * 1024).then_some(());
+    weft_testkit::eventually(full, || format!("{:?}", conn.stats())).await;
+    let readers: Vec<_> = accepted
+        .into_iter()
+        .map(|s| tokio::spawn(reader(s)))
+        .collect();
     let mut total = 0;
     for r in readers {
         total += r.await.unwrap();
@@ -235,7 +219,7 @@ async fn item_34_keepalive_closes_silent_peer_and_fails_calls() {
         .unwrap();
     let started = tokio::time::Instant::now();
     // The peer reads but never answers.
-    let reader = tokio::spawn(async move { peer.rest().await });
+    let reader = tokio::spawn(async move { peer.frames_to_eof().await });
     let err = s.recv().await.unwrap_err();
     assert!(err.is_timeout() && err.is_closed(), "{err}");
     let waited = started.elapsed();
@@ -272,14 +256,10 @@ async fn connection_cut_mid_stream_is_an_error_not_an_end() {
         .open(Metadata::new(), Bytes::from_static(b"q"), false)
         .await
         .unwrap();
-    let open = peer.recv().await.unwrap();
-    peer.send(Frame::new(
-        FrameType::DATA,
-        Flags::NONE,
-        open.stream_id,
-        Bytes::from_static(b"part"),
-    ))
-    .await;
+    let open = peer.recv().await.frame().unwrap();
+    peer.send(&data(open.stream_id, Bytes::from_static(b"part"), false))
+        .await
+        .unwrap();
     assert_eq!(&s.recv().await.unwrap().unwrap().data[..], b"part");
     drop(peer);
     let err = s.recv().await.unwrap_err();

@@ -2,17 +2,14 @@
 //! frames) still gets the answers to what it sent before; what it left
 //! open fails at once, and the connection ends within the drain time.
 
-mod support;
-
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use weft_frame::{Flags, Frame, FrameType};
 use weft_mux::{Config, Origin, Reason, Role, connect};
 
-use support::raw::RawPeer;
+type RawPeer<T = tokio::io::DuplexStream> = weft_testkit::RawPeer<T>;
 
 fn open(id: u32, body: &'static [u8], end: bool) -> Frame {
     let flags = if end { Flags::END_STREAM } else { Flags::NONE };
@@ -48,10 +45,10 @@ async fn item_52_a_request_followed_by_a_tcp_half_close_gets_its_reply() {
         conn.close_cause().unwrap()
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
-    let mut peer = RawPeer::over(tcp, Role::Server).await;
-    peer.send(open(1, b"ping", true)).await;
-    peer.io.shutdown().await.unwrap(); // shutdown(Write): a TCP half-close
-    let frames = peer.rest().await;
+    let mut peer = RawPeer::facing(tcp, Role::Server).await;
+    peer.send(&open(1, b"ping", true)).await.unwrap();
+    peer.shutdown_write().await.unwrap(); // shutdown(Write): a TCP half-close
+    let frames = peer.frames_to_eof().await;
     let reply: Vec<&Frame> = frames.iter().filter(|f| f.stream_id == 1).collect();
     assert_eq!(reply.len(), 1, "{frames:?}");
     assert_eq!(reply[0].ty, FrameType::DATA);
@@ -71,19 +68,19 @@ async fn a_half_closed_peer_cannot_hold_streams_past_the_drain() {
     let (conn, mut incoming, mut peer) = RawPeer::start(Role::Server, cfg, 64 * 1024).await;
     // Stream 1 is a whole request the application never answers; stream 3
     // is left open by the peer, which then half-closes.
-    peer.send(open(1, b"a", true)).await;
-    peer.send(open(3, b"b", false)).await;
+    peer.send(&open(1, b"a", true)).await.unwrap();
+    peer.send(&open(3, b"b", false)).await.unwrap();
     let mut s1 = incoming.accept().await.unwrap();
     let mut s3 = incoming.accept().await.unwrap();
     assert_eq!(&s1.recv().await.unwrap().unwrap().data[..], b"a");
     assert_eq!(&s3.recv().await.unwrap().unwrap().data[..], b"b");
-    peer.io.shutdown().await.unwrap();
+    peer.shutdown_write().await.unwrap();
     let started = tokio::time::Instant::now();
     // Stream 3 can never complete: it fails at once and the peer is told.
     let e = s3.recv().await.unwrap_err();
     assert!(e.is_closed(), "{e}");
     assert!(started.elapsed() < Duration::from_secs(1));
-    let frames = tokio::time::timeout(Duration::from_secs(60), peer.rest())
+    let frames = tokio::time::timeout(Duration::from_secs(60), peer.frames_to_eof())
         .await
         .expect("the connection ends");
     assert!(
@@ -110,9 +107,9 @@ async fn a_half_closed_peer_cannot_hold_streams_past_the_drain() {
 async fn a_half_close_with_nothing_owed_closes_at_once_as_a_transport_close() {
     let (conn, mut incoming, mut peer) =
         RawPeer::start(Role::Server, Config::default(), 64 * 1024).await;
-    peer.send(open(1, b"a", false)).await;
+    peer.send(&open(1, b"a", false)).await.unwrap();
     let mut st = incoming.accept().await.unwrap();
-    peer.io.shutdown().await.unwrap();
+    peer.shutdown_write().await.unwrap();
     assert!(st.recv().await.unwrap().is_some());
     let e = st.recv().await.unwrap_err();
     assert!(e.is_closed(), "{e}");
@@ -121,7 +118,7 @@ async fn a_half_close_with_nothing_owed_closes_at_once_as_a_transport_close() {
     assert_eq!(cause.origin, Origin::Transport, "{cause}");
     assert_eq!(cause.reason, Reason::NO_ERROR, "{cause}");
     // Nothing was owed: no GOAWAY, just the end.
-    let frames = peer.rest().await;
+    let frames = peer.frames_to_eof().await;
     assert_eq!(goaway_reason(&frames), None, "{frames:?}");
 }
 
@@ -131,10 +128,10 @@ async fn a_half_closed_peer_that_does_not_read_cannot_hold_the_transport() {
     cfg.half_close_drain(Duration::from_secs(5))
         .idle_timeout(None);
     let (conn, mut incoming, mut peer) = RawPeer::start(Role::Server, cfg, 4096).await;
-    peer.send(open(1, b"a", true)).await;
+    peer.send(&open(1, b"a", true)).await.unwrap();
     let mut st = incoming.accept().await.unwrap();
     assert!(st.recv().await.unwrap().is_some());
-    peer.io.shutdown().await.unwrap();
+    peer.shutdown_write().await.unwrap();
     // The answer is far larger than the pipe, and the peer never reads:
     // neither the drain nor the final flush can finish.
     let big = Bytes::from(vec![7u8; 200 * 1024]);

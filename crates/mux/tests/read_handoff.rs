@@ -24,20 +24,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::Notify;
-use weft_mux::{Config, Connection, Incoming, Metadata, Role, Stream, connect};
+use weft_mux::{Config, Connection, Incoming, Metadata, Stream};
+use weft_testkit::{duplex_pair, echo, pair_over};
 
 mod support;
 use support::io::TestIo;
-
-/// Echoes every chunk of one stream back, then the end.
-async fn echo(mut st: Stream) {
-    while let Ok(Some(c)) = st.recv().await {
-        let end = c.end;
-        if st.send(c.data, end).await.is_err() || end {
-            return;
-        }
-    }
-}
 
 /// xorshift, seeded per task.
 fn next(x: &mut u64) -> u64 {
@@ -115,12 +106,9 @@ async fn no_read_wakeup_is_lost_with_trickled_reads_and_cancelled_recvs() {
 /// One connection, eight tasks; returns how many `recv`s were cancelled.
 async fn one_run() -> u32 {
     let (a, b) = tokio::io::duplex(64 * 1024);
-    let (client, server) = tokio::join!(
-        connect(TestIo::new(a).trickle(3), Role::Client, Config::default()),
-        connect(b, Role::Server, Config::default())
-    );
-    let (client, _client_incoming) = client.unwrap();
-    let (_server, mut incoming) = server.unwrap();
+    let client_io = TestIo::new(a).trickle(3);
+    let ((client, _client_incoming), (_server, mut incoming)) =
+        pair_over(client_io, b, Config::default(), Config::default()).await;
     tokio::spawn(async move {
         while let Some(st) = incoming.accept().await {
             // As the rpc server does: the handler's first poll runs on the
@@ -264,12 +252,9 @@ async fn accept_loop(mut incoming: Incoming, seed: u64, stats: Arc<AcceptStats>)
 /// opening streams one after another.
 async fn accept_run(run: u64, stats: &Arc<AcceptStats>) {
     let (a, b) = tokio::io::duplex(64 * 1024);
-    let (client, server) = tokio::join!(
-        connect(a, Role::Client, Config::default()),
-        connect(TestIo::new(b).trickle(3), Role::Server, Config::default())
-    );
-    let (client, _client_incoming) = client.unwrap();
-    let (_server, incoming) = server.unwrap();
+    let server_io = TestIo::new(b).trickle(3);
+    let ((client, _client_incoming), (_server, incoming)) =
+        pair_over(a, server_io, Config::default(), Config::default()).await;
     let server = tokio::spawn(accept_loop(incoming, 0x2545_F491 + run, stats.clone()));
     // Few client tasks: the server is often left with nothing to do but
     // wait for the socket, so nobody else would read it for the acceptor.
@@ -296,13 +281,8 @@ async fn accept_run(run: u64, stats: &Arc<AcceptStats>) {
 /// handler's next message must still reach it.
 #[tokio::test(flavor = "current_thread")]
 async fn a_cancelled_accept_hands_the_socket_back() {
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (client, server) = tokio::join!(
-        connect(a, Role::Client, Config::default()),
-        connect(b, Role::Server, Config::default())
-    );
-    let (client, _client_incoming) = client.unwrap();
-    let (_server, mut incoming) = server.unwrap();
+    let ((client, _client_incoming), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
     let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel();
     let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
     let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel::<()>();

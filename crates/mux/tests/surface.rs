@@ -6,13 +6,13 @@ mod support;
 use std::future::poll_fn;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use support::{Scripted, goaway, resets};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weft_frame::{Flags, Frame, FrameType, Limits};
 use weft_mux::pipeline::{EncryptionPolicy, HandshakeConfig, HandshakeRole};
 use weft_mux::session::{Event, Recv, Role, Session, settings_frame, settings_frame_with_cap};
 use weft_mux::{Config, Metadata, Reason, connect};
+use weft_testkit::{Mode, RawPeer, duplex_pair};
 
 #[test]
 fn config_setters_clamp_and_debug() {
@@ -269,16 +269,12 @@ async fn encryption_negotiated_by_default_and_off_on_request() {
         (EncryptionPolicy::Preferred, true),
         (EncryptionPolicy::Off, false),
     ] {
-        let (a, b) = tokio::io::duplex(64 * 1024);
         let mut cfg = Config::default();
         let mut hs = HandshakeConfig::default();
         hs.offer.encryption = policy;
         cfg.handshake(hs);
-        let (c, s) = tokio::join!(
-            connect(a, weft_mux::Role::Client, cfg),
-            connect(b, weft_mux::Role::Server, Config::default())
-        );
-        let ((client, _ci), (_server, mut incoming)) = (c.unwrap(), s.unwrap());
+        let ((client, _ci), (_server, mut incoming)) =
+            duplex_pair(64 * 1024, cfg, Config::default()).await;
         assert_eq!(client.negotiated().encrypted, encrypted);
         let mut st = client
             .open(Metadata::new(), Bytes::from(vec![7u8; 5000]), true)
@@ -293,14 +289,10 @@ async fn encryption_negotiated_by_default_and_off_on_request() {
 
 #[tokio::test]
 async fn driver_api_edges() {
-    let (a, b) = tokio::io::duplex(64 * 1024);
     let mut cfg = Config::default();
     cfg.max_stream_id(3);
-    let (c, s) = tokio::join!(
-        connect(a, weft_mux::Role::Client, cfg),
-        connect(b, weft_mux::Role::Server, Config::default())
-    );
-    let ((client, _ci), (server, mut incoming)) = (c.unwrap(), s.unwrap());
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, cfg, Config::default()).await;
     assert!(client.negotiated().encrypted, "Preferred on both sides");
     let mut s1 = client
         .open(Metadata::new(), Bytes::from_static(b"1"), false)
@@ -334,26 +326,21 @@ async fn driver_api_edges() {
 
 #[tokio::test]
 async fn undecodable_input_closes_with_frame_size_error() {
-    let (a, mut b) = tokio::io::duplex(64 * 1024);
+    let (a, b) = tokio::io::duplex(64 * 1024);
     let mux = tokio::spawn(connect(a, weft_mux::Role::Server, Config::default()));
-    let (mut est, _) = support::raw_handshake(&mut b, HandshakeRole::Initiator).await;
-    let mut wire = BytesMut::new();
-    est.outbound
-        .encode(&settings_frame(0, 256 * 1024), &mut wire)
-        .unwrap();
-    b.write_all(&wire).await.unwrap();
+    let peer = RawPeer::handshake_on(b, HandshakeRole::Initiator, Mode::plain().client).await;
+    let mut peer = peer.unwrap();
+    peer.send(&settings_frame(0, 256 * 1024)).await.unwrap();
     // A header announcing a payload over the limit.
     let mut h = [0u8; 16];
     h[0] = 1;
     h[4..8].copy_from_slice(&1u32.to_be_bytes());
     h[12..16].copy_from_slice(&u32::MAX.to_be_bytes());
-    b.write_all(&h).await.unwrap();
+    peer.send_raw(&h).await.unwrap();
     let (conn, _inc) = mux.await.unwrap().unwrap();
     conn.closed().await;
     assert_eq!(conn.close_cause().unwrap().reason, Reason::FRAME_SIZE_ERROR);
-    let mut rest = Vec::new();
-    b.read_to_end(&mut rest).await.unwrap();
-    assert!(!rest.is_empty(), "a GOAWAY went out");
+    assert_eq!(peer.goaway().await, Some(Reason::FRAME_SIZE_ERROR));
     let e = conn
         .open(Metadata::new(), Bytes::new(), false)
         .await
@@ -375,12 +362,8 @@ async fn eof_during_handshake_is_an_io_error() {
 
 #[tokio::test]
 async fn oversize_metadata_is_a_local_error_not_a_dead_connection() {
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (c, s) = tokio::join!(
-        connect(a, weft_mux::Role::Client, Config::default()),
-        connect(b, weft_mux::Role::Server, Config::default())
-    );
-    let ((client, _ci), (_server, mut incoming)) = (c.unwrap(), s.unwrap());
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
     let huge = Metadata::builder()
         .custom(b"k", &vec![0u8; 20_000])
         .finish();

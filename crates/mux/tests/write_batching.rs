@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
+use weft_mux::{Config, Connection, Metadata, Stream};
+use weft_testkit::{echo_all, pair_over};
 
 mod support;
 use support::io::TestIo;
@@ -16,29 +17,10 @@ async fn setup() -> (Connection, Arc<AtomicUsize>) {
     let (a, b) = tokio::io::duplex(1024 * 1024);
     let counted = TestIo::new(a);
     let writes = counted.writes();
-    let (client, server) = tokio::join!(
-        connect(counted, Role::Client, Config::default()),
-        connect(b, Role::Server, Config::default())
-    );
-    let (client, _) = client.unwrap();
-    let (_server, mut incoming) = server.unwrap();
-    tokio::spawn(async move {
-        while let Some(st) = incoming.accept().await {
-            tokio::spawn(echo(st));
-        }
-    });
+    let ((client, _), (_server, incoming)) =
+        pair_over(counted, b, Config::default(), Config::default()).await;
+    tokio::spawn(echo_all(incoming));
     (client, writes)
-}
-
-async fn echo(mut st: Stream) {
-    let mut body = Vec::new();
-    while let Ok(Some(c)) = st.recv().await {
-        body.extend_from_slice(&c.data);
-        if c.end {
-            let _ = st.send(Bytes::from(body), true).await;
-            return;
-        }
-    }
 }
 
 /// One call first, so the handshake's and settings' writes are done.

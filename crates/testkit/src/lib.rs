@@ -8,7 +8,10 @@
 //!   fails with a definite error.
 //! - [`RawPeer`] completes weft's handshake over a real TCP socket through
 //!   the same record pipeline an endpoint uses, then sends whatever frames
-//!   or bytes a test scripts: the hostile peer of the end-to-end suite.
+//!   or bytes a test scripts: the hostile peer of the end-to-end suite
+//!   and of weft-mux's driver tests (over `tokio::io::duplex` there).
+//! - [`duplex_pair`] / [`pair_over`] join two real mux endpoints in memory;
+//!   [`echo`] is the echo service every test server runs.
 //! - [`EchoServer`] is a real weft-mux server on TCP loopback, instrumented
 //!   with the figures a hostile test bounds (stream table, control queue,
 //!   buffered bytes, handlers running) and how each stream ended;
@@ -28,13 +31,16 @@
 
 mod faulty;
 mod modes;
+mod pair;
 mod peer;
 mod process;
 mod server;
 mod soak;
+mod wait;
 
 pub use faulty::{Faults, FaultyIo};
 pub use modes::{Mode, TEST_PSK};
+pub use pair::{Endpoint, duplex_pair, echo, echo_all, pair_over};
 pub use peer::{
     PEER_PATIENCE, PEER_STREAM_WINDOW, PeerRead, RawPeer, data, dial_small, open, raw_listener,
     settings,
@@ -44,3 +50,4 @@ pub use server::{
     Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
 };
 pub use soak::{SOAK_STREAMS_PER_CLIENT, SoakReport, soak};
+pub use wait::{Changes, STALL_LIMIT, eventually};

@@ -1,19 +1,26 @@
 //! The hostile raw-frame peer: completes weft's handshake over a real TCP
-//! socket, then sends whatever frames (or bytes) a test scripts.
+//! socket (or any byte stream, e.g. `tokio::io::duplex`), then sends
+//! whatever frames (or bytes) a test scripts. The one raw peer of the
+//! workspace's tests: weft-mux's driver tests use it too.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::DuplexStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use weft_frame::{Flags, Frame, FrameType, Reason};
 use weft_mux::pipeline::{Handshake, HandshakeConfig, HandshakeRole, Inbound, Outbound};
 use weft_mux::session::settings_frame;
+use weft_mux::{Config, Connection, Incoming, Role};
+
+use crate::modes::Mode;
 
 /// How long [`RawPeer`] waits for the server before a read counts as
 /// "nothing came" (generous: the machine is loaded; tests never assert it).
+/// [`RawPeer::patience`] changes it per peer.
 pub const PEER_PATIENCE: Duration = Duration::from_secs(5);
 
 /// The per-stream window the raw peer announces in its settings frame.
@@ -23,12 +30,16 @@ pub const PEER_STREAM_WINDOW: u32 = 256 * 1024;
 /// a real endpoint uses (`weft_mux::pipeline`, i.e. weft-transform once the
 /// mux is wired to it), so whatever handshake the server runs, the peer
 /// completes it and can then break every rule above it.
+///
+/// `T` is the transport: a [`TcpStream`] by default; any
+/// `AsyncRead + AsyncWrite` through [`RawPeer::handshake_on`].
 #[derive(Debug)]
-pub struct RawPeer {
-    io: TcpStream,
+pub struct RawPeer<T = TcpStream> {
+    io: T,
     buf: BytesMut,
     outbound: Outbound,
     inbound: Inbound,
+    patience: Option<Duration>,
 }
 
 /// What the peer saw when a read ended.
@@ -40,11 +51,21 @@ pub enum PeerRead {
     Eof,
     /// The socket failed (reset) or the bytes did not decode.
     Broken(String),
-    /// Nothing arrived within [`PEER_PATIENCE`].
+    /// Nothing arrived within the peer's patience ([`PEER_PATIENCE`]).
     Silent,
 }
 
-impl RawPeer {
+impl PeerRead {
+    /// The frame, if the read returned one.
+    pub fn frame(self) -> Option<Frame> {
+        match self {
+            PeerRead::Frame(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+impl RawPeer<TcpStream> {
     /// Dials `addr` with small socket buffers (so a peer that stops reading
     /// fills them quickly) and runs the handshake as initiator with
     /// `config`. Sends nothing else.
@@ -55,11 +76,75 @@ impl RawPeer {
 
     /// Runs the handshake over an already connected socket.
     pub async fn handshake_over(
-        mut io: TcpStream,
+        io: TcpStream,
         role: HandshakeRole,
         config: HandshakeConfig,
     ) -> io::Result<RawPeer> {
         io.set_nodelay(true)?;
+        RawPeer::handshake_on(io, role, config).await
+    }
+
+    /// Handshake, then the settings frame every endpoint sends first
+    /// (default connection window, [`PEER_STREAM_WINDOW`] per stream), then
+    /// the server's own settings frame is read and checked.
+    pub async fn connect(addr: SocketAddr, config: HandshakeConfig) -> io::Result<RawPeer> {
+        let mut peer = RawPeer::handshake(addr, config).await?;
+        peer.exchange_settings().await?;
+        Ok(peer)
+    }
+}
+
+impl RawPeer<DuplexStream> {
+    /// Connects a mux `role` endpoint with `config` to a raw peer over a
+    /// `tokio::io::duplex` of `pipe` bytes ([`RawPeer::facing`]).
+    ///
+    /// # Panics
+    /// If either side's handshake or the settings exchange fails.
+    pub async fn start(role: Role, config: Config, pipe: usize) -> (Connection, Incoming, Self) {
+        let (a, b) = tokio::io::duplex(pipe);
+        let mux = tokio::spawn(weft_mux::connect(a, role, config));
+        let peer = RawPeer::facing(b, role).await;
+        let (conn, incoming) = mux.await.unwrap().unwrap();
+        (conn, incoming, peer)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> RawPeer<T> {
+    /// The peer of a mux endpoint in `role` over `io`: plain handshake
+    /// ([`Mode::plain`]) in the other role, settings exchanged, and reads
+    /// that wait for ever (for paused clocks).
+    ///
+    /// # Panics
+    /// If the handshake or the settings exchange fails.
+    pub async fn facing(io: T, role: Role) -> RawPeer<T> {
+        let hs_role = match role {
+            Role::Client => HandshakeRole::Responder,
+            Role::Server => HandshakeRole::Initiator,
+        };
+        let peer = RawPeer::handshake_on(io, hs_role, Mode::plain().client).await;
+        let mut peer = peer.expect("raw peer handshake").patience(None);
+        peer.exchange_settings().await.expect("settings");
+        peer
+    }
+
+    /// Every frame until the connection ends, which must be a clean EOF.
+    ///
+    /// # Panics
+    /// If it ends otherwise (a reset, bytes that do not decode, silence).
+    pub async fn frames_to_eof(&mut self) -> Vec<Frame> {
+        let (frames, end) = self.rest().await;
+        assert_eq!(end, PeerRead::Eof, "after {frames:?}");
+        frames
+    }
+
+    /// Runs the handshake in `role` over any byte stream (the loop every
+    /// raw peer of the tests uses; the endpoint's own is in
+    /// `weft_mux::connect`). Sends nothing else.
+    pub async fn handshake_on(
+        mut io: T,
+        role: HandshakeRole,
+        config: HandshakeConfig,
+    ) -> io::Result<RawPeer<T>> {
         let mut hs = Handshake::new(role, config).map_err(io::Error::other)?;
         let mut buf = BytesMut::new();
         let mut out = BytesMut::new();
@@ -86,21 +171,29 @@ impl RawPeer {
             buf,
             outbound: est.outbound,
             inbound: est.inbound,
+            patience: Some(PEER_PATIENCE),
         })
     }
 
-    /// Handshake, then the settings frame every endpoint sends first
-    /// (default connection window, [`PEER_STREAM_WINDOW`] per stream), then
-    /// the server's own settings frame is read and checked.
-    pub async fn connect(addr: SocketAddr, config: HandshakeConfig) -> io::Result<RawPeer> {
-        let mut peer = RawPeer::handshake(addr, config).await?;
-        peer.send(&settings()).await?;
-        match peer.recv().await {
-            PeerRead::Frame(f) if f.ty == FrameType::WINDOW_UPDATE && f.stream_id == 0 => Ok(peer),
+    /// Sends [`settings`] and reads and checks the endpoint's own settings
+    /// frame (what every endpoint does first after the handshake).
+    pub async fn exchange_settings(&mut self) -> io::Result<()> {
+        self.send(&settings()).await?;
+        match self.recv().await {
+            PeerRead::Frame(f) if f.ty == FrameType::WINDOW_UPDATE && f.stream_id == 0 => Ok(()),
             other => Err(io::Error::other(format!(
                 "expected settings, got {other:?}"
             ))),
         }
+    }
+
+    /// How long a read waits before it returns [`PeerRead::Silent`]; `None`
+    /// waits for ever (for a paused clock, where a timer the endpoint is
+    /// waiting for must fire before the peer gives up).
+    #[must_use]
+    pub fn patience(mut self, patience: Option<Duration>) -> RawPeer<T> {
+        self.patience = patience;
+        self
     }
 
     /// Encodes and writes one frame.
@@ -156,7 +249,12 @@ impl RawPeer {
                 Ok(None) => {}
                 Err(e) => return PeerRead::Broken(e.to_string()),
             }
-            match tokio::time::timeout(PEER_PATIENCE, self.io.read_buf(&mut self.buf)).await {
+            let read = self.io.read_buf(&mut self.buf);
+            let read = match self.patience {
+                Some(p) => tokio::time::timeout(p, read).await,
+                None => Ok(read.await),
+            };
+            match read {
                 Err(_) => return PeerRead::Silent,
                 Ok(Ok(0)) => {
                     return match self.inbound.decode_eof(&mut self.buf) {
@@ -238,8 +336,8 @@ impl RawPeer {
         }
     }
 
-    /// The socket (for raw abuse).
-    pub fn io_mut(&mut self) -> &mut TcpStream {
+    /// The transport (for raw abuse).
+    pub fn io_mut(&mut self) -> &mut T {
         &mut self.io
     }
 }

@@ -2,6 +2,7 @@
 //! tests, and a well-behaved bystander client that keeps doing round trips
 //! while a test attacks the server.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,7 @@ use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::{Config, Connection, Metadata, Role, Stream, connect};
 
 use crate::modes::Mode;
+use crate::wait::{Changes, STALL_LIMIT};
 
 /// How a server-side stream ended, as its handler saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,9 +116,21 @@ struct State {
     ended_ok: AtomicU64,
     ended_err: AtomicU64,
     connection_window: AtomicU64,
+    /// Per connection (1-based): handlers running, and whether its accept
+    /// loop has ended (the connection will start no more handlers).
+    settling: Mutex<HashMap<usize, (usize, bool)>>,
+    /// Bumped on a new connection, a failed handshake, a finished handler,
+    /// an ended accept loop.
+    changes: Changes,
 }
 
 impl State {
+    /// Updates connection `n`'s settling entry, then wakes the waiters.
+    fn settle(&self, n: usize, f: impl FnOnce(&mut (usize, bool))) {
+        f(self.settling.lock().unwrap().entry(n).or_default());
+        self.changes.bump();
+    }
+
     fn sample(&self) {
         let conns = self.conns.lock().unwrap().clone();
         let window = self.connection_window.load(Ordering::Relaxed);
@@ -182,6 +196,7 @@ impl EchoServer {
                                 conns.push(conn);
                                 conns.len()
                             };
+                            st.changes.bump();
                             loop {
                                 let permit = slots.clone().acquire_owned().await.unwrap();
                                 let Some(stream) = incoming.accept().await else {
@@ -189,8 +204,11 @@ impl EchoServer {
                                 };
                                 let st = st.clone();
                                 let delay = options.handler_delay;
+                                // Counted before the spawn: `settled` never
+                                // sees a handler that is about to start.
+                                st.handlers_now.fetch_add(1, Ordering::Relaxed);
+                                st.settle(n, |e| e.0 += 1);
                                 tokio::spawn(async move {
-                                    st.handlers_now.fetch_add(1, Ordering::Relaxed);
                                     st.sample();
                                     let outcome = echo(n, stream, delay).await;
                                     let counter = if outcome.end.is_ok() {
@@ -203,13 +221,16 @@ impl EchoServer {
                                         st.outcomes.lock().unwrap().push(outcome);
                                     }
                                     st.handlers_now.fetch_sub(1, Ordering::Relaxed);
+                                    st.settle(n, |e| e.0 -= 1);
                                     drop(permit);
                                 });
                             }
+                            st.settle(n, |e| e.1 = true);
                         }
                         Err(e) => {
                             st.handshakes_failed.fetch_add(1, Ordering::Relaxed);
                             *st.last_handshake_error.lock().unwrap() = Some(e.to_string());
+                            st.changes.bump();
                         }
                     }
                 });
@@ -245,29 +266,25 @@ impl EchoServer {
         self.state.conns.lock().unwrap().clone()
     }
 
-    /// Waits (up to 5 s) until `n` connections have completed their
-    /// handshake; returns the `n`th (1-based).
+    /// Waits until `n` connections have completed their handshake; returns
+    /// the `n`th (1-based).
     ///
     /// # Panics
-    /// If that does not happen in time.
+    /// If that does not happen within [`STALL_LIMIT`].
     pub async fn connection(&self, n: usize) -> Connection {
-        for _ in 0..2500 {
-            if let Some(c) = self.state.conns.lock().unwrap().get(n - 1) {
-                return c.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("connection {n} never completed its handshake");
+        let conns = || self.state.conns.lock().unwrap().get(n - 1).cloned();
+        let what = || format!("connection {n} never completed its handshake");
+        self.state.changes.until(conns, what).await
     }
 
-    /// Waits (up to 5 s) until connection `n` (1-based) has closed and
-    /// returns the reason it closed with.
+    /// Waits until connection `n` (1-based) has closed and returns the
+    /// reason it closed with.
     ///
     /// # Panics
-    /// If it does not close in time.
+    /// If it does not close within [`STALL_LIMIT`].
     pub async fn close_reason(&self, n: usize) -> weft_frame::Reason {
         let conn = self.connection(n).await;
-        tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        tokio::time::timeout(STALL_LIMIT, conn.closed())
             .await
             .unwrap_or_else(|_| panic!("connection {n} still open"));
         conn.close_cause().expect("closed").reason
@@ -283,21 +300,19 @@ impl EchoServer {
         self.state.last_handshake_error.lock().unwrap().clone()
     }
 
-    /// Waits (up to 5 s) for `n` handshake failures.
+    /// Waits for `n` handshake failures.
     ///
     /// # Panics
-    /// If they do not happen in time.
+    /// If they do not happen within [`STALL_LIMIT`].
     pub async fn wait_handshake_failures(&self, n: usize) {
-        for _ in 0..2500 {
-            if self.handshakes_failed() >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!(
-            "{} handshake failures, expected {n}",
-            self.handshakes_failed()
-        );
+        let done = || (self.handshakes_failed() >= n).then_some(());
+        let what = || {
+            format!(
+                "{} handshake failures, expected {n}",
+                self.handshakes_failed()
+            )
+        };
+        self.state.changes.until(done, what).await;
     }
 
     /// The largest figures seen so far.
@@ -319,23 +334,39 @@ impl EchoServer {
         self.state.outcomes.lock().unwrap().clone()
     }
 
-    /// Waits (up to 5 s) for the outcome of `stream_id` on connection
-    /// `conn` (1-based).
+    /// Waits until connection `n` (1-based) can start no more handlers
+    /// (its accept loop ended) and every handler it started has finished:
+    /// from then on its [`EchoServer::outcomes`] are final.
     ///
     /// # Panics
-    /// If it does not come in time.
+    /// If that does not happen within [`STALL_LIMIT`].
+    pub async fn settled(&self, n: usize) {
+        let done = || {
+            let settling = self.state.settling.lock().unwrap();
+            (settling.get(&n) == Some(&(0, true))).then_some(())
+        };
+        let what = || {
+            format!(
+                "connection {n}: {:?}",
+                self.state.settling.lock().unwrap().get(&n)
+            )
+        };
+        self.state.changes.until(done, what).await;
+    }
+
+    /// Waits for the outcome of `stream_id` on connection `conn`
+    /// (1-based).
+    ///
+    /// # Panics
+    /// If it does not come within [`STALL_LIMIT`].
     pub async fn outcome(&self, conn: usize, stream_id: u32) -> Outcome {
-        for _ in 0..2500 {
-            if let Some(o) = self
-                .outcomes()
+        let found = || {
+            self.outcomes()
                 .into_iter()
                 .find(|o| o.conn == conn && o.stream_id == stream_id)
-            {
-                return o;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("no outcome for stream {stream_id} of connection {conn}");
+        };
+        let what = || format!("no outcome for stream {stream_id} of connection {conn}");
+        self.state.changes.until(found, what).await
     }
 }
 
@@ -358,38 +389,17 @@ fn connection_window(config: &Config) -> u64 {
         .unwrap_or(1024 * 1024)
 }
 
-async fn echo(conn: usize, mut stream: Stream, delay: Duration) -> Outcome {
+async fn echo(conn: usize, stream: Stream, delay: Duration) -> Outcome {
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
     let stream_id = stream.id();
-    let mut received = 0;
-    let end = loop {
-        match stream.recv().await {
-            Ok(Some(chunk)) => {
-                received += chunk.data.len();
-                let last = chunk.end;
-                if (!chunk.data.is_empty() || last)
-                    && let Err(e) = stream.send(chunk.data, last).await
-                {
-                    break Err(format!("send: {e}"));
-                }
-                if last {
-                    break Ok(());
-                }
-            }
-            Ok(None) => match stream.send(Bytes::new(), true).await {
-                Ok(()) => break Ok(()),
-                Err(e) => break Err(format!("send: {e}")),
-            },
-            Err(e) => break Err(e.to_string()),
-        }
-    };
+    let (received, end) = crate::pair::echo(stream).await;
     Outcome {
         conn,
         stream_id,
         received,
-        end,
+        end: end.map_err(|e| e.to_string()),
     }
 }
 
@@ -403,6 +413,8 @@ pub struct Bystander {
     stop: Arc<AtomicBool>,
     task: JoinHandle<()>,
     conn: Connection,
+    /// Bumped after every round trip and on the failure.
+    changes: Arc<Changes>,
 }
 
 impl Bystander {
@@ -419,11 +431,13 @@ impl Bystander {
         let completed = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
-        let (c, f, s, k) = (
+        let changes = Arc::new(Changes::default());
+        let (c, f, s, k, ch) = (
             completed.clone(),
             failed.clone(),
             stop.clone(),
             conn.clone(),
+            changes.clone(),
         );
         let task = tokio::spawn(async move {
             let mut seq = 0u64;
@@ -432,9 +446,11 @@ impl Bystander {
                 match round_trip(&k, seq).await {
                     Ok(()) => {
                         c.fetch_add(1, Ordering::Relaxed);
+                        ch.bump();
                     }
                     Err(e) => {
                         *f.lock().unwrap() = Some(format!("round trip {seq}: {e}"));
+                        ch.bump();
                         return;
                     }
                 }
@@ -448,6 +464,7 @@ impl Bystander {
             stop,
             task,
             conn,
+            changes,
         };
         me.assert_progress(1).await;
         me
@@ -458,22 +475,20 @@ impl Bystander {
         self.completed.load(Ordering::Relaxed)
     }
 
-    /// Waits (up to 5 s) for `more` further round trips.
+    /// Waits for `more` further round trips.
     ///
     /// # Panics
-    /// If a round trip failed, or too few completed in time.
+    /// If a round trip failed, or none completed for [`STALL_LIMIT`].
     pub async fn assert_progress(&self, more: u64) {
         let goal = self.completed() + more;
-        for _ in 0..2500 {
+        let done = || {
             if let Some(e) = self.failed.lock().unwrap().clone() {
                 panic!("bystander failed: {e}");
             }
-            if self.completed() >= goal {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("bystander stalled at {} round trips", self.completed());
+            (self.completed() >= goal).then_some(())
+        };
+        let what = || format!("bystander stalled at {} round trips", self.completed());
+        self.changes.until(done, what).await;
     }
 
     /// Stops, checks that nothing failed, and returns the count.
@@ -482,7 +497,7 @@ impl Bystander {
     /// If a round trip failed.
     pub async fn finish(self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+        let _ = tokio::time::timeout(STALL_LIMIT, self.task).await;
         if let Some(e) = self.failed.lock().unwrap().clone() {
             panic!("bystander failed: {e}");
         }

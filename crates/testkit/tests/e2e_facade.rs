@@ -10,20 +10,24 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use weft::{Bytes as WBytes, Client, Code, Config, Listener, Metadata, Router, Status};
 use weft_frame::metadata::tag;
 use weft_frame::{Flags, Frame, FrameType};
-use weft_testkit::{PeerRead, RawPeer};
+use weft_testkit::{Changes, PeerRead, RawPeer, eventually};
 
 struct Facade {
     addr: String,
+    /// A permit for every `svc/work` call that has started.
+    work_started: Arc<Semaphore>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Facade {
     async fn start(config: Config) -> Facade {
+        let work_started = Arc::new(Semaphore::new(0));
+        let started = work_started.clone();
         #[allow(unreachable_code)]
         let router = Router::new()
             .unary("svc/echo", |_c, b| async move { Ok(b) })
@@ -31,9 +35,12 @@ impl Facade {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 Ok(WBytes::from_static(b"late"))
             })
-            .unary("svc/work", |_c, _b| async move {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                Ok(WBytes::from_static(b"done"))
+            .unary("svc/work", move |_c, _b| {
+                started.add_permits(1);
+                async move {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Ok(WBytes::from_static(b"done"))
+                }
             })
             .unary("svc/boom", |_c, _b| async move {
                 panic!("handler bug");
@@ -51,6 +58,7 @@ impl Facade {
         });
         Facade {
             addr,
+            work_started,
             stop: Some(tx),
             task,
         }
@@ -75,6 +83,8 @@ impl Facade {
 /// A well-behaved client doing echo calls in the background.
 struct Bystander {
     done: Arc<AtomicU64>,
+    /// Bumped after each call and when the task ends.
+    changes: Arc<Changes>,
     task: tokio::task::JoinHandle<Result<(), Status>>,
 }
 
@@ -82,33 +92,41 @@ impl Bystander {
     async fn start(addr: &str, config: &Config) -> Bystander {
         let client = weft::connect(addr, config).await.unwrap();
         let done = Arc::new(AtomicU64::new(0));
-        let d = done.clone();
+        let changes = Arc::new(Changes::default());
+        let (d, ch) = (done.clone(), changes.clone());
         let task = tokio::spawn(async move {
             let mut i = 0u64;
-            loop {
+            let ended = loop {
                 i += 1;
                 let body = Bytes::from(i.to_string());
-                let got = client.unary("svc/echo", body.clone()).await?;
+                let got = match client.unary("svc/echo", body.clone()).await {
+                    Ok(got) => got,
+                    Err(e) => break Err(e),
+                };
                 assert_eq!(got, body);
                 d.fetch_add(1, Ordering::Relaxed);
+                ch.bump();
                 tokio::task::yield_now().await;
-            }
+            };
+            ch.bump();
+            ended
         });
-        let b = Bystander { done, task };
+        let b = Bystander {
+            done,
+            changes,
+            task,
+        };
         b.progress(1).await;
         b
     }
 
     async fn progress(&self, more: u64) {
         let goal = self.done.load(Ordering::Relaxed) + more;
-        for _ in 0..2500 {
+        let done = || {
             assert!(!self.task.is_finished(), "the bystander's call failed");
-            if self.done.load(Ordering::Relaxed) >= goal {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("bystander stalled");
+            (self.done.load(Ordering::Relaxed) >= goal).then_some(())
+        };
+        self.changes.until(done, || "bystander stalled").await;
     }
 }
 
@@ -150,11 +168,12 @@ async fn item_13_half_open_handshakes_are_capped_by_the_facade() {
     // Four silent connections take every handshake slot. Newcomers while
     // they are young (a burst) get the retry-safe refusal at once: the
     // server's preface and a GOAWAY(REFUSED_STREAM), nothing piles up.
+    // They are admitted first: the server takes connections in the order
+    // they were made and admits each before it accepts the next.
     let mut silent = Vec::new();
     for _ in 0..4 {
         silent.push(TcpStream::connect(&server.addr).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let started = std::time::Instant::now();
     for _ in 0..8 {
         let mut extra = TcpStream::connect(&server.addr).await.unwrap();
@@ -314,18 +333,20 @@ async fn item_39_shutdown_finishes_calls_in_flight_and_refuses_new_ones() {
     // A call in flight when the shutdown starts (300 ms of work).
     let c2 = client.clone();
     let in_flight = tokio::spawn(async move { c2.unary("svc/work", Bytes::new()).await });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Its handler runs before the shutdown starts.
+    server.work_started.acquire().await.unwrap().forget();
     let stop = tokio::spawn(server.stop());
-    tokio::time::sleep(Duration::from_millis(50)).await;
     // It finishes during the drain, with its real answer.
     assert_eq!(in_flight.await.unwrap().unwrap(), "done");
-    // New calls fail retry-safe (UNAVAILABLE) or find the connection gone.
+    // New calls fail retry-safe (UNAVAILABLE) or find the connection gone
+    // (once the shutdown is done: before, a call could still beat its
+    // GOAWAY to the server).
+    stop.await.unwrap();
     let e = client.unary("svc/echo", Bytes::new()).await.unwrap_err();
     assert!(
         e.code() == Code::UNAVAILABLE || e.code() == Code::CANCELLED,
         "{e}"
     );
-    stop.await.unwrap();
 }
 
 /// Polls `fut` `n` times (other tasks run between polls), then drops it.
@@ -357,14 +378,11 @@ async fn item_37_dropping_calls_at_every_await_point_leaks_nothing() {
     // exchanged nothing is left: no stream, no credit outstanding.
     assert_eq!(client.unary("svc/echo", body.clone()).await.unwrap(), body);
     let conn = client.connection();
-    let mut st = conn.stats();
-    for _ in 0..2500 {
-        st = conn.stats();
-        if st.streams == 0 && st.control_queued == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let quiet = || {
+        let st = conn.stats();
+        (st.streams == 0 && st.control_queued == 0).then_some(st)
+    };
+    let st = eventually(quiet, || format!("{:?}", conn.stats())).await;
     assert_eq!(st.streams, 0, "{st:?}");
     assert_eq!(
         st.conn_recv_window + st.conn_recv_unacked,

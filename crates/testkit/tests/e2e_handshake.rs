@@ -140,7 +140,9 @@ async fn cut_mid_response(mid_frame: bool) {
             p.send_raw(&wire[..wire.len() - 5]).await.unwrap();
         }
         p.shutdown_write().await.unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Held open (a close with unread input would be a reset) until the
+        // client has seen the cut and closed its side.
+        let _ = p.rest().await;
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
     let (conn, _inc) = weft_mux::connect(tcp, Role::Client, Config::default())
@@ -157,6 +159,7 @@ async fn cut_mid_response(mid_frame: bool) {
         .expect("the cut is noticed");
     let err = end.expect_err("a cut is an error, never a clean end");
     assert!(err.is_closed(), "{err}");
+    drop((s, conn));
     server.await.unwrap();
 }
 

@@ -269,7 +269,8 @@ fn fast_backoff() -> Backoff {
 async fn goaway_during_load_loses_nothing() {
     let listener = Listener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let first = support::serve(listener);
+    let first_hits = Arc::new(AtomicUsize::new(0));
+    let first = support::serve_router(listener, first_hits.clone(), Duration::ZERO);
     let channel = Channel::builder()
         .backoff(fast_backoff())
         .connect_lazy(&addr, &Config::new())
@@ -278,7 +279,9 @@ async fn goaway_during_load_loses_nothing() {
         let ch = channel.clone();
         async move { load(&ch, 16, 3000).await }
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The load is under way on the first server.
+    let under_way = || (first_hits.load(Ordering::Relaxed) >= 100).then_some(());
+    weft_testkit::eventually(under_way, || "no call reached the first server").await;
     // Graceful: GOAWAY, calls in flight finish, new opens are refused
     // retry-safe and retried on the next server at the same address.
     first.stop_and_wait().await;
@@ -296,7 +299,8 @@ async fn goaway_during_load_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_killed_and_restarted_mid_load() {
     let listener = Listener::bind("127.0.0.1:0").await.unwrap();
-    let backend = support::serve(listener);
+    let served = Arc::new(AtomicUsize::new(0));
+    let backend = support::serve_router(listener, served.clone(), Duration::ZERO);
     let mut proxy = Proxy::start("127.0.0.1:0", backend.addr.clone()).await;
     let front = proxy.addr.clone();
     let channel = Channel::builder()
@@ -309,7 +313,10 @@ async fn server_killed_and_restarted_mid_load() {
         async move { load(&ch, callers, 4000).await }
     });
     for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Calls flow through this proxy.
+        let before = served.load(Ordering::Relaxed);
+        let flowing = || (served.load(Ordering::Relaxed) >= before + 100).then_some(());
+        weft_testkit::eventually(flowing, || "no call got through the proxy").await;
         // Killed: every connection through the front cut at once.
         proxy.kill();
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -117,8 +117,8 @@ async fn three_servers_one_killed_one_draining_lose_nothing() {
             failed
         });
     }
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    assert!(hits.iter().all(|h| load(h) > 0), "all three served");
+    let all_served = || hits.iter().all(|h| load(h) > 0).then_some(());
+    weft_testkit::eventually(all_served, || "all three served").await;
     proxy.kill();
     let draining = servers.remove(1).stop();
     let mut failed = Vec::new();

@@ -2,6 +2,8 @@
 //! per call shape, plus transports, policies and graceful shutdown.
 #![cfg(feature = "json")]
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -17,7 +19,7 @@ struct Add {
 }
 
 fn router() -> Router {
-    Router::new()
+    support::streaming_shapes(Router::new())
         .unary("echo", |ctx, req| async move {
             // The handler sees what the connection negotiated.
             if !(ctx.peer().encrypted && ctx.peer().compressed) {
@@ -32,19 +34,6 @@ fn router() -> Router {
         .server_streaming_json("count", |_c, n: u32, mut sink| async move {
             for i in 0..n {
                 sink.send_json(&i).await?;
-            }
-            Ok(())
-        })
-        .client_streaming("concat", |_c, mut rx| async move {
-            let mut out = Vec::new();
-            while let Some(m) = rx.message().await? {
-                out.extend_from_slice(&m);
-            }
-            Ok(Bytes::from(out))
-        })
-        .bidi("upper", |_c, mut s| async move {
-            while let Some(m) = s.message().await? {
-                s.send(Bytes::from(m.to_ascii_uppercase())).await?;
             }
             Ok(())
         })
@@ -260,8 +249,9 @@ async fn half_open_handshakes_are_capped() {
         .handshake_timeout(Duration::from_millis(300));
     let (addr, _stop, _h) = start(config).await;
     // A peer that connects and sends nothing holds the only handshake slot...
+    // (it is admitted first: the server takes connections in the order they
+    // were made and admits each before it accepts the next)...
     let silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
     // ...and is too young to be evicted, so a real client is turned away
     // at once with a retry-safe refusal, not queued behind it.
     let client_cfg = Config::new().handshake_timeout(Duration::from_secs(5));

@@ -5,31 +5,20 @@
 //!
 //! The update counters are per process, so this file holds one test.
 
+mod support;
+
 use std::time::Duration;
 
 use bytes::Bytes;
 use weft::{CallOptions, Client, Config, EncryptionPolicy, Listener, Router};
 
 fn router() -> Router {
-    Router::new()
+    support::streaming_shapes(Router::new())
         .unary("echo", |_c, req| async move { Ok(req) })
         .server_streaming("count", |_c, req, mut sink| async move {
             let n = u32::from_be_bytes(req[..4].try_into().unwrap());
             for i in 0..n {
                 sink.send(Bytes::from(i.to_be_bytes().to_vec())).await?;
-            }
-            Ok(())
-        })
-        .client_streaming("concat", |_c, mut rx| async move {
-            let mut out = Vec::new();
-            while let Some(m) = rx.message().await? {
-                out.extend_from_slice(&m);
-            }
-            Ok(Bytes::from(out))
-        })
-        .bidi("upper", |_c, mut s| async move {
-            while let Some(m) = s.message().await? {
-                s.send(Bytes::from(m.to_ascii_uppercase())).await?;
             }
             Ok(())
         })

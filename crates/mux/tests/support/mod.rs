@@ -1,17 +1,21 @@
 //! Test support: an in-memory pair of sessions with a virtual clock, and a
-//! scripted raw-frame peer.
+//! session fed by scripted frames (sans-I/O). The raw peer over a real
+//! transport, the driver pair and the echo service are weft-testkit's.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod io;
-pub mod raw;
 
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
-use weft_frame::{Frame, FrameCodec};
+use weft_frame::{Flags, Frame, FrameCodec, FrameType, Reason};
 use weft_mux::Config;
 use weft_mux::session::{Event, Recv, Role, Session};
+
+/// The most frames one [`Pair::drive`] moves before it panics: far above
+/// any test's exchange (the largest moves 16 frames).
+pub const DRIVE_LIMIT: usize = 10_000;
 
 /// Two sessions wired back to back; frames go through the real codec.
 pub struct Pair {
@@ -40,26 +44,37 @@ impl Pair {
 
     /// Moves frames both ways until neither side has anything to send.
     /// Returns the number of frames moved.
+    ///
+    /// # Panics
+    /// After [`DRIVE_LIMIT`] frames: two sessions that never go quiet
+    /// (a ping-pong of control frames, say) are a bug to see, not a hang.
     pub fn drive(&mut self) -> usize {
         let mut moved = 0;
         loop {
-            let mut any = false;
+            let before = moved;
             while let Some(f) = self.client.poll_transmit() {
+                moved = Pair::step(moved);
                 let f = self.roundtrip(f);
                 self.server.handle_frame(f, self.now);
-                any = true;
-                moved += 1;
             }
             while let Some(f) = self.server.poll_transmit() {
+                moved = Pair::step(moved);
                 let f = self.roundtrip(f);
                 self.client.handle_frame(f, self.now);
-                any = true;
-                moved += 1;
             }
-            if !any {
+            if moved == before {
                 return moved;
             }
         }
+    }
+
+    fn step(moved: usize) -> usize {
+        assert!(
+            moved < DRIVE_LIMIT,
+            "Pair::drive moved {DRIVE_LIMIT} frames and the sessions are still not quiet: \
+             they keep answering each other (a livelock)"
+        );
+        moved + 1
     }
 
     fn roundtrip(&mut self, f: Frame) -> Frame {
@@ -167,41 +182,4 @@ pub fn resets(frames: &[Frame]) -> Vec<(u32, Reason)> {
         .filter(|f| f.ty == FrameType::RESET)
         .map(|f| (f.stream_id, f.parse_reset().unwrap()))
         .collect()
-}
-
-use weft_frame::{Flags, FrameType, Reason};
-
-/// Runs weft's handshake on a raw byte stream with encryption and
-/// compression off (plain frames), returning the pipeline halves and any
-/// bytes read past the handshake.
-pub async fn raw_handshake<T>(
-    io: &mut T,
-    role: weft_mux::pipeline::HandshakeRole,
-) -> (weft_mux::pipeline::Established, BytesMut)
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use weft_mux::pipeline::{EncryptionPolicy, Handshake, HandshakeConfig};
-    let mut cfg = HandshakeConfig::default();
-    cfg.offer.encryption = EncryptionPolicy::Off;
-    cfg.offer.compression = false;
-    let mut hs = Handshake::new(role, cfg).unwrap();
-    let (mut out, mut buf) = (BytesMut::new(), BytesMut::new());
-    loop {
-        hs.poll_transmit(&mut out);
-        if !out.is_empty() {
-            io.write_all(&out).await.unwrap();
-            out.clear();
-        }
-        if hs.is_complete() {
-            break;
-        }
-        hs.handle_input(&mut buf).unwrap();
-        if hs.is_complete() {
-            continue;
-        }
-        assert!(io.read_buf(&mut buf).await.unwrap() > 0, "EOF in handshake");
-    }
-    (hs.into_session().unwrap(), buf)
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
-use weft_mux::{Config, Connection, Role, connect};
+use weft_mux::{Config, Connection};
 use weft_rpc::{Client, PeerInfo, Router, Server};
 
 /// A client and the server side of one in-memory connection.
@@ -39,12 +39,8 @@ pub async fn pair_configured(
         io: b,
         cut: cut.clone(),
     };
-    let (s, c) = tokio::join!(
-        connect(b, Role::Server, server_config),
-        connect(a, Role::Client, Config::default())
-    );
-    let (server_conn, incoming) = s.unwrap();
-    let (client_conn, _incoming) = c.unwrap();
+    let ((client_conn, _incoming), (server_conn, incoming)) =
+        weft_testkit::pair_over(a, b, Config::default(), server_config).await;
     let serving = tokio::spawn(async move {
         server
             .serve_connection(incoming, PeerInfo::new(Some("memory".into()), false, false))

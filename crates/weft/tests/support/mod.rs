@@ -34,6 +34,25 @@ pub fn counted_router(hits: Arc<AtomicUsize>) -> Router {
         })
 }
 
+/// `router` with `concat` (client streaming: the messages joined) and
+/// `upper` (bidi: each message upper-cased, answered as it comes).
+pub fn streaming_shapes(router: Router) -> Router {
+    router
+        .client_streaming("concat", |_c, mut rx| async move {
+            let mut out = Vec::new();
+            while let Some(m) = rx.message().await? {
+                out.extend_from_slice(&m);
+            }
+            Ok(Bytes::from(out))
+        })
+        .bidi("upper", |_c, mut s| async move {
+            while let Some(m) = s.message().await? {
+                s.send(Bytes::from(m.to_ascii_uppercase())).await?;
+            }
+            Ok(())
+        })
+}
+
 /// A running server.
 pub struct Server {
     pub addr: String,
