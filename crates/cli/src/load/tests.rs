@@ -486,10 +486,12 @@ async fn a_sweep_to_64_in_flight_keeps_its_connection() {
         panic!("a sweep")
     };
     assert_eq!(rows.len(), 7);
-    assert!(
-        rows.iter().all(|r| r.errors == 0 && r.throughput > 0.0),
-        "{rows:?}"
-    );
+    // The guard is "no errors": a closed connection fails every call of
+    // the later steps. A step may complete no call at all on a machine
+    // loaded enough to stall it for its 150 ms, so only the sweep as a
+    // whole must have made progress.
+    assert!(rows.iter().all(|r| r.errors == 0), "{rows:?}");
+    assert!(rows.iter().any(|r| r.throughput > 0.0), "{rows:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
