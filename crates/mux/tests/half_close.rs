@@ -146,3 +146,50 @@ async fn a_half_closed_peer_that_does_not_read_cannot_hold_the_transport() {
     assert!(sent.await.unwrap().is_ok(), "queued before the close");
     drop(peer);
 }
+
+#[tokio::test]
+async fn after_a_graceful_close_a_peer_still_sending_reads_the_goaway_not_a_reset() {
+    // The server shuts down while the peer is still writing. Dropping the
+    // socket at once would answer the peer's next bytes with a TCP reset:
+    // its writes fail and its unread `GOAWAY` can be lost with them (the
+    // channel's "write failed (no GOAWAY)" calls). The server reads on
+    // until the peer's end of file instead (lingering close).
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, gone) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let (conn, _incoming) = connect(tcp, Role::Server, Config::default()).await.unwrap();
+        gone.await.unwrap();
+        conn.shutdown(Duration::ZERO).await;
+        conn.closed().await;
+        conn.close_cause().unwrap()
+    });
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let mut peer = RawPeer::facing(tcp, Role::Server).await;
+    go.send(()).unwrap();
+    // Wait until the server's last frames are here (it shuts its write
+    // side and, without lingering, drops the socket in the same poll).
+    let mut probe = [0u8; 1];
+    while peer.io_mut().peek(&mut probe).await.unwrap() == 0 {}
+    let mut writes = Vec::new();
+    for i in 0..20u8 {
+        writes.push(
+            peer.send(&Frame::ping([i; 8], false))
+                .await
+                .map_err(|e| e.kind()),
+        );
+        tokio::task::yield_now().await;
+    }
+    let (frames, end) = peer.rest().await;
+    assert!(writes.iter().all(Result::is_ok), "{writes:?}");
+    assert_eq!(goaway_reason(&frames), Some(Reason::NO_ERROR), "{frames:?}");
+    assert_eq!(end, weft_testkit::PeerRead::Eof, "{frames:?}");
+    peer.shutdown_write().await.unwrap();
+    let cause = server.await.unwrap();
+    assert_eq!(
+        (cause.reason, cause.origin),
+        (Reason::NO_ERROR, Origin::Local),
+        "{cause}"
+    );
+}

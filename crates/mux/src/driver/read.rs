@@ -131,6 +131,39 @@ impl Inner {
         (got, true)
     }
 
+    /// Whether the close should wait for the peer's end of file: after a
+    /// graceful close of ours (our `GOAWAY(NO_ERROR)` and FIN are out) a
+    /// peer that is still sending would otherwise get a TCP reset, which
+    /// discards the replies and the `GOAWAY` still unread in its receive
+    /// buffer (its calls then fail as "write failed" instead of learning
+    /// which were processed). Lingering close, as nginx and Apache do it.
+    pub(super) fn lingers(&self) -> bool {
+        !self.reader.eof
+            && self.session.close_cause().is_some_and(|c| {
+                c.origin == crate::error::Origin::Local && c.reason == Reason::NO_ERROR
+            })
+    }
+
+    /// Reads and drops what the peer still sends, until its end of file
+    /// (or a read error): `Ready` then. A bounded number of reads per
+    /// poll; the caller bounds the time.
+    pub(super) fn discard_until_eof(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut scratch = [0u8; 2048];
+        for _ in 0..READS_PER_POLL {
+            let mut buf = tokio::io::ReadBuf::new(&mut scratch);
+            match Pin::new(&mut *self.io.0).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => {}
+                Poll::Ready(_) => {
+                    self.reader.eof = true;
+                    return Poll::Ready(());
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
     /// Whether the socket woke since the last read was armed.
     pub(super) fn read_wake_fired(&self) -> bool {
         self.read_armed && !self.reader.eof && self.read_wake.fired.load(Ordering::Acquire)

@@ -119,10 +119,14 @@ impl Driver {
     }
 
     /// Flushes the final frames, shuts the transport's write side (even
-    /// after a failed write: the peer must see the end), wakes everyone.
-    /// Gives up on the flush after [`CLOSE_FLUSH_LIMIT`].
+    /// after a failed write: the peer must see the end), after a graceful
+    /// close waits for the peer's end of file (see `Inner::lingers`), then
+    /// wakes everyone. Gives up on both after [`CLOSE_FLUSH_LIMIT`].
     fn poll_close(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
         if flush_and_shut(inner, cx).is_pending() && !self.flush_expired(cx) {
+            return Poll::Pending;
+        }
+        if inner.lingers() && inner.discard_until_eof(cx).is_pending() && !self.flush_expired(cx) {
             return Poll::Pending;
         }
         inner.writer.shut = true;
