@@ -344,6 +344,13 @@ mod tests {
             Metadata::builder().typed(&B, &big[..]).unwrap_err(),
             InvalidMetadata::ValueLength(MAX_VALUE + 1)
         );
+        // The length is checked before the bytes, for text values too.
+        let long = "a".repeat(MAX_VALUE + 1);
+        assert_eq!(
+            Metadata::builder().typed(&T, &long).unwrap_err(),
+            InvalidMetadata::ValueLength(MAX_VALUE + 1)
+        );
+        assert!(Metadata::builder().typed(&T, &long[1..]).is_ok());
         let m = Metadata::builder()
             .typed(&T, " ~ok~ ")
             .unwrap()
