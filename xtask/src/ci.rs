@@ -2,12 +2,72 @@
 
 use crate::{bench, cmd, coverage, fuzz, mutants, soak};
 
-/// Runs the CI steps; stops at the first failure.
+/// Runs the CI steps; stops at the first failure. Prints how long each
+/// step took at the end (also after a failure), so the run's time budget
+/// (issue 18: about 11 minutes) can be kept step by step.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if let Some(arg) = args.first() {
         return Err(format!("ci takes no arguments, got {arg:?}"));
     }
-    cmd::run("cargo", &["fmt", "--all", "--", "--check"])?;
+    let mut times = Times::default();
+    let result = steps(&mut times);
+    times.print();
+    result
+}
+
+/// Wall time per step, in the order run.
+#[derive(Default)]
+struct Times(Vec<(&'static str, std::time::Duration)>);
+
+impl Times {
+    /// Runs `step`, recording its time under `name`.
+    fn step(
+        &mut self,
+        name: &'static str,
+        step: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let start = std::time::Instant::now();
+        let r = step();
+        self.0.push((name, start.elapsed()));
+        r
+    }
+
+    fn print(&self) {
+        println!("ci: time per step");
+        for (name, d) in &self.0 {
+            println!("ci:   {name:<10} {:>6.0} s", d.as_secs_f64());
+        }
+    }
+}
+
+fn steps(t: &mut Times) -> Result<(), String> {
+    t.step("fmt", || {
+        cmd::run("cargo", &["fmt", "--all", "--", "--check"])
+    })?;
+    t.step("clippy", clippy)?;
+    // Issue 17: the workspace tests open `weft load --report`'s page in a
+    // headless browser; here that test must run, not skip.
+    let browser = browser()?;
+    println!("ci: the --report test uses {browser}");
+    // The README's test command, verbatim.
+    t.step("test", || cmd::run("cargo", &["test", "--workspace"]))?;
+    // Issue 13: the driver's hand-off protocols, every interleaving (loom).
+    t.step("loom", loom)?;
+    // Issue 20: surviving mutants in the last commit's wire-facing code.
+    t.step("mutants", || mutants::run(&["--in-diff".to_string()]))?;
+    t.step("bench", || bench::run(&["--check".to_string()]))?;
+    t.step("coverage", || coverage::run(&[]))?;
+    // Issue 7: every fuzz target for 30 s.
+    t.step("fuzz", || {
+        fuzz::run(&["--secs".to_string(), "30".to_string()])
+    })?;
+    // Issue 7: one minute of every call shape with cancellations.
+    t.step("soak", || {
+        soak::run(&["--secs".to_string(), "60".to_string()])
+    })
+}
+
+fn clippy() -> Result<(), String> {
     cmd::run(
         "cargo",
         &[
@@ -19,14 +79,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "-D",
             "warnings",
         ],
-    )?;
-    // Issue 17: the workspace tests open `weft load --report`'s page in a
-    // headless browser; here that test must run, not skip.
-    let browser = browser()?;
-    println!("ci: the --report test uses {browser}");
-    // The README's test command, verbatim.
-    cmd::run("cargo", &["test", "--workspace"])?;
-    // Issue 13: the driver's hand-off protocols, every interleaving (loom).
+    )
+}
+
+fn loom() -> Result<(), String> {
     cmd::run(
         "cargo",
         &[
@@ -39,16 +95,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             "--",
             "loom",
         ],
-    )?;
-    // Issue 20: surviving mutants in the last commit's wire-facing code.
-    mutants::run(&["--in-diff".to_string()])?;
-    bench::run(&["--check".to_string()])?;
-    coverage::run(&[])?;
-    // Issue 7: every fuzz target for 30 s.
-    fuzz::run(&["--secs".to_string(), "30".to_string()])?;
-    // Issue 7: one minute of every call shape with cancellations.
-    soak::run(&["--secs".to_string(), "60".to_string()])?;
-    Ok(())
+    )
 }
 
 /// The headless browser `crates/cli/tests/report_browser.rs` will use:
