@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weft_frame::{Metadata, Reason};
 
-use crate::driver::{Deferred, Shared, Waiter};
+use crate::driver::{Deferred, Life, Shared, Waiter};
 use crate::error::{MuxError, StreamError};
 use crate::pipeline::Negotiated;
 use crate::session::Chunk;
@@ -148,14 +148,16 @@ impl Drop for Incoming {
 ///
 /// Dropping a `Stream` that is not closed both ways resets it with
 /// `CANCEL` (the peer's `recv` fails with a reset); its data still queued
-/// is discarded. A stream closed both ways just frees its slot. Either way
-/// the slot counted against the peer's concurrency cap is freed only when
-/// the handle is dropped.
+/// is discarded. A stream closed both ways frees its slot (the one counted
+/// against the peer's concurrency cap) as soon as the handle has queued its
+/// own end and taken the peer's last chunk — in that same call, not at the
+/// drop — or else when the handle is dropped.
 #[derive(Debug)]
 pub struct Stream {
     shared: Arc<Shared>,
     id: u32,
     metadata: Metadata,
+    life: Life,
 }
 
 impl Stream {
@@ -167,6 +169,7 @@ impl Stream {
             shared,
             id,
             metadata,
+            life: Life::Held,
         }
     }
 
@@ -215,8 +218,12 @@ impl Stream {
         data: &mut Bytes,
         end: bool,
     ) -> Poll<Result<(), StreamError>> {
+        // A released stream is unknown to the session, which then says
+        // what it says of any stream whose end was sent: `SendClosed` (or
+        // the connection's close).
+        let (id, life) = (self.id, &mut self.life);
         self.shared.poll_state(cx, |inner, cx| {
-            inner.poll_send(self.id, cx, metadata, data, end)
+            inner.poll_send(id, cx, metadata, data, end, life)
         })
     }
 
@@ -244,8 +251,13 @@ impl Stream {
         cx: &mut Context<'_>,
         read_inline: bool,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
+        if self.life == Life::Released {
+            // Its last chunk (with the peer's end) was taken already.
+            return Poll::Ready(Ok(None));
+        }
+        let (id, life) = (self.id, &mut self.life);
         self.shared
-            .poll_state(cx, |inner, cx| inner.poll_recv(self.id, cx, read_inline))
+            .poll_state(cx, |inner, cx| inner.poll_recv(id, cx, read_inline, life))
     }
 
     /// Resolves once the stream fails — reset by the peer (or by us), or
@@ -255,8 +267,9 @@ impl Stream {
     /// read went away. The waker is the one [`poll_recv`](Self::poll_recv)
     /// uses, so poll both from the same task.
     pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<StreamError> {
+        let (id, life) = (self.id, self.life);
         self.shared
-            .poll_state(cx, |inner, cx| inner.poll_reset(self.id, cx))
+            .poll_state(cx, |inner, cx| inner.poll_reset(id, cx, life))
     }
 
     /// Resets the stream with `reason`: the peer's `recv` fails, queued data
@@ -269,7 +282,9 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        self.shared.submit(Deferred::Release(self.id));
+        if self.life == Life::Held {
+            self.shared.submit(Deferred::Release(self.id));
+        }
     }
 }
 

@@ -28,16 +28,40 @@ pub(crate) enum Deferred {
     Wake(Waker),
 }
 
+/// Whether a `Stream` handle still names a stream in the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Life {
+    /// The session keeps the stream for the handle.
+    Held,
+    /// Released early, in the call that took its last chunk or queued its
+    /// end (see `Session::is_done_by_app`): the handle answers `recv` by
+    /// itself and its drop submits nothing.
+    Released,
+}
+
 impl Inner {
     fn apply_op(&mut self, op: Deferred) {
         match op {
-            Deferred::Release(id) => {
-                self.session.release(id, now());
-                self.wakers.remove(&id);
-            }
+            Deferred::Release(id) => self.release_stream(id),
             Deferred::Reset(id, reason) => self.session.reset(id, reason),
             Deferred::StopAccepting => self.session.set_accepting(false),
             Deferred::Wake(waker) => self.wake_list.push(waker),
+        }
+    }
+}
+
+impl Inner {
+    fn release_stream(&mut self, id: u32) {
+        self.session.release(id, now());
+        self.wakers.remove(&id);
+    }
+
+    /// Releases stream `id` now if its handle could observe nothing more
+    /// of it: one lock and one `Release` less per finished stream.
+    fn release_if_done(&mut self, id: u32, life: &mut Life) {
+        if self.session.is_done_by_app(id) {
+            self.release_stream(id);
+            *life = Life::Released;
         }
     }
 }
@@ -217,9 +241,13 @@ impl Inner {
         metadata: &mut Metadata,
         data: &mut Bytes,
         end: bool,
+        life: &mut Life,
     ) -> Poll<Result<(), StreamError>> {
         match self.session.send_some(id, metadata, data, end) {
             Ok(true) => {
+                if end {
+                    self.release_if_done(id, life);
+                }
                 self.pump_send();
                 Poll::Ready(Ok(()))
             }
@@ -243,6 +271,7 @@ impl Inner {
         id: u32,
         cx: &mut Context<'_>,
         read_inline: bool,
+        life: &mut Life,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
         let me = Waiter::Stream(id);
         let mut tried = !read_inline;
@@ -282,7 +311,10 @@ impl Inner {
             if read_inline {
                 self.stop_waiting(me);
             }
-            if self.session.has_transmit() {
+            if matches!(&out, Ok(None)) || matches!(&out, Ok(Some(c)) if c.end) {
+                self.release_if_done(id, life);
+                self.pump_app();
+            } else if self.session.has_transmit() {
                 self.pump_app();
             }
             return Poll::Ready(out);
@@ -290,9 +322,22 @@ impl Inner {
     }
 
     /// See `Stream::poll_reset`.
-    pub(crate) fn poll_reset(&mut self, id: u32, cx: &mut Context<'_>) -> Poll<StreamError> {
+    pub(crate) fn poll_reset(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+        life: Life,
+    ) -> Poll<StreamError> {
         if let Some(e) = self.session.failure(id) {
             return Poll::Ready(e);
+        }
+        if life == Life::Released {
+            // Finished both ways: only the connection's close can fail it
+            // now (`failure` says so once closed).
+            std::task::ready!(self.poll_closed(cx));
+            // The driver finishes only once the session closed, and then
+            // `failure` answered above; if it ever did not, pending.
+            return self.session.failure(id).map_or(Poll::Pending, Poll::Ready);
         }
         if let Some(w) = self.wakers.get_mut(&id) {
             register(&mut w.recv, cx.waker());

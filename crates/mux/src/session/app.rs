@@ -300,6 +300,23 @@ impl Session {
         self.reset_stream(id, reason);
     }
 
+    /// Whether the application is done with stream `id`: its own end is
+    /// sent or queued, the peer's end arrived and every chunk before it was
+    /// taken, and it did not fail. Releasing such a stream changes nothing
+    /// the handle could still observe (its `recv` would only say "ended",
+    /// its `send` "closed"), so the driver releases it in the same call
+    /// that took the last chunk or queued the end, instead of waiting for
+    /// the handle's drop.
+    pub fn is_done_by_app(&self, id: u32) -> bool {
+        self.streams.get(&id).is_some_and(|s| {
+            s.send.state != SendState::Open
+                && s.recv_ended()
+                && s.recv.queue.is_empty()
+                && s.failed.is_none()
+                && s.handle == Handle::Held
+        })
+    }
+
     /// The application dropped its handle: a stream not closed both ways
     /// (this side's end sent or queued, the peer's end received) is reset
     /// with `CANCEL`; otherwise queued data still drains. The slot is freed

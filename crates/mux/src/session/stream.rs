@@ -103,7 +103,8 @@ pub(crate) enum Handle {
     UnacceptedReset,
     /// The application holds it (from the start for streams we open).
     Held,
-    /// The application dropped it.
+    /// The application dropped it, or finished with it both ways (see
+    /// `Session::is_done_by_app`).
     Released,
 }
 
