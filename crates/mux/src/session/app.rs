@@ -26,11 +26,13 @@ impl Session {
         }
         let id = self.next_stream_id()?;
         self.outbound += 1;
-        let mut st = StreamState::new(
-            false,
-            self.peer.stream_window,
-            RecvWindow::new(self.limits.stream_window),
-        );
+        // Built in the table, not moved there: the state is 320 bytes.
+        let (window, stream_window) = (self.peer.stream_window, self.limits.stream_window);
+        let st = self
+            .streams
+            .entry(id)
+            .insert_entry(StreamState::new(false, window, RecvWindow::new(stream_window)))
+            .into_mut();
         let credit = st.send.window.room_with(self.conn_send);
         let n = payload.len().min(credit).min(self.limits.max_payload);
         let mut first = payload;
@@ -57,7 +59,6 @@ impl Session {
                 end,
             });
         }
-        self.streams.insert(id, st);
         self.timers.idle_since = None;
         self.mark_ready(id);
         self.goaway_before_ids_run_out();
@@ -349,8 +350,11 @@ impl Session {
         }
         s.handle = Handle::Released;
         let dropped = s.clear_recv();
+        let (finished, remote) = (s.finished(), s.remote);
         self.release_conn(dropped);
-        self.try_remove(id);
+        if finished {
+            self.remove_finished(id, remote);
+        }
     }
 }
 

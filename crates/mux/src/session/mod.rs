@@ -556,20 +556,28 @@ impl Session {
     }
 
     fn try_remove(&mut self, id: u32) {
-        let finished = self.streams.get(&id).is_some_and(|s| s.finished());
-        if !finished {
-            return;
-        }
-        match self.streams.remove(&id) {
-            Some(s) if s.remote => self.inbound -= 1,
-            Some(_) => {
-                // A slot under the peer's cap came free.
-                if self.outbound == self.peer.max_streams as usize {
-                    self.events.push_back(Event::OpenCredit);
-                }
-                self.outbound -= 1;
+        match self.streams.get(&id) {
+            Some(s) if s.finished() => {
+                let remote = s.remote;
+                self.remove_finished(id, remote);
             }
-            None => {}
+            _ => {}
+        }
+    }
+
+    /// Takes finished stream `id` (opened by the peer if `remote`) out of
+    /// the table. The state is dropped where `remove` leaves it, never
+    /// bound: each move of it is a 320-byte copy on the per-call path.
+    fn remove_finished(&mut self, id: u32, remote: bool) {
+        drop(self.streams.remove(&id));
+        if remote {
+            self.inbound -= 1;
+        } else {
+            // A slot under the peer's cap came free.
+            if self.outbound == self.peer.max_streams as usize {
+                self.events.push_back(Event::OpenCredit);
+            }
+            self.outbound -= 1;
         }
         if self.streams.is_empty() && self.timers.idle_since.is_none() {
             self.timers.idle_since = Some(self.clock);
