@@ -197,7 +197,7 @@ impl Inner {
         }
         loop {
             let out = if let Some(id) = self.session.accept() {
-                let metadata = self.session.open_metadata(id).cloned().unwrap_or_default();
+                let metadata = self.session.take_open_metadata(id);
                 self.wakers.insert(id, StreamWakers::default());
                 Some((id, metadata))
             } else if self.session.accept_finished() {

@@ -31,7 +31,11 @@ impl Session {
         let st = self
             .streams
             .entry(id)
-            .insert_entry(StreamState::new(false, window, RecvWindow::new(stream_window)))
+            .insert_entry(StreamState::new(
+                false,
+                window,
+                RecvWindow::new(stream_window),
+            ))
             .into_mut();
         let credit = st.send.window.room_with(self.conn_send);
         let n = payload.len().min(credit).min(self.limits.max_payload);
@@ -250,6 +254,17 @@ impl Session {
     /// The `OPEN` metadata of a stream the peer opened.
     pub fn open_metadata(&self, id: u32) -> Option<&Metadata> {
         self.streams.get(&id).map(|s| &s.open_metadata)
+    }
+
+    /// Takes the `OPEN` metadata of a stream the peer opened (the accepted
+    /// handle keeps it; the session has no further use for it), leaving it
+    /// empty: a moved reference instead of a shared-count increment and a
+    /// decrement per accepted stream.
+    pub fn take_open_metadata(&mut self, id: u32) -> Metadata {
+        self.streams
+            .get_mut(&id)
+            .map(|s| std::mem::take(&mut s.open_metadata))
+            .unwrap_or_default()
     }
 
     /// Takes the next stream the peer opened.
