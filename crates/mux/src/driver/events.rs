@@ -19,12 +19,12 @@ impl Inner {
                     // be stale — a stream's first `recv` may run on another
                     // task, as the rpc server's inline first poll does — so
                     // it never stands in for the socket waiter.)
-                    let event = self.wakers.get_mut(&id).and_then(|w| w.recv.take());
+                    let event = self.session.wakers_mut(id).and_then(|w| w.recv.take());
                     let socket = self.read_wake.take_recv(Some(Waiter::Stream(id)));
                     self.wake_either(event, socket);
                 }
                 Event::Writable(id) => {
-                    if let Some(w) = self.wakers.get_mut(&id).and_then(|w| w.send.take()) {
+                    if let Some(w) = self.session.wakers_mut(id).and_then(|w| w.send.take()) {
                         self.wake_list.push(w);
                     }
                 }
@@ -67,7 +67,7 @@ impl Inner {
         if let Some(w) = self.read_wake.take_recv(None) {
             self.wake_list.push(w);
         }
-        for w in self.wakers.values_mut() {
+        for w in self.session.all_wakers_mut() {
             for w in [w.recv.take(), w.send.take()].into_iter().flatten() {
                 self.wake_list.push(w);
             }

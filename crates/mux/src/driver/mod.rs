@@ -61,7 +61,6 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::Span;
 
-use crate::idmap::IdMap;
 use crate::pipeline::{Inbound, Negotiated, Outbound};
 use crate::session::Session;
 
@@ -73,13 +72,6 @@ pub(crate) use task::Driver;
 pub(crate) use wake::Waiter;
 use wake::{ReadWake, WakeList};
 use write::Writer;
-
-/// Wakers of one stream's tasks.
-#[derive(Debug, Default)]
-struct StreamWakers {
-    recv: Option<Waker>,
-    send: Option<Waker>,
-}
 
 /// The transport, both directions (no split: the connection lock already
 /// serialises access, and `tokio::io::split` would add a lock per call).
@@ -116,7 +108,6 @@ pub(crate) struct Inner {
     /// Whose task is reading the socket right now: its own events need no
     /// wake-up (the reader looks next).
     reading_for: Option<Waiter>,
-    wakers: IdMap<StreamWakers>,
     accept_waker: Option<Waker>,
     /// Tasks waiting for room under the peer's stream cap.
     open_waiters: Vec<Waker>,
@@ -226,7 +217,6 @@ pub(crate) fn shared(
             flush_owed: false,
             driver_polling: false,
             reading_for: None,
-            wakers: IdMap::default(),
             accept_waker: None,
             open_waiters: Vec::new(),
             closed_wakers: Vec::new(),

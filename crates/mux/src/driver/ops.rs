@@ -10,9 +10,9 @@ use weft_frame::{Metadata, Reason};
 
 use super::combine::Owned;
 use super::wake::{Waiter, Woken};
-use super::{Inner, StreamWakers, now};
+use super::{Inner, now};
 use crate::error::{CloseCause, MuxError, StreamError};
-use crate::session::{Chunk, OpenError, Recv, Stats};
+use crate::session::{Chunk, OpenError, Recv, Stats, StreamWakers};
 
 /// An operation whose caller does not wait for it.
 #[derive(Debug)]
@@ -52,8 +52,12 @@ impl Inner {
 
 impl Inner {
     fn release_stream(&mut self, id: u32) {
+        // The handle is gone: its wakers go now (the stream itself may stay
+        // in the session a while, draining).
+        if let Some(w) = self.session.wakers_mut(id) {
+            *w = StreamWakers::default();
+        }
         self.session.release(id, now());
-        self.wakers.remove(&id);
     }
 
     /// Releases stream `id` now if its handle could observe nothing more
@@ -130,7 +134,6 @@ impl Inner {
             Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
             Err(OpenError::MetadataTooLarge) => return Err(MuxError::metadata_too_large()),
         };
-        self.wakers.insert(id, StreamWakers::default());
         self.pump_app();
         Ok(id)
     }
@@ -198,7 +201,6 @@ impl Inner {
         loop {
             let out = if let Some(id) = self.session.accept() {
                 let metadata = self.session.take_open_metadata(id);
-                self.wakers.insert(id, StreamWakers::default());
                 Some((id, metadata))
             } else if self.session.accept_finished() {
                 None
@@ -253,7 +255,7 @@ impl Inner {
             }
             Ok(false) => {
                 // The send buffer is full: wait for room.
-                if let Some(w) = self.wakers.get_mut(&id) {
+                if let Some(w) = self.session.wakers_mut(id) {
                     w.send = Some(cx.waker().clone());
                 }
                 self.pump_app();
@@ -294,7 +296,7 @@ impl Inner {
                 }
                 Recv::Pending => {
                     if !read_inline {
-                        if let Some(w) = self.wakers.get_mut(&id) {
+                        if let Some(w) = self.session.wakers_mut(id) {
                             register(&mut w.recv, cx.waker());
                         }
                     } else if self.wait_for_socket(me, cx.waker(), !tried) {
@@ -339,7 +341,7 @@ impl Inner {
             // `failure` answered above; if it ever did not, pending.
             return self.session.failure(id).map_or(Poll::Pending, Poll::Ready);
         }
-        if let Some(w) = self.wakers.get_mut(&id) {
+        if let Some(w) = self.session.wakers_mut(id) {
             register(&mut w.recv, cx.waker());
         }
         Poll::Pending

@@ -272,7 +272,7 @@ impl Inner {
         match who {
             Waiter::Acceptor => self.accept_waker = Some(waker),
             Waiter::Stream(id) => {
-                if let Some(slot) = self.wakers.get_mut(&id) {
+                if let Some(slot) = self.session.wakers_mut(id) {
                     slot.recv = Some(waker);
                 }
             }

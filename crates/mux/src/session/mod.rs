@@ -30,6 +30,7 @@ use crate::idmap::IdMap;
 use budget::{Guards, Spend};
 use limits::Limits;
 pub use stream::Chunk;
+pub(crate) use stream::StreamWakers;
 use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, SendState, StreamState};
 use window::{RecvWindow, SendWindow};
 

@@ -209,6 +209,19 @@ pub(crate) struct StreamState {
     pub(crate) failed: Option<StreamKind>,
     /// Frames either way, for the progress deadline.
     pub(crate) progress: Progress,
+    /// The driver's wake-ups for the handle's tasks.
+    pub(crate) wakers: StreamWakers,
+}
+
+/// Wakers of one stream's tasks, kept with the stream so the driver needs
+/// no second table (a lookup, an insert and a remove less per stream). The
+/// session only stores them: it never wakes, clones or reads them.
+#[derive(Debug, Default)]
+pub(crate) struct StreamWakers {
+    /// The task waiting in `recv` (or `poll_reset`).
+    pub(crate) recv: Option<std::task::Waker>,
+    /// The task waiting for room to send.
+    pub(crate) send: Option<std::task::Waker>,
 }
 
 impl StreamState {
@@ -237,6 +250,7 @@ impl StreamState {
             },
             failed: None,
             progress: Progress::default(),
+            wakers: StreamWakers::default(),
         }
     }
 
