@@ -1,4 +1,9 @@
 //! The tokio driver end to end over `tokio::io::duplex` and TCP loopback.
+//!
+//! The in-memory tests that bound a wait run on a paused clock: time moves
+//! only when every task waits, so a timeout fires when the awaited event can
+//! never happen, not when the machine is slow. (The TCP test cannot: a
+//! paused clock jumps ahead while the runtime waits on the kernel.)
 
 use std::time::Duration;
 
@@ -84,7 +89,7 @@ async fn dropping_a_stream_resets_it_with_cancel() {
     assert!(err.is_remote());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn large_transfer_crosses_windows() {
     let ((client, _ci), (_server, mut incoming)) = pair().await;
     let data = Bytes::from((0..3_000_000u32).map(|i| i as u8).collect::<Vec<u8>>());
@@ -158,7 +163,7 @@ async fn tcp_loopback_round_trip() {
     server.await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cancelled_recv_hands_the_socket_back_to_the_driver() {
     let ((client, _ci), (_server, mut incoming)) = pair().await;
     let mut a = client
@@ -180,17 +185,23 @@ async fn cancelled_recv_hands_the_socket_back_to_the_driver() {
     // poll_recv (which never reads the socket) still gets them, so the
     // connection task must be watching.
     pb.send(Bytes::from_static(b"to b"), false).await.unwrap();
-    let c = std::future::poll_fn(|cx| b.poll_recv(cx))
-        .await
-        .unwrap()
-        .unwrap();
+    // On the paused clock this bound fires only if nothing will ever read
+    // the socket for `b`: a hang becomes a failure.
+    let c = tokio::time::timeout(
+        Duration::from_secs(10),
+        std::future::poll_fn(|cx| b.poll_recv(cx)),
+    )
+    .await
+    .expect("nobody watched the socket after the cancelled recv")
+    .unwrap()
+    .unwrap();
     assert_eq!(&c.data[..], b"to b");
     // And `a` still works afterwards.
     pa.send(Bytes::from_static(b"to a"), false).await.unwrap();
     assert_eq!(&a.recv().await.unwrap().unwrap().data[..], b"to a");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_displaced_socket_waiter_is_still_woken_for_its_data() {
     let ((client, _ci), (_server, mut incoming)) = pair().await;
     let mut a = client

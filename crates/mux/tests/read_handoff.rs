@@ -30,6 +30,10 @@ use weft_testkit::{duplex_pair, echo, pair_over};
 mod support;
 use support::io::TestIo;
 
+/// How long an echo may take before the test calls it lost (see
+/// [`ping_pong`]): far beyond any scheduling delay.
+const LIVENESS: Duration = Duration::from_secs(60);
+
 /// xorshift, seeded per task.
 fn next(x: &mut u64) -> u64 {
     *x ^= *x << 13;
@@ -57,9 +61,12 @@ async fn ping_pong(conn: Connection, seed: u64, rounds: u32) -> Result<u32, Stri
             .map_err(|e| e.to_string())?;
         let mut got = Vec::new();
         // Cancelled waits hand the socket back to the connection task, which
-        // could hide a lost wake-up: bound the whole echo, not each wait
-        // (an echo takes microseconds; 2 s leaves room for a loaded machine).
-        let stalled = tokio::time::Instant::now() + Duration::from_secs(2);
+        // could hide a lost wake-up: bound the whole echo, not each wait.
+        // The bound is a liveness guard, not a speed claim: a lost wake-up
+        // never comes back (nothing else reads this socket once the other
+        // tasks are done), so it fails here instead of hanging the suite,
+        // and no load on the machine makes an echo take this long.
+        let stalled = tokio::time::Instant::now() + LIVENESS;
         while got.len() < msg.len() {
             if tokio::time::Instant::now() > stalled {
                 return Err(format!("task {seed} round {round}: recv stalled"));
@@ -279,7 +286,11 @@ async fn accept_run(run: u64, stats: &Arc<AcceptStats>) {
 /// on its own task, an `accept` polled once takes the socket's watch from it
 /// and is dropped, and the accepting task then waits on something else. The
 /// handler's next message must still reach it.
-#[tokio::test(flavor = "current_thread")]
+///
+/// The clock is paused and everything is in memory, so time only moves when
+/// every task waits: the timeout below fires exactly when nobody will ever
+/// deliver `b`, however slow the machine.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_cancelled_accept_hands_the_socket_back() {
     let ((client, _client_incoming), (_server, mut incoming)) =
         duplex_pair(64 * 1024, Config::default(), Config::default()).await;

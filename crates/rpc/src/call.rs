@@ -353,8 +353,14 @@ where
 /// goes out, after the part of the message already queued: the caller sees
 /// the status, not a reset (PROTOCOL 7.4). A handler claiming success after
 /// a cut message cannot be believed: the stream is dropped, resetting it.
+/// A send still under way on another task (a split half the handler
+/// spawned) is waited for: its message goes whole, then the status.
 async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard: &mut CallGuard) {
-    match (slot.close(), result) {
+    let closed = match slot.close() {
+        Closed::Away => slot.returned().await,
+        found => found,
+    };
+    match (closed, result) {
         (Closed::Whole(mut stream), result) => respond(&mut stream, result, guard).await,
         (Closed::Torn(mut stream), Err(status)) => {
             respond(&mut stream, Err(status), guard).await;

@@ -34,6 +34,12 @@ enum Place {
     /// A send was cancelled half-way: part of a message may be queued, so
     /// nothing more may be sent but the call's end.
     Torn(Stream),
+    /// The call is ending while a handle on another task (a split half)
+    /// still has the stream out: it comes back to the server, not to the
+    /// handles (whose task this wakes), and no handle may lease it again.
+    Ending(Option<Waker>),
+    /// What came back to the server during [`Place::Ending`].
+    Back(Closed),
     /// The call is over: ended by the server.
     Gone,
 }
@@ -45,7 +51,8 @@ pub(crate) enum Closed {
     Whole(Stream),
     /// The stream after a send cancelled half-way (see [`Place::Torn`]).
     Torn(Stream),
-    /// Nothing: a handle still has it out.
+    /// Nothing: a handle still has it out (wait with
+    /// [`Slot::returned`]), or the call is already over.
     Away,
 }
 
@@ -107,12 +114,30 @@ impl Slot {
     }
 
     pub(crate) fn put(&self, s: Stream) {
+        self.give_back(Closed::Whole(s));
+    }
+
+    /// Puts the stream back: to the server if the call is ending, else for
+    /// the next lease (or, torn, for none).
+    fn give_back(&self, back: Closed) {
         let mut inner = self.inner();
-        inner.place = Place::Here(s);
+        inner.place = match (std::mem::replace(&mut inner.place, Place::Gone), back) {
+            (Place::Ending(server), back) => {
+                if let Some(w) = server {
+                    w.wake();
+                }
+                Place::Back(back)
+            }
+            (_, Closed::Whole(s)) => Place::Here(s),
+            (_, Closed::Torn(s)) => Place::Torn(s),
+            (_, Closed::Away) => Place::Gone,
+        };
         wake_all(&mut inner.waiting);
     }
 
     /// Takes the stream for good (the call is ending); later leases fail.
+    /// If a handle has it out, it is promised to the server instead (see
+    /// [`Slot::returned`]).
     pub(crate) fn close(&self) -> Closed {
         let mut inner = self.inner();
         let place = std::mem::replace(&mut inner.place, Place::Gone);
@@ -120,15 +145,39 @@ impl Slot {
         match place {
             Place::Here(s) => Closed::Whole(s),
             Place::Torn(s) => Closed::Torn(s),
-            Place::Out | Place::Gone => Closed::Away,
+            Place::Back(c) => c,
+            Place::Out | Place::Ending(_) => {
+                inner.place = Place::Ending(None);
+                Closed::Away
+            }
+            Place::Gone => Closed::Away,
         }
+    }
+
+    /// After a [`close`](Self::close) that found the stream out: waits
+    /// until its handle lets go (its send completes or fails) and takes it
+    /// for good. `Away` only if the call was already over.
+    pub(crate) async fn returned(&self) -> Closed {
+        poll_fn(|cx| {
+            let mut inner = self.inner();
+            match std::mem::replace(&mut inner.place, Place::Gone) {
+                Place::Back(c) => Poll::Ready(c),
+                Place::Ending(_) => {
+                    inner.place = Place::Ending(Some(cx.waker().clone()));
+                    Poll::Pending
+                }
+                other => {
+                    inner.place = other;
+                    Poll::Ready(Closed::Away)
+                }
+            }
+        })
+        .await
     }
 
     /// Puts back the stream of a send cut short: later leases fail.
     fn tear(&self, s: Stream) {
-        let mut inner = self.inner();
-        inner.place = Place::Torn(s);
-        wake_all(&mut inner.waiting);
+        self.give_back(Closed::Torn(s));
     }
 
     /// Leases the stream, waiting while another handle has it out.
@@ -153,8 +202,8 @@ impl Slot {
                 inner.waiting[role as usize] = Some(cx.waker().clone());
                 Poll::Pending
             }
-            Place::Gone => {
-                inner.place = Place::Gone;
+            over @ (Place::Gone | Place::Ending(_) | Place::Back(_)) => {
+                inner.place = over;
                 Poll::Ready(Err(Status::cancelled("the call is over")))
             }
             Place::Torn(s) => {

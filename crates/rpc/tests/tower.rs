@@ -1,5 +1,9 @@
 //! The client as a tower Service: poll_ready is tied to stream credit
 //! (the server's announced cap) and to the client's in-flight limit.
+//!
+//! Everything runs in memory on a paused clock: time moves only when every
+//! task waits, so each `timeout` here fires exactly when the awaited wake-up
+//! can never come (a hang), never because the machine is slow.
 #![cfg(feature = "tower")]
 
 mod common;
@@ -14,7 +18,10 @@ use tower_service::Service;
 use weft_mux::Config;
 use weft_rpc::{Client, Code, Router, Server, UnaryRequest};
 
-#[tokio::test]
+/// A liveness guard on the paused clock (see the module docs).
+const HANG: Duration = Duration::from_secs(5);
+
+#[tokio::test(start_paused = true)]
 async fn poll_ready_follows_credit_and_connection_state() {
     let (release, gate) = tokio::sync::watch::channel(false);
     let router = Router::new().unary("wait", move |_c, b| {
@@ -36,7 +43,7 @@ async fn poll_ready_follows_credit_and_connection_state() {
     assert!(pending);
     release.send(true).unwrap();
     assert_eq!(first.await.unwrap().unwrap(), "1");
-    tokio::time::timeout(Duration::from_secs(5), poll_fn(|cx| b.poll_ready(cx)))
+    tokio::time::timeout(HANG, poll_fn(|cx| b.poll_ready(cx)))
         .await
         .unwrap()
         .unwrap();
@@ -45,23 +52,18 @@ async fn poll_ready_follows_credit_and_connection_state() {
         .await
         .unwrap();
     assert_eq!(r, "2");
-    // A closed connection is not ready.
+    // A closed connection is not ready: once the connection has noticed
+    // the cut, the very next poll_ready fails.
     p.cut.cut();
     let mut c = p.client.clone();
-    let e = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match poll_fn(|cx| c.poll_ready(cx)).await {
-                Err(e) => break e,
-                Ok(()) => tokio::time::sleep(Duration::from_millis(5)).await,
-            }
-        }
-    })
-    .await
-    .unwrap();
+    tokio::time::timeout(HANG, p.client.connection().closed())
+        .await
+        .expect("the connection noticed the cut transport");
+    let e = poll_fn(|cx| c.poll_ready(cx)).await.unwrap_err();
     assert_eq!(e.code(), Code::UNAVAILABLE);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn poll_ready_waits_for_room_under_the_servers_stream_cap() {
     let (release, gate) = tokio::sync::watch::channel(false);
     let router = Router::new()
@@ -109,7 +111,7 @@ async fn poll_ready_waits_for_room_under_the_servers_stream_cap() {
         c.await.unwrap().unwrap();
     }
     // The finished calls freed their slots and woke the waiting service.
-    let r = tokio::time::timeout(Duration::from_secs(5), waiting)
+    let r = tokio::time::timeout(HANG, waiting)
         .await
         .expect("poll_ready woke when a slot came free")
         .unwrap()
@@ -118,7 +120,7 @@ async fn poll_ready_waits_for_room_under_the_servers_stream_cap() {
 }
 
 #[cfg(feature = "json")]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn typed_calls_through_the_tower_interface() {
     use weft_rpc::{Json, TypedRequest};
     let router =

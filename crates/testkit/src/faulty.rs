@@ -10,7 +10,7 @@ use tokio::time::Sleep;
 
 /// Which faults to inject, by byte offset in each direction. All off by
 /// default. Offsets count bytes that passed through the wrapper.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Faults {
     /// After this many bytes written, further writes report success but the
     /// bytes are discarded (a black hole: the peer hears nothing more).

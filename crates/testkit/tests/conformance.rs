@@ -37,7 +37,8 @@ fn chunk() -> Bytes {
 
 /// Handlers that never finish by themselves: each holds a [`DropSignal`].
 fn router(dropped: &Arc<Notify>) -> Router {
-    let (d1, d2, d3, d4) = (
+    let (d1, d2, d3, d4, d5) = (
+        dropped.clone(),
         dropped.clone(),
         dropped.clone(),
         dropped.clone(),
@@ -71,6 +72,25 @@ fn router(dropped: &Arc<Notify>) -> Router {
                 loop {
                     s.send(chunk()).await?;
                 }
+            }
+        })
+        // Reads the caller's messages to their end while its sending half,
+        // on a task of its own, sends until the window is full (what
+        // `BidiStream::split` is for).
+        .bidi("svc/bidi-spawned", move |_c, s| {
+            let signal = DropSignal(d5.clone());
+            async move {
+                let _signal = signal;
+                let (mut requests, mut responses) = s.split();
+                let sending = tokio::spawn(async move {
+                    loop {
+                        responses.send(chunk()).await?;
+                    }
+                });
+                while requests.message().await?.is_some() {}
+                sending
+                    .await
+                    .unwrap_or_else(|_| Err(Status::internal("send task")))
             }
         })
         // Does nothing at all (the caller's half stays open).
@@ -207,6 +227,22 @@ async fn bidi_past_its_deadline_ends_with_deadline_exceeded() {
     let call = (3, "svc/bidi-idle", false);
     assert_eq!(
         past_deadline(&mut p, &dropped, call, false).await,
+        DEADLINE_EXCEEDED
+    );
+}
+
+/// A bidirectional handler whose sending half runs on a task of its own,
+/// blocked in a send when the deadline passes, after the caller has ended
+/// its half: the handler is dropped but the spawned send still holds the
+/// stream; the call still ends with `DEADLINE_EXCEEDED` once that send
+/// is through, not with `RESET(CANCEL)` when its task lets go.
+#[tokio::test]
+async fn bidi_with_a_spawned_sender_past_its_deadline_ends_with_deadline_exceeded() {
+    let dropped = Arc::new(Notify::new());
+    let mut p = serve_and_connect(router(&dropped)).await;
+    let call = (1, "svc/bidi-spawned", true);
+    assert_eq!(
+        past_deadline(&mut p, &dropped, call, true).await,
         DEADLINE_EXCEEDED
     );
 }

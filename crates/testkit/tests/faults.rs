@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 use weft_mux::{Config, Role};
-use weft_testkit::{EchoServer, Faults, FaultyIo, Mode, ServerOptions, round_trip};
+use weft_testkit::{EchoServer, Faults, FaultyIo, Mode, STALL_LIMIT, ServerOptions, round_trip};
 
 const CALLS: u64 = 40;
 
@@ -21,16 +21,30 @@ struct Tally {
 }
 
 /// Runs `CALLS` sequential round trips through a client whose socket
-/// misbehaves as `faults` says. Keepalive detects a black hole.
+/// misbehaves as `faults` says. Keepalive (and the handshake timeout)
+/// detect a peer that went silent (a black hole, a corrupted length that
+/// leaves the client waiting for bytes that never come): runs whose
+/// faults only slow or split the bytes get long timeouts instead, so that
+/// a pong late on a loaded machine cannot fail a call that must succeed.
 async fn run(server: &EchoServer, faults: Faults) -> Tally {
     let tcp = TcpStream::connect(server.addr()).await.unwrap();
     tcp.set_nodelay(true).unwrap();
+    let lossless = Faults {
+        delay_reads_after: None,
+        max_write: None,
+        ..faults.clone()
+    } == Faults::default();
+    let (keepalive, handshake) = if lossless {
+        (STALL_LIMIT, STALL_LIMIT)
+    } else {
+        (Duration::from_millis(300), Duration::from_secs(2))
+    };
     let mut config = Config::default();
     config
         .handshake(server.client_handshake())
         .keepalive_interval(Some(Duration::from_millis(200)))
-        .keepalive_timeout(Duration::from_millis(300))
-        .handshake_timeout(Duration::from_secs(2));
+        .keepalive_timeout(keepalive)
+        .handshake_timeout(handshake);
     let mut tally = Tally::default();
     let conn = match weft_mux::connect(FaultyIo::new(tcp, faults), Role::Client, config).await {
         Ok((conn, _incoming)) => conn,
@@ -42,7 +56,9 @@ async fn run(server: &EchoServer, faults: Faults) -> Tally {
         }
     };
     for seq in 1..=CALLS {
-        match tokio::time::timeout(Duration::from_secs(5), round_trip(&conn, seq)).await {
+        // A hang catcher, not a speed bound: every failure here is
+        // definite (a close, a reset, the keepalive) long before it.
+        match tokio::time::timeout(STALL_LIMIT, round_trip(&conn, seq)).await {
             Err(_) => panic!("round trip {seq} hung"),
             Ok(Ok(())) => tally.ok.push(seq),
             Ok(Err(e)) => tally.failed.push((seq, e)),

@@ -10,7 +10,10 @@
 mod common;
 mod known_answers;
 
-use known_answers::{Fields, check_weft, noise_fields, pattern_of, run_noise, weft_fields};
+use known_answers::{
+    Fields, check_identity, check_weft, identity_fields, noise_fields, pattern_of, run_noise,
+    weft_fields,
+};
 use serde_json::Value;
 
 /// The appendix's vectors: each ```text block of `field = value` lines
@@ -55,6 +58,7 @@ fn expected() -> Vec<Fields> {
         .iter()
         .map(weft_fields)
         .collect();
+    all.extend(data("weft-v1-identity.json").iter().map(identity_fields));
     for file in ["nn-aesgcm-sha256.json", "xx-ik-aesgcm-sha256.json"] {
         for v in data(file) {
             let full = noise_fields(&v, None);
@@ -83,20 +87,28 @@ fn the_appendix_holds_the_tested_vectors_exactly() {
 #[test]
 fn weft_reproduces_every_appendix_vector() {
     let vectors = appendix();
-    let mut kinds = (0, 0);
+    let mut kinds = (0, 0, 0);
     for v in &vectors {
         match v["kind"].as_str() {
             "weft-v1" => {
                 check_weft(v);
                 kinds.0 += 1;
             }
+            "weft-v1-identity" => {
+                check_identity(v);
+                kinds.1 += 1;
+            }
             "noise" => {
                 let n = run_noise(v);
                 assert_eq!(n, pattern_of(v).message_count(), "{}", v["name"]);
-                kinds.1 += 1;
+                kinds.2 += 1;
             }
             other => panic!("unknown kind {other}"),
         }
     }
-    assert_eq!(kinds, (2, 6), "NN and NNpsk0; the six Noise patterns");
+    assert_eq!(
+        kinds,
+        (2, 2, 6),
+        "NN and NNpsk0; XX and IK; the six Noise patterns"
+    );
 }

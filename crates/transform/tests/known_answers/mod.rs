@@ -27,7 +27,7 @@ pub const PATTERNS: [Pattern; 6] = [
 /// A vector's fields by name (values in hex, but `name` and `kind`).
 pub type Fields = BTreeMap<String, String>;
 
-fn field<'a>(v: &'a Fields, key: &str) -> &'a str {
+pub fn field<'a>(v: &'a Fields, key: &str) -> &'a str {
     v.get(key)
         .unwrap_or_else(|| panic!("{:?}: missing {key}", v.get("name")))
 }
@@ -36,7 +36,7 @@ fn hex_field(v: &Fields, key: &str) -> Vec<u8> {
     hex::decode(field(v, key)).unwrap_or_else(|e| panic!("{key}: {e}"))
 }
 
-fn key32(v: &Fields, key: &str) -> Option<[u8; 32]> {
+pub fn key32(v: &Fields, key: &str) -> Option<[u8; 32]> {
     v.get(key).map(|_| hex_field(v, key).try_into().unwrap())
 }
 
@@ -99,6 +99,87 @@ pub fn weft_fields(v: &Value) -> Fields {
         v["first_record"]["bytes"].as_str().unwrap().into(),
     );
     f
+}
+
+/// An entry of weft-v1-identity.json as flat fields: kind
+/// `weft-v1-identity`, `name`, `pattern` (`XX` or `IK`), the four private
+/// keys, both sides' streams and the handshake hash.
+pub fn identity_fields(v: &Value) -> Fields {
+    let mut f = Fields::new();
+    f.insert("kind".into(), "weft-v1-identity".into());
+    for key in [
+        "name",
+        "pattern",
+        "initiator_static",
+        "responder_static",
+        "initiator_ephemeral",
+        "responder_ephemeral",
+        "initiator_bytes",
+        "responder_bytes",
+        "handshake_hash",
+    ] {
+        f.insert(key.into(), v[key].as_str().unwrap().into());
+    }
+    f
+}
+
+/// Whether an identity vector pins the server's key (IK) or learns it (XX).
+pub fn pinned(v: &Fields) -> bool {
+    match field(v, "pattern") {
+        "IK" => true,
+        "XX" => false,
+        other => panic!("no pattern {other}"),
+    }
+}
+
+/// A private key of an identity vector (all four are present).
+pub fn private(v: &Fields, name: &str) -> [u8; 32] {
+    key32(v, name).unwrap_or_else(|| panic!("{name}"))
+}
+
+/// Runs an identity vector through weft-transform's handshake with default
+/// offers, the static keys given (the server's pinned for IK) and the
+/// fixed ephemeral keys, to the end: both sides' whole streams and the
+/// handshake hash must match byte for byte, and each side must learn the
+/// other's static key.
+pub fn check_identity(v: &Fields) {
+    let server = StaticKey::from_private(private(v, "responder_static"));
+    let client_cfg = HandshakeConfig {
+        identity: Some(StaticKey::from_private(private(v, "initiator_static"))),
+        server_key: pinned(v).then(|| server.public_key()),
+        ..HandshakeConfig::default()
+    };
+    let server_cfg = HandshakeConfig {
+        identity: Some(server),
+        ..HandshakeConfig::default()
+    };
+    let ie = FixedEphemeral::new(private(v, "initiator_ephemeral"));
+    let re = FixedEphemeral::new(private(v, "responder_ephemeral"));
+    let mut a = Handshake::with_ephemeral(Role::Initiator, client_cfg, ie.boxed()).unwrap();
+    let mut b = Handshake::with_ephemeral(Role::Responder, server_cfg, re.boxed()).unwrap();
+    let (mut sent_a, mut sent_b) = (Vec::new(), Vec::new());
+    // At most three messages: a bounded exchange, whatever goes wrong.
+    for _ in 0..4 {
+        let mut ab = BytesMut::new();
+        a.poll_transmit(&mut ab);
+        sent_a.extend_from_slice(&ab);
+        b.handle_input(&mut ab).unwrap();
+        let mut ba = BytesMut::new();
+        b.poll_transmit(&mut ba);
+        sent_b.extend_from_slice(&ba);
+        a.handle_input(&mut ba).unwrap();
+    }
+    let name = field(v, "name");
+    assert_eq!(hex::encode(sent_a), field(v, "initiator_bytes"), "{name}");
+    assert_eq!(hex::encode(sent_b), field(v, "responder_bytes"), "{name}");
+    assert!(a.is_complete() && b.is_complete(), "{name}");
+    let (sa, sb) = (a.into_session().unwrap(), b.into_session().unwrap());
+    let hash = sa.negotiated.handshake_hash.unwrap();
+    assert_eq!(hex::encode(hash), field(v, "handshake_hash"), "{name}");
+    assert_eq!(sb.negotiated.handshake_hash, Some(hash));
+    let public = |k| StaticKey::from_private(private(v, k)).public_key();
+    assert_eq!(sa.negotiated.peer_key, Some(public("responder_static")));
+    assert_eq!(sb.negotiated.peer_key, Some(public("initiator_static")));
 }
 
 /// The pattern a Noise vector is for.
