@@ -316,8 +316,10 @@ mod tests {
         let floor = |p: &str| floors.crates.iter().find(|c| c.package == p).unwrap().floor;
         assert_eq!(floor("weft-frame"), 100.0);
         assert_eq!(floor("weft-transform"), 95.0);
+        // At least the 90 % (a floor is raised as coverage rises,
+        // never lowered).
         for p in ["weft-mux", "weft-rpc", "weft", "weft-macros"] {
-            assert_eq!(floor(p), 90.0, "{p}");
+            assert!(floor(p) >= 90.0, "{p}: {}", floor(p));
         }
         for p in [
             "xtask",
