@@ -8,20 +8,26 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weft_mux::{Config, Metadata};
+use weft_mux::{Config, Connection, Incoming, Metadata, Stream};
 use weft_testkit::duplex_pair;
 
-#[tokio::test]
-async fn a_unary_exchange_frees_both_tables_while_the_handles_live() {
-    let ((client, _ci), (server, mut incoming)) =
-        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
-    let mut call = client
+/// A unary request sent and read: the caller's and the server's handles.
+async fn asked(client: &Connection, incoming: &mut Incoming) -> (Stream, Stream) {
+    let call = client
         .open(Metadata::new(), Bytes::from_static(b"ask"), true)
         .await
         .unwrap();
     let mut peer = incoming.accept().await.unwrap();
     let request = peer.recv().await.unwrap().unwrap();
     assert!(request.end);
+    (call, peer)
+}
+
+#[tokio::test]
+async fn a_unary_exchange_frees_both_tables_while_the_handles_live() {
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let (mut call, mut peer) = asked(&client, &mut incoming).await;
     assert_eq!(
         server.stats().streams,
         1,
@@ -79,12 +85,7 @@ async fn the_peers_cap_has_room_again_before_the_finished_handle_is_dropped() {
     peer.send(Bytes::from_static(b"hi"), true).await.unwrap();
     warm.recv().await.unwrap().unwrap();
     drop((warm, peer));
-    let mut call = client
-        .open(Metadata::new(), Bytes::from_static(b"ask"), true)
-        .await
-        .unwrap();
-    let mut peer = incoming.accept().await.unwrap();
-    peer.recv().await.unwrap().unwrap();
+    let (mut call, mut peer) = asked(&client, &mut incoming).await;
     peer.send(Bytes::from_static(b"answer"), true)
         .await
         .unwrap();
@@ -106,12 +107,7 @@ async fn the_peers_cap_has_room_again_before_the_finished_handle_is_dropped() {
 async fn a_released_streams_reset_wait_ends_with_the_connection() {
     let ((client, _ci), (server, mut incoming)) =
         duplex_pair(64 * 1024, Config::default(), Config::default()).await;
-    let mut call = client
-        .open(Metadata::new(), Bytes::from_static(b"ask"), true)
-        .await
-        .unwrap();
-    let mut peer = incoming.accept().await.unwrap();
-    peer.recv().await.unwrap().unwrap();
+    let (mut call, mut peer) = asked(&client, &mut incoming).await;
     peer.send(Bytes::from_static(b"done"), true).await.unwrap();
     call.recv().await.unwrap().unwrap();
     assert_eq!(client.stats().streams, 0);
