@@ -15,7 +15,7 @@ use weft_mux::{Connection, Stream};
 
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
-use crate::meter::ClientMeters;
+use crate::meter::{ClientMeters, Metrics};
 use crate::observe::{self, Traced};
 use crate::typed::response_error;
 use crate::wire::{self, Reader};
@@ -38,6 +38,21 @@ struct Shared {
     meters: ClientMeters,
     #[cfg(feature = "tower")]
     credit: Arc<tokio::sync::Semaphore>,
+}
+
+impl Shared {
+    /// The same settings with other meters, and an empty metadata cache:
+    /// what a builder method starts from.
+    fn rebuilt(&self, meters: ClientMeters) -> Shared {
+        Shared {
+            max_message: self.max_message,
+            default_timeout: self.default_timeout,
+            plain: Mutex::new(HashMap::default()),
+            meters,
+            #[cfg(feature = "tower")]
+            credit: self.credit.clone(),
+        }
+    }
 }
 
 /// Makes calls on one connection. Cheap to clone; clones share the
@@ -66,7 +81,9 @@ impl Client {
 
     /// A client with a message limit (bytes, both directions; a larger
     /// request fails locally with `RESOURCE_EXHAUSTED`, a larger response
-    /// fails the call) and a timeout for calls that set none.
+    /// fails the call) and a timeout for calls that set none. It meters
+    /// its calls if a `metrics` recorder is installed now
+    /// ([`Metrics::Auto`]; see [`with_metrics`](Self::with_metrics)).
     pub fn with_limits(
         conn: Connection,
         max_message: usize,
@@ -78,7 +95,7 @@ impl Client {
                 max_message,
                 default_timeout,
                 plain: Mutex::new(HashMap::default()),
-                meters: ClientMeters::default(),
+                meters: ClientMeters::new(Metrics::Auto),
                 #[cfg(feature = "tower")]
                 credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
             }),
@@ -93,14 +110,25 @@ impl Client {
     #[cfg(feature = "tower")]
     #[must_use]
     pub fn with_in_flight_limit(self, n: usize) -> Client {
+        let meters = self.shared.meters.same();
         Client {
             shared: Arc::new(Shared {
-                max_message: self.shared.max_message,
-                default_timeout: self.shared.default_timeout,
-                plain: Mutex::new(HashMap::default()),
-                meters: ClientMeters::default(),
                 credit: crate::tower::semaphore(n),
+                ..self.shared.rebuilt(meters)
             }),
+            ..self
+        }
+    }
+
+    /// Whether calls are metered (`weft_rpc_client_*`, see [`Metrics`]):
+    /// [`Metrics::Auto`] (the default) decides now, on when a `metrics`
+    /// recorder is installed. Applies to this client and the clones made
+    /// from it afterwards; their method handles start afresh.
+    #[must_use]
+    pub fn with_metrics(self, metrics: Metrics) -> Client {
+        let meters = ClientMeters::new(metrics);
+        Client {
+            shared: Arc::new(self.shared.rebuilt(meters)),
             ..self
         }
     }

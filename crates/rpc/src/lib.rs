@@ -69,6 +69,7 @@ mod within;
 
 pub use client::{BidiCall, Client, ClientStreamingCall, Streaming};
 pub use context::{CancelSignal, Context, PeerInfo, propagates};
+pub use meter::Metrics;
 pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
 pub use middleware::{CallService, IncomingCall, Layered};

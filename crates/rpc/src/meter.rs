@@ -34,6 +34,17 @@
 //! kept: a call itself allocates nothing. Handles taken before a recorder
 //! is installed stay no-ops, so install it before serving or making the
 //! client.
+//!
+//! ## Off unless a recorder is installed
+//! Whether an endpoint meters its calls at all is decided once
+//! ([`Metrics`], default [`Metrics::Auto`]): when a client is made, and
+//! when a server connection opens. Off, a call reads no clock and looks
+//! up no handle: metering costs a branch. Auto is on when the thread's
+//! local recorder or the global one is installed at that moment; the
+//! `metrics` facade cannot be asked that directly, so it is told by the
+//! current recorder's size: the facade's stand-in, `NoopRecorder`, is the
+//! one recorder with no state. A recorder type of size zero (keeping all
+//! its state in statics) is not seen; meter with [`Metrics::On`] then.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -45,6 +56,41 @@ use tokio::time::Instant;
 use crate::codec::Framed;
 use crate::hash::FastHash;
 use crate::{Code, Status, method};
+
+/// Whether an endpoint records call metrics (see the [module](self) docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Metrics {
+    /// On when a `metrics` recorder (the thread's local one, or the global
+    /// one) is installed when the client is made or the server connection
+    /// opens; off otherwise. What a user of grpc-go's or tonic's metrics
+    /// middleware expects: metrics appear once a recorder is installed,
+    /// and cost nothing until then.
+    #[default]
+    Auto,
+    /// Always: every call registers and updates its handles (no-ops while
+    /// no recorder is installed).
+    On,
+    /// Never: no clock read, no handle lookup, even with a recorder.
+    Off,
+}
+
+impl Metrics {
+    /// Whether to meter, deciding [`Metrics::Auto`] now.
+    pub(crate) fn enabled(self) -> bool {
+        match self {
+            Metrics::Auto => recorder_installed(),
+            Metrics::On => true,
+            Metrics::Off => false,
+        }
+    }
+}
+
+/// Whether the recorder that a handle registered now would use is a real
+/// one: every recorder but the facade's zero-sized `NoopRecorder` has
+/// state (see the module docs for the one blind spot).
+fn recorder_installed() -> bool {
+    metrics::with_recorder(|r| std::mem::size_of_val(r) != 0)
+}
 
 /// Status codes with a handle of their own; others count as `UNKNOWN`.
 const CODES: usize = 17;
@@ -131,21 +177,37 @@ impl MethodMeter {
 /// reach the server's; past it, a call registers its handles itself).
 const METHODS_MAX: usize = 1024;
 
-/// The method handles of one server connection, held by its accepting task.
-#[derive(Debug, Default)]
-pub(crate) struct Meters {
-    methods: HashMap<Arc<str>, Arc<MethodMeter>, FastHash>,
+/// The method handles of one server connection, held by its accepting
+/// task; `Off` when the connection does not meter its calls.
+#[derive(Debug)]
+pub(crate) enum Meters {
+    /// Calls are not metered.
+    Off,
+    /// Handles by method name.
+    On(HashMap<Arc<str>, Arc<MethodMeter>, FastHash>),
 }
 
 impl Meters {
+    /// The handles of a connection that opens now, metered as `metrics` says.
+    pub(crate) fn new(metrics: Metrics) -> Meters {
+        if metrics.enabled() {
+            Meters::On(HashMap::default())
+        } else {
+            Meters::Off
+        }
+    }
+
     /// A call of `method` starts.
     pub(crate) fn start(&mut self, method: &Arc<str>) -> CallMeter {
-        let m = match self.methods.get(method) {
+        let Meters::On(methods) = self else {
+            return CallMeter::OFF;
+        };
+        let m = match methods.get(method) {
             Some(m) => m.clone(),
             None => {
                 let m = Arc::new(MethodMeter::new(method.clone(), &SERVER));
-                if self.methods.len() < METHODS_MAX {
-                    self.methods.insert(method.clone(), m.clone());
+                if methods.len() < METHODS_MAX {
+                    methods.insert(method.clone(), m.clone());
                 }
                 m
             }
@@ -155,16 +217,41 @@ impl Meters {
 }
 
 /// The method handles of one client and its clones, by the method name as
-/// the caller spells it (so a hit skips canonicalisation).
-#[derive(Debug, Default)]
-pub(crate) struct ClientMeters {
-    methods: Mutex<HashMap<Box<str>, Arc<MethodMeter>, FastHash>>,
+/// the caller spells it (so a hit skips canonicalisation); `Off` when the
+/// client does not meter its calls.
+#[derive(Debug)]
+pub(crate) enum ClientMeters {
+    /// Calls are not metered.
+    Off,
+    /// Handles by method name.
+    On(Mutex<HashMap<Box<str>, Arc<MethodMeter>, FastHash>>),
 }
 
 impl ClientMeters {
+    /// The handles of a client made now, metered as `metrics` says.
+    pub(crate) fn new(metrics: Metrics) -> ClientMeters {
+        if metrics.enabled() {
+            ClientMeters::On(Mutex::default())
+        } else {
+            ClientMeters::Off
+        }
+    }
+
+    /// Empty handles, metered as these are.
+    #[cfg(feature = "tower")]
+    pub(crate) fn same(&self) -> ClientMeters {
+        match self {
+            ClientMeters::Off => ClientMeters::Off,
+            ClientMeters::On(_) => ClientMeters::On(Mutex::default()),
+        }
+    }
+
     /// A call of `method` is made.
     pub(crate) fn start(&self, method: &str) -> CallMeter {
-        let mut methods = self.methods.lock().unwrap_or_else(|e| e.into_inner());
+        let ClientMeters::On(methods) = self else {
+            return CallMeter::OFF;
+        };
+        let mut methods = methods.lock().unwrap_or_else(|e| e.into_inner());
         let m = match methods.get(method) {
             Some(m) => m.clone(),
             None => {
@@ -188,42 +275,69 @@ impl ClientMeters {
 
 /// One call's meter: records its outcome and duration once.
 #[derive(Debug)]
-pub(crate) struct CallMeter {
-    m: Arc<MethodMeter>,
-    start: Instant,
-    finished: bool,
+pub(crate) struct CallMeter(Metered);
+
+/// Where a call's meter is.
+#[derive(Debug)]
+enum Metered {
+    /// The call is not metered (no clock read, nothing recorded).
+    Off,
+    /// In flight since `start`.
+    Running {
+        /// The method's handles.
+        m: Arc<MethodMeter>,
+        /// When the call started.
+        start: Instant,
+    },
+    /// Its outcome is recorded; later outcomes are ignored.
+    Finished,
 }
 
 impl CallMeter {
+    /// A call that is not metered.
+    pub(crate) const OFF: CallMeter = CallMeter(Metered::Off);
+
     fn begin(m: Arc<MethodMeter>) -> CallMeter {
         m.started.increment(1);
         m.in_flight.increment(1.0);
-        CallMeter {
+        CallMeter(Metered::Running {
             m,
             start: Instant::now(),
-            finished: false,
+        })
+    }
+
+    fn method(&self) -> Option<&MethodMeter> {
+        match &self.0 {
+            Metered::Running { m, .. } => Some(m),
+            Metered::Off | Metered::Finished => None,
         }
     }
 
-    /// When the call started.
-    pub(crate) fn started_at(&self) -> Instant {
-        self.start
+    /// When the call started, if it is metered and running.
+    pub(crate) fn started_at(&self) -> Option<Instant> {
+        match &self.0 {
+            Metered::Running { start, .. } => Some(*start),
+            Metered::Off | Metered::Finished => None,
+        }
     }
 
     /// A unary message of `n` bytes came in (the server's request, the
     /// client's response).
     pub(crate) fn received(&self, n: usize) {
-        self.m.received.increment(n as u64);
+        if let Some(m) = self.method() {
+            m.received.increment(n as u64);
+        }
     }
 
     /// A unary message went out (its bytes on the stream, prefix included:
     /// the server's response, the client's request).
     pub(crate) fn sent(&self, framed: &Framed) {
+        let Some(m) = self.method() else { return };
         let n = match framed {
             Framed::One(b) => b.len(),
             Framed::Two(prefix, body) => prefix.len() + body.len(),
         };
-        self.m.sent.increment(n as u64);
+        m.sent.increment(n as u64);
     }
 
     /// `finish`, counting the response body it is given as received first
@@ -233,9 +347,11 @@ impl CallMeter {
         &self,
         finish: F,
     ) -> impl FnOnce(Bytes) -> Result<T, Status> + use<T, F> {
-        let received = self.m.received.clone();
+        let received = self.method().map(|m| m.received.clone());
         move |b| {
-            received.increment(b.len() as u64);
+            if let Some(received) = received {
+                received.increment(b.len() as u64);
+            }
             finish(b)
         }
     }
@@ -243,12 +359,14 @@ impl CallMeter {
     /// The call ended with `code`: it is no longer in flight (later calls
     /// are ignored).
     pub(crate) fn finish(&mut self, code: Code) {
-        if std::mem::replace(&mut self.finished, true) {
+        if !matches!(self.0, Metered::Running { .. }) {
             return;
         }
-        self.m.handled(code).increment(1);
-        self.m.duration.record(self.start.elapsed().as_secs_f64());
-        self.m.in_flight.decrement(1.0);
+        if let Metered::Running { m, start } = std::mem::replace(&mut self.0, Metered::Finished) {
+            m.handled(code).increment(1);
+            m.duration.record(start.elapsed().as_secs_f64());
+            m.in_flight.decrement(1.0);
+        }
     }
 }
 

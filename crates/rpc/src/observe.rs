@@ -26,9 +26,10 @@
 //!
 //! ## Cost when nobody listens
 //! `span!` returns a disabled span after one cached interest check; no
-//! id is drawn, no metadata built, nothing allocated. (The call's meter,
-//! which travels with the span on the client as [`ClientCall`], reads
-//! the clock once per call for its duration histogram.)
+//! id is drawn, no metadata built, nothing allocated. The call's meter,
+//! which travels with the span on the client as [`ClientCall`], is off
+//! unless a `metrics` recorder was installed when the client was made
+//! ([`Metrics`](crate::Metrics)): then no clock is read either.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -39,6 +40,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use bytes::Bytes;
 use pin_project_lite::pin_project;
+use tokio::time::Instant;
 use tracing::{Level, Span, field};
 use weft_frame::Metadata;
 
@@ -287,6 +289,9 @@ fn client_span<'a>(method: &str, opts: &'a CallOptions) -> (Span, Cow<'a, CallOp
 pub(crate) struct ClientCall {
     span: Span,
     meter: CallMeter,
+    /// When the call started, for the span's latency: read only when the
+    /// span is enabled.
+    start: Option<Instant>,
 }
 
 /// The observers of an outgoing call, and its options with the
@@ -298,7 +303,12 @@ pub(crate) fn client_call<'a>(
 ) -> (ClientCall, Cow<'a, CallOptions>) {
     let (span, opts) = client_span(method, opts);
     let meter = meters.start(method);
-    (ClientCall { span, meter }, opts)
+    let start = if span.is_disabled() {
+        None
+    } else {
+        Some(meter.started_at().unwrap_or_else(Instant::now))
+    };
+    (ClientCall { span, meter, start }, opts)
 }
 
 impl ClientCall {
@@ -339,11 +349,12 @@ impl ClientCall {
             Err(s) => s.code(),
         };
         self.meter.finish(code);
-        if self.span.is_disabled() {
+        let Some(start) = self.start.take() else {
+            // The span is disabled (or the outcome already recorded).
             return;
-        }
+        };
         self.span.record("rpc.response.status_code", code.name());
-        let latency_us = self.meter.started_at().elapsed().as_micros() as u64;
+        let latency_us = start.elapsed().as_micros() as u64;
         self.span.in_scope(|| {
             tracing::debug!(
                 rpc.response.status_code = code.name(),

@@ -27,7 +27,7 @@ use weft_mux::{Incoming, Stream};
 use crate::call::{BoxFuture, CallGuard, ServerCall, reject};
 use crate::codec::DEFAULT_MAX_MESSAGE;
 use crate::context::Calls;
-use crate::meter::{ConnectionMeter, Meters};
+use crate::meter::{ConnectionMeter, Meters, Metrics};
 use crate::middleware::Interceptor;
 use crate::observe;
 #[cfg(feature = "tower")]
@@ -40,6 +40,7 @@ use crate::{Context, PeerInfo, Router, Status, deadline};
 pub struct Server {
     router: Arc<Router>,
     max_message: usize,
+    metrics: Metrics,
     interceptor: Option<Interceptor>,
     #[cfg(feature = "tower")]
     layers: Option<crate::middleware::Layered>,
@@ -50,6 +51,7 @@ impl std::fmt::Debug for Server {
         f.debug_struct("Server")
             .field("router", &self.router)
             .field("max_message", &self.max_message)
+            .field("metrics", &self.metrics)
             .field("interceptor", &self.interceptor.is_some())
             .finish_non_exhaustive()
     }
@@ -67,6 +69,7 @@ impl Server {
         Server {
             router: Arc::new(router),
             max_message: DEFAULT_MAX_MESSAGE,
+            metrics: Metrics::Auto,
             interceptor: None,
             #[cfg(feature = "tower")]
             layers: None,
@@ -120,6 +123,14 @@ impl Server {
         self
     }
 
+    /// Whether connections meter their calls (default [`Metrics::Auto`]:
+    /// when a `metrics` recorder is installed as the connection opens).
+    #[must_use]
+    pub fn metrics(mut self, metrics: Metrics) -> Server {
+        self.metrics = metrics;
+        self
+    }
+
     /// The router.
     pub fn router(&self) -> &Router {
         &self.router
@@ -139,8 +150,8 @@ impl Server {
     }
 
     async fn serve_streams(&self, mut incoming: Incoming, peer: PeerInfo) {
-        let _open = ConnectionMeter::open();
-        let mut meters = Meters::default();
+        let mut meters = Meters::new(self.metrics);
+        let _open = matches!(meters, Meters::On(_)).then(ConnectionMeter::open);
         let peer = Arc::new(peer);
         let calls = Arc::new(Calls::default());
         while let Some(stream) = incoming.accept().await {

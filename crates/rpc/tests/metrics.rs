@@ -8,7 +8,7 @@ mod common;
 use bytes::Bytes;
 use metrics::LocalRecorderGuard;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use weft_rpc::{CallOptions, Code, Router, Status};
+use weft_rpc::{CallOptions, Client, Code, Metrics, Router, Server, Status};
 
 fn router() -> Router {
     Router::new()
@@ -82,6 +82,11 @@ impl Snap {
         }
     }
 
+    /// Whether any metric's name starts with `prefix`.
+    fn any(&self, prefix: &str) -> bool {
+        self.0.iter().any(|(n, _, _)| n.starts_with(prefix))
+    }
+
     fn gauge(&self, name: &str) -> f64 {
         match self.find(name, &[]) {
             Some(DebugValue::Gauge(g)) => g.0,
@@ -150,6 +155,50 @@ async fn client_unary_calls_count_by_method_and_code_with_latency_and_bytes() {
     // The server's side of the same calls, under its own names.
     let server_ok = [("rpc_method", "svc.m/echo"), ("code", "OK")];
     assert_eq!(s.counter("weft_rpc_server_handled_total", &server_ok), 4);
+}
+
+async fn echo(c: &Client) -> Result<Bytes, Status> {
+    c.unary("svc.m/echo", Bytes::from_static(b"hi")).await
+}
+
+#[tokio::test]
+async fn metering_is_decided_when_the_client_is_made_or_the_connection_opens() {
+    // No recorder yet: the client and the server connection meter nothing,
+    // not even after one is installed (no clock reads, no handles).
+    let p = common::pair(router()).await;
+    // The server's connection task starts serving (its first poll) here.
+    tokio::task::yield_now().await;
+    let (_local, snapshotter) = record();
+    assert_eq!(echo(&p.client).await.unwrap(), "hi");
+    let s = Snap::take(&snapshotter);
+    assert!(!s.any("weft_rpc_client_"), "{:#?}", s.0);
+    assert!(!s.any("weft_rpc_server_"), "{:#?}", s.0);
+    // Switched on, a client meters from its next call.
+    let on = p.client.clone().with_metrics(Metrics::On);
+    assert_eq!(echo(&on).await.unwrap(), "hi");
+    let s = Snap::take(&snapshotter);
+    let ok = [("rpc_method", "svc.m/echo"), ("code", "OK")];
+    assert_eq!(s.counter(HANDLED, &ok), 1);
+    assert!(!s.any("weft_rpc_server_"), "{:#?}", s.0);
+
+    // With a recorder installed (a fresh one: a snapshot lists every
+    // handle ever registered), `Off` meters nothing on its side.
+    let (_fresh, snapshotter) = record();
+    let p = common::pair_with(Server::new(router()).metrics(Metrics::Off), |c| {
+        Client::new(c).with_metrics(Metrics::Off)
+    })
+    .await;
+    assert_eq!(echo(&p.client).await.unwrap(), "hi");
+    let s = Snap::take(&snapshotter);
+    assert!(!s.any("weft_rpc_client_"), "{:#?}", s.0);
+    assert!(!s.any("weft_rpc_server_"), "{:#?}", s.0);
+    // And `Auto` meters both sides, as every other test here shows.
+    let p = common::pair(router()).await;
+    assert_eq!(echo(&p.client).await.unwrap(), "hi");
+    let s = Snap::take(&snapshotter);
+    assert_eq!(s.counter(HANDLED, &ok), 1);
+    assert_eq!(s.counter("weft_rpc_server_handled_total", &ok), 1);
+    assert_eq!(s.gauge("weft_rpc_server_connections"), 1.0);
 }
 
 #[tokio::test]

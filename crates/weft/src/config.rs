@@ -39,6 +39,7 @@ pub struct Config {
     max_connections: Option<usize>,
     max_connections_per_address: Option<usize>,
     nodelay: bool,
+    metrics: crate::Metrics,
 }
 
 impl Default for Config {
@@ -60,6 +61,7 @@ impl Default for Config {
             max_connections: None,
             max_connections_per_address: None,
             nodelay: true,
+            metrics: crate::Metrics::Auto,
         }
     }
 }
@@ -284,6 +286,21 @@ impl Config {
     pub fn tcp_nodelay(mut self, on: bool) -> Config {
         self.nodelay = on;
         self
+    }
+
+    /// Whether clients and server connections record call metrics through
+    /// the `metrics` facade. Default [`Metrics::Auto`](crate::Metrics::Auto):
+    /// on when a recorder is installed as the client is made or the
+    /// connection opens, and then free of clock reads when none is.
+    #[must_use]
+    pub fn metrics(mut self, metrics: crate::Metrics) -> Config {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Whether calls are metered (see [`metrics`](Self::metrics)).
+    pub fn metrics_mode(&self) -> crate::Metrics {
+        self.metrics
     }
 
     /// The message limit in bytes.

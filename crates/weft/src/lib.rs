@@ -75,9 +75,9 @@ pub use weft_transform::EncryptionPolicy;
 pub use weft_rpc::Postcard;
 pub use weft_rpc::{
     Ascii, BidiCall, BidiStream, Binary, CallOptions, CancelSignal, Client, ClientStreamingCall,
-    Code, Codec, Context, IntoRoutes, InvalidMetadata, Json, Metadata, MetadataKey, PeerInfo, Raw,
-    RequestStream, Requests, Response, ResponseSink, Responses, Router, Server, Shape, Status,
-    Streaming,
+    Code, Codec, Context, IntoRoutes, InvalidMetadata, Json, Metadata, MetadataKey, Metrics,
+    PeerInfo, Raw, RequestStream, Requests, Response, ResponseSink, Responses, Router, Server,
+    Shape, Status, Streaming,
 };
 #[cfg(feature = "tower")]
 pub use weft_rpc::{CallService, IncomingCall, TypedRequest, TypedService, UnaryRequest};

@@ -46,6 +46,7 @@ impl std::str::FromStr for Address {
 
 fn client_of(conn: Connection, config: &Config) -> Client {
     Client::with_limits(conn, config.message_limit(), config.default_call_timeout())
+        .with_metrics(config.metrics_mode())
 }
 
 /// Connects to `addr` (`host:port` or `unix:/path`) and runs the handshake.
@@ -127,7 +128,9 @@ pub async fn memory(service: impl Into<Server>, config: &Config) -> Result<Clien
 }
 
 fn rpc_server(server: Server, config: &Config) -> Server {
-    server.max_message(config.message_limit())
+    server
+        .max_message(config.message_limit())
+        .metrics(config.metrics_mode())
 }
 
 /// A bound TCP or Unix listener.
