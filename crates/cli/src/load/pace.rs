@@ -27,9 +27,13 @@ use super::driver::StopAt;
 /// How often the pacer releases the slots that fell due.
 pub(crate) const PACER_TICK: Duration = Duration::from_micros(50);
 
+/// Permits released past the last slot: more than there are workers.
+const PAST_THE_END: usize = u32::MAX as usize;
+
 /// Releases one permit on `slots` per call slot of an open loop at
 /// `per_second` that began at `start`, as each falls due, until `stop`
-/// (or the phase's last slot). Returns how late, at worst, it released a
+/// (or the phase's last slot), then [`PAST_THE_END`] more for the workers
+/// still waiting (each finds the schedule over). Returns how late, at worst, it released a
 /// slot: more than a tick or two means this machine starved the generator
 /// of CPU, and open-loop latencies include that.
 pub(crate) fn pacer(
@@ -59,6 +63,10 @@ pub(crate) fn pacer(
             }
             std::thread::sleep(PACER_TICK);
         }
+        // Every slot is out (or the phase stopped): let the workers still
+        // waiting through, to find no slot left and stop. Without it a
+        // counted open loop (`--rate R --calls N`) waited for ever.
+        slots.add_permits(PAST_THE_END);
         Duration::from_secs_f64(worst.max(0.0))
     })
 }
@@ -125,7 +133,7 @@ mod tests {
             stop.clone(),
         );
         p.join().unwrap();
-        assert_eq!(slots.available_permits(), 1000);
+        assert_eq!(slots.available_permits(), 1000 + PAST_THE_END);
         // A stopped pacer releases no more, however many slots remain.
         let slots = Arc::new(Semaphore::new(0));
         stop.cancel();
@@ -137,7 +145,7 @@ mod tests {
             stop,
         );
         p.join().unwrap();
-        assert!(slots.available_permits() <= 1);
+        assert!(slots.available_permits() <= 1 + PAST_THE_END);
     }
 
     #[tokio::test(start_paused = true)]
