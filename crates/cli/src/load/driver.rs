@@ -487,18 +487,23 @@ mod tests {
         assert!(ticks >= 10, "{ticks}");
     }
 
-    #[test]
-    fn an_open_loop_does_not_charge_its_calls_with_making_the_connection() {
-        let m = bounded(Duration::from_secs(5), async {
+    /// A counted open loop of `calls` at `per_second` over 4 workers on a
+    /// [`ConnectsLazily`] caller; `None` when it has not ended in 5 s.
+    fn lazy_open_loop(per_second: f64, calls: u64) -> Option<Measured> {
+        bounded(Duration::from_secs(5), async move {
             let callers = [Arc::new(ConnectsLazily::default())];
             let phase = Phase {
                 concurrency: 4,
-                pace: Pace::rate(1000.0),
-                stop: StopAt::Calls(200),
+                pace: Pace::rate(per_second),
+                stop: StopAt::Calls(calls),
             };
             drive(&phase, &callers, &mut Progress::hidden()).await
         })
-        .expect("the phase ends");
+    }
+
+    #[test]
+    fn an_open_loop_does_not_charge_its_calls_with_making_the_connection() {
+        let m = lazy_open_loop(1000.0, 200).expect("the phase ends");
         assert_eq!(m.tally.latency.len(), 200);
         // All 200 calls are due within 200 ms. Measured while connecting,
         // they would wait for it: a median of about 300 ms (200 ms at
@@ -509,16 +514,7 @@ mod tests {
 
     #[test]
     fn a_counted_open_loop_ends_after_its_calls() {
-        let m = bounded(Duration::from_secs(3), async {
-            let callers = [Arc::new(ConnectsLazily::default())];
-            let phase = Phase {
-                concurrency: 4,
-                pace: Pace::rate(10_000.0),
-                stop: StopAt::Calls(100),
-            };
-            drive(&phase, &callers, &mut Progress::hidden()).await
-        })
-        .expect("a counted open loop ends");
+        let m = lazy_open_loop(10_000.0, 100).expect("a counted open loop ends");
         assert_eq!(m.tally.latency.len(), 100);
     }
 
