@@ -23,6 +23,7 @@ use crate::within::{Within, within};
 use crate::{CallOptions, Codec, Raw, Response, Status, method};
 
 mod client_streaming;
+mod settings;
 
 pub use client_streaming::ClientStreamingCall;
 
@@ -38,21 +39,6 @@ struct Shared {
     meters: ClientMeters,
     #[cfg(feature = "tower")]
     credit: Arc<tokio::sync::Semaphore>,
-}
-
-impl Shared {
-    /// The same settings with other meters, and an empty metadata cache:
-    /// what a builder method starts from.
-    fn rebuilt(&self, meters: ClientMeters) -> Shared {
-        Shared {
-            max_message: self.max_message,
-            default_timeout: self.default_timeout,
-            plain: Mutex::new(HashMap::default()),
-            meters,
-            #[cfg(feature = "tower")]
-            credit: self.credit.clone(),
-        }
-    }
 }
 
 /// Makes calls on one connection. Cheap to clone; clones share the
@@ -101,35 +87,6 @@ impl Client {
             }),
             #[cfg(feature = "tower")]
             tower: Default::default(),
-        }
-    }
-
-    /// Sets how many calls the `tower::Service` interface lets through
-    /// `poll_ready` at once (default 100). Applies to this client and the
-    /// clones made from it afterwards.
-    #[cfg(feature = "tower")]
-    #[must_use]
-    pub fn with_in_flight_limit(self, n: usize) -> Client {
-        let meters = self.shared.meters.same();
-        Client {
-            shared: Arc::new(Shared {
-                credit: crate::tower::semaphore(n),
-                ..self.shared.rebuilt(meters)
-            }),
-            ..self
-        }
-    }
-
-    /// Whether calls are metered (`weft_rpc_client_*`, see [`Metrics`]):
-    /// [`Metrics::Auto`] (the default) decides now, on when a `metrics`
-    /// recorder is installed. Applies to this client and the clones made
-    /// from it afterwards; their method handles start afresh.
-    #[must_use]
-    pub fn with_metrics(self, metrics: Metrics) -> Client {
-        let meters = ClientMeters::new(metrics);
-        Client {
-            shared: Arc::new(self.shared.rebuilt(meters)),
-            ..self
         }
     }
 

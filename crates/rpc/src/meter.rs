@@ -57,7 +57,16 @@ use crate::codec::Framed;
 use crate::hash::FastHash;
 use crate::{Code, Status, method};
 
-/// Whether an endpoint records call metrics (see the [module](self) docs).
+/// Whether an endpoint records call metrics (`weft_rpc_client_*`,
+/// `weft_rpc_server_*`), decided once: when a client is made, when a
+/// server connection opens. Off, a call reads no clock and looks up no
+/// handle.
+///
+/// The `metrics` facade cannot be asked whether a recorder is installed;
+/// [`Auto`](Metrics::Auto) tells by the current recorder's size, since the
+/// facade's stand-in `NoopRecorder` is the one recorder with no state. A
+/// zero-sized recorder type of your own (its state all in statics) is not
+/// seen: use [`On`](Metrics::On).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Metrics {
     /// On when a `metrics` recorder (the thread's local one, or the global
