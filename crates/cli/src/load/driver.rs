@@ -142,9 +142,26 @@ impl Shared {
     }
 }
 
-async fn worker<C: Caller>(caller: Arc<C>, sh: Arc<Shared>, pace: Pace, stop: StopAt) -> Tally {
-    let mut tally = Tally::default();
-    let mut second = SecondTally::default();
+/// What a worker records into, made before the phase's clock starts: a
+/// tally's histograms are about half a megabyte, and 64 workers zeroing
+/// theirs at their first poll held up the first calls by tens of
+/// milliseconds.
+struct Ledger {
+    tally: Tally,
+    second: SecondTally,
+}
+
+async fn worker<C: Caller>(
+    caller: Arc<C>,
+    sh: Arc<Shared>,
+    pace: Pace,
+    stop: StopAt,
+    ledger: Ledger,
+) -> Tally {
+    let Ledger {
+        mut tally,
+        mut second,
+    } = ledger;
     let limit = match stop {
         StopAt::Calls(n) => Some(n),
         StopAt::After(_) => None,
@@ -287,6 +304,12 @@ pub(crate) async fn drive<C: Caller>(
         StopAt::Calls(_) => PRIME_WITHIN,
     };
     prime(callers, phase.concurrency, within).await;
+    let ledgers: Vec<Ledger> = (0..phase.concurrency)
+        .map(|_| Ledger {
+            tally: Tally::default(),
+            second: SecondTally::default(),
+        })
+        .collect();
     let sh = Arc::new(Shared {
         in_flight: AtomicU64::new(0),
         issued: AtomicU64::new(0),
@@ -313,9 +336,9 @@ pub(crate) async fn drive<C: Caller>(
         _ => None,
     };
     let mut workers = tokio::task::JoinSet::new();
-    for i in 0..phase.concurrency as usize {
+    for (i, ledger) in ledgers.into_iter().enumerate() {
         let caller = callers[i % callers.len()].clone();
-        workers.spawn(worker(caller, sh.clone(), phase.pace, phase.stop));
+        workers.spawn(worker(caller, sh.clone(), phase.pace, phase.stop, ledger));
     }
     let end = match phase.stop {
         StopAt::After(d) => sh.start + d,
