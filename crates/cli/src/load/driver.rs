@@ -7,9 +7,10 @@
 //! wrk2 and ghz connect before their first measured request. Without it
 //! an open loop charges every call scheduled while the first connection
 //! is being made with that wait, from its intended start: tens of
-//! milliseconds of backlog at the start of the run, which was the whole
-//! of the open loop's p99 (205–292 ms at half the closed-loop
-//! throughput, against tens of µs once connected).
+//! milliseconds of backlog at the start of the run, which dominated the
+//! open loop's p99 (205–292 ms at half the closed-loop throughput). The
+//! workers' tallies are built before the clock starts too (see
+//! `Ledger`).
 //!
 //! What keeps a phase from hanging, whatever the calls do:
 //! - at the phase's end (a timer of its own, not a check made between
