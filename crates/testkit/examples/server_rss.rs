@@ -11,20 +11,26 @@
 //! ```
 //!
 //! The server command must print `serving on ADDR` on its standard output
-//! (`weft serve` does). `idle N`: N connections with the default client
-//! config (encryption and compression negotiated), 200 handshakes at a
-//! time; RSS before, with all open, and after all have closed (the lowest
-//! of readings a second apart for `SERVER_RSS_SETTLE` seconds, default
-//! 10; `SERVER_RSS_DEBUG` prints each), `waves` times over (default 1: a
-//! leak grows from wave to wave, a high-water mark does not). Each figure
-//! also comes split into anonymous memory (heap, stacks) and file-backed
-//! pages (the binary's code, resident once it first runs). `stalled N`: one raw connection whose
-//! settings grant the minimum windows (64 KiB per stream, 64 KiB for the
-//! connection) and never a `WINDOW_UPDATE`, opening N calls of the demo's
-//! `count` stream of 100,000 numbers; it reads everything the server sends, and the
-//! RSS is read once 5 s pass with nothing more arriving. Needs a file
-//! descriptor limit above 2 N for `idle`. The server is stopped with
-//! SIGINT (as Ctrl-C), so exit-time reports run.
+//! (`weft serve` does).
+//!
+//! `idle N`: N connections with the default client config (encryption and
+//! compression negotiated), 200 handshakes at a time; RSS before, warm
+//! (after one connection opened and closed), with all open, and after all
+//! have closed (the lowest of readings a second apart for
+//! `SERVER_RSS_SETTLE` seconds, default 10; `SERVER_RSS_DEBUG` prints
+//! each), `waves` times over (default 1: a leak grows from wave to wave, a
+//! high-water mark does not). Each figure also comes split into anonymous
+//! memory (heap, stacks) and file-backed pages (the binary's code,
+//! resident once it first runs). Needs a file descriptor limit above 2 N.
+//!
+//! `stalled N`: one raw connection whose settings grant the minimum
+//! windows (64 KiB per stream, 64 KiB for the connection) and never a
+//! `WINDOW_UPDATE`, opening N calls of the demo's `count` stream of
+//! 100,000 numbers; it reads everything the server sends, and the RSS is
+//! read once 5 s pass with nothing more arriving.
+//!
+//! The server is stopped with SIGINT (as Ctrl-C), so exit-time reports
+//! run.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -132,6 +138,18 @@ async fn idle(n: usize, waves: usize, addr: &str, pid: u32) {
     let config = weft::Config::new().idle_timeout(None);
     let before = resident_bytes(pid);
     println!("idle: before: {} KiB ({})", kib(before), split(pid));
+    // Warm: one connection opened and closed, so the code every connection
+    // runs is resident and one-time state is made; what grows beyond this
+    // is what many connections leave behind.
+    for c in open_idle(1, addr, &config).await {
+        c.connection().shutdown(Duration::ZERO).await;
+    }
+    let (warm, warm_split) = settled(pid).await;
+    println!(
+        "idle: warm (one connection opened and closed): {} KiB ({warm_split})",
+        kib(warm)
+    );
+    let pct = |after: u64, base: u64| (after as f64 - base as f64) * 100.0 / base as f64;
     for wave in 1..=waves {
         let clients = open_idle(n, addr, &config).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -142,16 +160,16 @@ async fn idle(n: usize, waves: usize, addr: &str, pid: u32) {
         }
         drop(clients);
         let (after, after_split) = settled(pid).await;
-        let per = open.saturating_sub(before) / n as u64;
+        let per = open.saturating_sub(warm) / n as u64;
         println!(
-            "idle: wave {wave}: {n} connections: server RSS {} KiB before, {} KiB open ({per} \
-             bytes = {:.1} KiB per connection), {} KiB after all closed ({:+.1} % of the RSS \
-             before)",
-            kib(before),
+            "idle: wave {wave}: {n} connections: server RSS {} KiB open ({per} bytes = {:.1} KiB \
+             per connection over warm), {} KiB after all closed ({:+.1} % of the RSS before, \
+             {:+.1} % of warm)",
             kib(open),
             per as f64 / 1024.0,
             kib(after),
-            (after as f64 - before as f64) * 100.0 / before as f64
+            pct(after, before),
+            pct(after, warm),
         );
         println!("idle: wave {wave}: open: {open_split}; after: {after_split}");
     }
