@@ -8,15 +8,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use weft::{Bytes, CallOptions, Config, EncryptionPolicy, Listener};
 
-/// jemalloc, with its background purging thread, instead of the system
-/// allocator: after thousands of connections close, glibc's malloc keeps
-/// their freed, fragmented heap resident for ever (a server that once held
-/// 10,000 connections stayed at 185 MB); jemalloc returns it to the system
-/// within its 10 s decay (docs/BENCHMARKS.md, "Memory per connection").
-#[cfg(not(target_env = "msvc"))]
-#[global_allocator]
-static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
+mod alloc;
 mod args;
 mod demo;
 mod keys;
@@ -87,6 +79,7 @@ async fn serve(a: ServeArgs) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("weft: serving on {addr}; methods: {}", demo::METHODS);
     println!("weft: Ctrl-C stops (calls in flight finish)");
+    tokio::spawn(alloc::log_every(std::time::Duration::from_secs(1)));
     let health = weft::Health::new();
     let router = health.install(demo::router());
     let signal = async {

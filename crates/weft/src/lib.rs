@@ -55,6 +55,7 @@ pub mod channel;
 mod config;
 mod error;
 pub mod health;
+mod live;
 mod net;
 
 pub use admission::MIN_AGE_TO_EVICT;

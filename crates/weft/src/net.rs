@@ -1,6 +1,5 @@
 //! Connecting and serving over TCP, Unix sockets and in-memory pipes.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -293,7 +292,7 @@ pub async fn serve(
         });
     }
     drop(listener);
-    let conns: Vec<Connection> = lock(&live).values().cloned().collect();
+    let conns = lock(&live).all();
     let drain = config.drain();
     let all = async {
         let mut shut = JoinSet::new();
@@ -312,9 +311,9 @@ pub async fn serve(
 /// the refusal; more are closed plainly.
 const MAX_LINGERING: usize = 1024;
 
-type Live = Arc<Mutex<HashMap<u64, Connection>>>;
+type Live = Arc<Mutex<crate::live::Live>>;
 
-fn lock(live: &Live) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
+fn lock(live: &Live) -> std::sync::MutexGuard<'_, crate::live::Live> {
     live.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -379,7 +378,7 @@ impl ConnTask {
         lock(&live).insert(id, conn.clone());
         serving.await;
         conn.closed().await;
-        lock(&live).remove(&id);
+        lock(&live).remove(id);
         match conn.close_cause() {
             Some(cause) => tracing::info!(%peer, %cause, "connection closed"),
             None => tracing::info!(%peer, "connection closed"),
