@@ -12,7 +12,7 @@ use super::combine::Owned;
 use super::wake::{Waiter, Woken};
 use super::{Inner, now};
 use crate::error::{CloseCause, MuxError, StreamError};
-use crate::session::{Chunk, OpenError, Recv, Stats, StreamWakers};
+use crate::session::{Chunk, OpenError, Recv, Stats};
 
 /// An operation whose caller does not wait for it.
 #[derive(Debug)]
@@ -52,11 +52,6 @@ impl Inner {
 
 impl Inner {
     fn release_stream(&mut self, id: u32) {
-        // The handle is gone: its wakers go now (the stream itself may stay
-        // in the session a while, draining).
-        if let Some(w) = self.session.wakers_mut(id) {
-            *w = StreamWakers::default();
-        }
         self.session.release(id, now());
     }
 

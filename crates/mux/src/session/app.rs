@@ -26,17 +26,11 @@ impl Session {
         }
         let id = self.next_stream_id()?;
         self.outbound += 1;
-        // Built in the table, not moved there: the state is 320 bytes.
-        let (window, stream_window) = (self.peer.stream_window, self.limits.stream_window);
-        let st = self
-            .streams
-            .entry(id)
-            .insert_entry(StreamState::new(
-                false,
-                window,
-                RecvWindow::new(stream_window),
-            ))
-            .into_mut();
+        let mut st = StreamState::new(
+            false,
+            self.peer.stream_window,
+            RecvWindow::new(self.limits.stream_window),
+        );
         let credit = st.send.window.room_with(self.conn_send);
         let n = payload.len().min(credit).min(self.limits.max_payload);
         let mut first = payload;
@@ -63,6 +57,7 @@ impl Session {
                 end,
             });
         }
+        self.streams.insert(id, st);
         self.timers.idle_since = None;
         self.mark_ready(id);
         self.goaway_before_ids_run_out();
@@ -374,6 +369,9 @@ impl Session {
             self.guards.taken_after_reset();
         }
         s.handle = Handle::Released;
+        // No handle, no task to wake: the wakers go with it (the stream
+        // itself may stay a while, draining).
+        s.wakers = StreamWakers::default();
         let dropped = s.clear_recv();
         let (finished, remote) = (s.finished(), s.remote);
         self.release_conn(dropped);

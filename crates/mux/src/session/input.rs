@@ -241,13 +241,9 @@ impl Session {
             return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
         }
         let end = frame.is_end_stream();
-        // Built in the table, not moved there: the state is 320 bytes.
-        let st = self
-            .streams
-            .entry(id)
-            .insert_entry(StreamState::new(true, self.peer.stream_window, window))
-            .into_mut();
+        let mut st = StreamState::new(true, self.peer.stream_window, window);
         st.open_metadata = frame.metadata;
+        self.streams.insert(id, st);
         self.inbound += 1;
         self.ids.last_processed = id;
         self.timers.idle_since = None;
