@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weft_mux::pipeline::HandshakeConfig;
 use weft_mux::{Config, Connection, Metadata, Reason};
-use weft_testkit::{duplex_pair, echo, pair_over};
+use weft_testkit::{SpinGuard, duplex_pair, echo, pair_over};
 
 mod support;
 use support::io::TestIo;
@@ -109,4 +109,66 @@ async fn a_closed_connection_releases_its_transport_while_handles_live() {
         .expect("the peer sees the end");
     assert!(server.is_closed());
     drop((server, incoming));
+}
+
+#[tokio::test(start_paused = true)]
+async fn tasks_waiting_on_their_streams_are_woken_when_the_peer_shuts_down() {
+    // Tasks waiting with the stream's event waker: a `poll_recv` that
+    // leaves socket reading to the connection task, a `poll_reset`, and a
+    // send waiting for window. The peer's shutdown must wake all three.
+    let _spin = SpinGuard::new("the waiters are woken by a zero-drain shutdown");
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    // The server takes three streams and never reads or answers them.
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            held.push(incoming.accept().await.expect("a stream"));
+        }
+        (held, incoming)
+    });
+    let mut recv = client
+        .open(Metadata::new(), Bytes::new(), false)
+        .await
+        .unwrap();
+    let mut reset = client
+        .open(Metadata::new(), Bytes::new(), false)
+        .await
+        .unwrap();
+    let mut send = client
+        .open(Metadata::new(), Bytes::new(), false)
+        .await
+        .unwrap();
+    let held = held.await.unwrap();
+    let recv = tokio::spawn(async move {
+        std::future::poll_fn(|cx| recv.poll_recv(cx))
+            .await
+            .map(|_| ())
+    });
+    let reset = tokio::spawn(async move {
+        let e = std::future::poll_fn(|cx| reset.poll_reset(cx)).await;
+        Err::<(), _>(e)
+    });
+    let send = tokio::spawn(async move {
+        // Far past the stream's window: waits for room that never comes.
+        let big = Bytes::from(vec![7u8; 8 << 20]);
+        send.send(big, false).await
+    });
+    // Every task has reached its wait (nothing can end them but a close).
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(!recv.is_finished() && !reset.is_finished() && !send.is_finished());
+    // A zero drain: the `GOAWAY`'s deadline is due when it is armed.
+    server.shutdown(Duration::ZERO).await;
+    for (name, task) in [("recv", recv), ("reset", reset), ("send", send)] {
+        let r = tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .unwrap_or_else(|_| panic!("the {name} waiter is never woken"))
+            .unwrap();
+        let e = r.expect_err(name);
+        assert!(
+            e.is_closed(),
+            "{name} failed with {e:?}, not the connection's close"
+        );
+    }
+    drop(held);
 }

@@ -50,4 +50,4 @@ pub use server::{
     Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
 };
 pub use soak::{SOAK_STREAMS_PER_CLIENT, SoakReport, soak};
-pub use wait::{Changes, STALL_LIMIT, eventually};
+pub use wait::{Changes, SPIN_LIMIT, STALL_LIMIT, SpinGuard, eventually};

@@ -77,3 +77,41 @@ async fn bounded<T, D: Display>(wait: impl Future<Output = T>, what: impl FnOnce
         Err(_) => panic!("stalled for {STALL_LIMIT:?}: {}", what()),
     }
 }
+
+/// How long (real time) a test holding a [`SpinGuard`] may run.
+pub const SPIN_LIMIT: Duration = Duration::from_secs(60);
+
+/// A hang catcher in real time, for tests on a paused clock. There a task
+/// that keeps waking itself (a spun core) stops the clock from advancing,
+/// so no `tokio::time::timeout` ever fires and the test would run for
+/// ever. While the guard lives, a thread watches the wall clock; after
+/// [`SPIN_LIMIT`] it prints `what` and exits the test process with a
+/// failure. Dropping the guard stops the watch.
+///
+/// ```
+/// let _guard = weft_testkit::SpinGuard::new("the shutdown wakes every waiter");
+/// // ... the test's body, on a paused clock ...
+/// ```
+#[derive(Debug)]
+pub struct SpinGuard(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+
+impl SpinGuard {
+    /// Starts the watch; `what` says what the test waits for.
+    pub fn new(what: &'static str) -> SpinGuard {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            // Only a timeout means the guard is still alive: a dropped
+            // guard disconnects the channel.
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(SPIN_LIMIT)
+            {
+                eprintln!(
+                    "no progress for {SPIN_LIMIT:?} of real time (a task spinning on a \
+                     paused clock?): {what}"
+                );
+                std::process::exit(101);
+            }
+        });
+        SpinGuard(stop)
+    }
+}

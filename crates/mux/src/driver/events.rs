@@ -67,11 +67,8 @@ impl Inner {
         if let Some(w) = self.read_wake.take_recv(None) {
             self.wake_list.push(w);
         }
-        for w in self.session.all_wakers_mut() {
-            for w in [w.recv.take(), w.send.take()].into_iter().flatten() {
-                self.wake_list.push(w);
-            }
-        }
+        // Each stream's own waiters need nothing here: the session raised
+        // `Readable` and `Writable` for every stream before `Closed`.
     }
 
     /// Wakes the connection task (it reads the socket on every poll) once

@@ -177,8 +177,10 @@ impl Driver {
             Some(t) if self.armed.is_none_or(|a| t < a) => {
                 self.armed = Some(t);
                 if self.timer_at(t).poll(cx).is_ready() {
-                    // Already due: handle it on the next poll.
-                    self.armed = None;
+                    // Already due: handle it on the next poll, which sees
+                    // the armed sleep ready. (Disarming here skipped that
+                    // handling, so a deadline due at arming — a zero drain —
+                    // re-woke this task forever: a spun core.)
                     cx.waker().wake_by_ref();
                 }
             }

@@ -256,11 +256,6 @@ impl Session {
         self.streams.get_mut(&id).map(|s| &mut s.wakers)
     }
 
-    /// Every stream's wakers (to wake them all when the connection ends).
-    pub(crate) fn all_wakers_mut(&mut self) -> impl Iterator<Item = &mut StreamWakers> {
-        self.streams.values_mut().map(|s| &mut s.wakers)
-    }
-
     /// Takes the `OPEN` metadata of a stream the peer opened (the accepted
     /// handle keeps it; the session has no further use for it), leaving it
     /// empty: a moved reference instead of a shared-count increment and a
