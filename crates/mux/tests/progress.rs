@@ -63,6 +63,29 @@ fn a_stream_that_keeps_progressing_is_never_reset() {
     }
 }
 
+/// A stalled stream is not kept alive by frames that move nothing: empty
+/// `DATA` frames, or window updates while it has nothing waiting to send.
+#[test]
+fn frames_that_carry_nothing_do_not_count_as_progress() {
+    let mut t = server();
+    t.open(1, b"part of a message", false);
+    t.open(3, b"part of another", false);
+    assert_eq!(t.s.accept(), Some(1));
+    assert_eq!(t.s.accept(), Some(3));
+    let _ = (drain(&mut t.s, 1), drain(&mut t.s, 3));
+    let mut reset = (false, false);
+    for _ in 0..6 {
+        t.advance(Duration::from_secs(3));
+        t.data(1, Bytes::new(), false);
+        t.feed(weft_frame::Frame::window_update(3, 1024));
+        let out = resets(&t.out());
+        reset.0 |= out.contains(&(1, Reason::TIMEOUT));
+        reset.1 |= out.contains(&(3, Reason::TIMEOUT));
+    }
+    assert!(reset.0, "empty DATA frames kept a stalled stream alive");
+    assert!(reset.1, "window updates kept a stalled stream alive");
+}
+
 #[test]
 fn a_stream_waiting_on_the_local_application_is_not_reset() {
     let mut t = server();

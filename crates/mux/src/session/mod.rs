@@ -501,6 +501,7 @@ impl Session {
         }
         let was_idle = self.timers.idle_since.is_some();
         let sid = frame.stream_id;
+        let moves = progress::moves_something(&frame);
         if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
@@ -508,6 +509,7 @@ impl Session {
         if self.limits.progress_timeout.is_some()
             && sid != CONNECTION_ID
             && let Some(s) = self.streams.get_mut(&sid)
+            && moves.for_stream(s)
         {
             s.progress.bump();
         }

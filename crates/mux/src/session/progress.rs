@@ -2,7 +2,9 @@
 //! either way for the configured time is reset with `TIMEOUT`.
 //!
 //! Checked on a tick every half timeout, against a per-stream frame counter
-//! (bumped for every frame received or sent on the stream), so the hot path
+//! (bumped for every frame sent on the stream, and every frame received
+//! that moves something: data, the peer's end, or credit while data of
+//! ours waits for it; see [`Moves`]), so the hot path
 //! reads no clock: a stream is stalled after two ticks without a frame, that
 //! is between one and one and a half timeouts after its last frame. Only
 //! streams that wait on the peer count (its half still open with nothing
@@ -34,6 +36,44 @@ impl Progress {
     #[inline]
     pub(crate) fn bump(&mut self) {
         self.frames = self.frames.wrapping_add(1);
+    }
+}
+
+/// What a received frame moves, for the progress count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Moves {
+    /// Data bytes or the peer's end (`OPEN` or `DATA`).
+    Data,
+    /// Credit (`WINDOW_UPDATE`).
+    Credit,
+    /// Nothing a stalled stream waits for: an empty `DATA` frame without
+    /// the end, a `PING`, a `RESET` (which ends the stream anyway).
+    Nothing,
+}
+
+impl Moves {
+    /// Whether the frame counts as progress for stream `s` (after it was
+    /// handled): data always; credit only while `s` has data waiting for
+    /// it, so a peer cannot keep a stream it never feeds alive with window
+    /// updates.
+    pub(crate) fn for_stream(self, s: &StreamState) -> bool {
+        match self {
+            Moves::Data => true,
+            Moves::Credit => !s.send.queue.is_empty(),
+            Moves::Nothing => false,
+        }
+    }
+}
+
+/// What `frame` moves (see [`Moves`]).
+pub(crate) fn moves_something(frame: &weft_frame::Frame) -> Moves {
+    use weft_frame::FrameType;
+    match frame.ty {
+        FrameType::OPEN | FrameType::DATA if !frame.payload.is_empty() || frame.is_end_stream() => {
+            Moves::Data
+        }
+        FrameType::WINDOW_UPDATE => Moves::Credit,
+        _ => Moves::Nothing,
     }
 }
 
