@@ -66,3 +66,13 @@ pub use handle::{Connection, Incoming, Stream};
 pub use pipeline::Negotiated;
 pub use session::{Chunk, Role};
 pub use weft_frame::{Metadata, Reason};
+
+/// The counter, in the `metrics` facade, of streams the peer opened that
+/// were refused with `REFUSED_STREAM` because the stream cap was reached or
+/// the connection was not accepting (recorded only if the application
+/// installed a recorder; the caller retries such a stream safely).
+///
+/// ```
+/// assert_eq!(weft_mux::STREAMS_REFUSED, "weft_streams_refused_total");
+/// ```
+pub const STREAMS_REFUSED: &str = "weft_streams_refused_total";

@@ -66,8 +66,8 @@ pub use noise::StaticKey;
 pub use pipeline::{Inbound, Outbound, Session, passthrough};
 pub use refusal::{MAX_REFUSAL_TEXT, refusal};
 pub use rekey::{
-    DEFAULT_REKEY_BYTES, DEFAULT_REKEY_RECORDS, KeyUpdates, MAX_BYTES_PER_KEY, MAX_RECORDS_PER_KEY,
-    RekeyLimits, key_updates,
+    DEFAULT_REKEY_BYTES, DEFAULT_REKEY_RECORDS, KEY_UPDATES, KeyUpdates, MAX_BYTES_PER_KEY,
+    MAX_RECORDS_PER_KEY, RekeyLimits, key_updates,
 };
 
 /// Runs a whole handshake between two in-memory peers and returns

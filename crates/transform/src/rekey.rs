@@ -80,6 +80,11 @@ pub struct KeyUpdates {
     pub received: u64,
 }
 
+/// The counter of key updates in the `metrics` facade, labelled
+/// `direction` = `sent` or `received` (recorded only if the application
+/// installed a recorder).
+pub const KEY_UPDATES: &str = "weft_key_updates_total";
+
 static SENT: AtomicU64 = AtomicU64::new(0);
 static RECEIVED: AtomicU64 = AtomicU64::new(0);
 
@@ -161,6 +166,7 @@ impl SendKey {
         self.records = 0;
         self.bytes = 0;
         SENT.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(KEY_UPDATES, "direction" => "sent").increment(1);
         Ok(())
     }
 
@@ -255,6 +261,7 @@ impl OpenKey {
         self.records = 0;
         self.bytes = 0;
         RECEIVED.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(KEY_UPDATES, "direction" => "received").increment(1);
         Ok(())
     }
 

@@ -53,6 +53,7 @@
 mod admission;
 pub mod channel;
 mod config;
+mod counters;
 mod error;
 pub mod health;
 mod live;
@@ -61,6 +62,7 @@ mod net;
 pub use admission::MIN_AGE_TO_EVICT;
 pub use channel::{Backoff, Channel, ChannelBuilder, Endpoint};
 pub use config::Config;
+pub use counters::handshake_reason;
 pub use error::Error;
 pub use health::{Health, Serving};
 pub use net::{Address, DEFAULT_BACKLOG, Listener, accept_io, connect, connect_io, memory, serve};

@@ -13,6 +13,7 @@ use weft_mux::{Connection, Reason, Role};
 use weft_rpc::{Client, PeerInfo, Server};
 
 use crate::admission::{Admission, Refusal, Ticket, Tracked, preface_sent, refuse};
+use crate::counters::{self, Side};
 use crate::{Config, Error};
 
 /// Where to connect or listen: `host:port` (TCP) or `unix:/path`.
@@ -84,7 +85,13 @@ pub async fn connect_io<T>(io: T, config: &Config) -> Result<Client, Error>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (conn, _incoming) = weft_mux::connect(io, Role::Client, config.mux_config()).await?;
+    let (conn, _incoming) = weft_mux::connect(io, Role::Client, config.mux_config())
+        .await
+        .map_err(|e| {
+            let e = Error::from(e);
+            counters::handshake_failed(config, Side::Client, &e);
+            e
+        })?;
     Ok(client_of(conn, config))
 }
 
@@ -258,6 +265,7 @@ pub async fn serve(
             Ok(t) => t,
             Err(why) => {
                 tracing::info!(%peer, reason = why.text(), "connection refused (retry-safe)");
+                counters::refused(&config, why);
                 let Ok(permit) = lingering.clone().try_acquire_owned() else {
                     // Too many refusals in flight: the refusal without waiting.
                     io.refuse_now(why);
@@ -350,6 +358,7 @@ impl ConnTask {
             () = slot.evicted() => {
                 drop(ticket);
                 tracing::info!(%peer, "handshake evicted to make room (retry-safe refusal sent)");
+                counters::refused(&config, Refusal::Evicted);
                 if let Ok(io) = rescue.await {
                     // Evictions are bounded by accepts; linger only within
                     // the shared cap, else close after the refusal.
@@ -363,6 +372,7 @@ impl ConnTask {
             Ok(x) => x,
             Err(e) => {
                 tracing::info!(%peer, error = %e, "handshake failed");
+                counters::handshake_failed(&config, Side::Server, &e);
                 return;
             }
         };

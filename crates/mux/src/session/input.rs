@@ -233,6 +233,7 @@ impl Session {
             self.release_conn(len);
             self.control
                 .push_back(Frame::reset(id, Reason::REFUSED_STREAM));
+            metrics::counter!(crate::STREAMS_REFUSED).increment(1);
             return Ok(());
         }
         let mut window = RecvWindow::new(self.limits.stream_window);
