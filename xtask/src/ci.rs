@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: exactly what .ci/run runs, in order.
 
+use crate::prebuild::Prebuild;
 use crate::{bench, cmd, coverage, fuzz, mutants, soak};
 
 /// Runs the CI steps; stops at the first failure. Prints how long each
@@ -44,6 +45,11 @@ fn steps(t: &mut Times) -> Result<(), String> {
     t.step("fmt", || {
         cmd::run("cargo", &["fmt", "--all", "--", "--check"])
     })?;
+    // The two builds only the last steps need (release with fat LTO, and
+    // nightly with AddressSanitizer) start now at the lowest priority, and
+    // fill the cores the steps in between leave idle.
+    let soak_build = Prebuild::start("soak", &soak::BUILD);
+    let fuzz_build = fuzz::cargo_fuzz_present().then(|| Prebuild::start("fuzz", &fuzz::BUILD));
     t.step("clippy", clippy)?;
     // Issue 17: the workspace tests open `weft load --report`'s page in a
     // headless browser; here that test must run, not skip.
@@ -59,10 +65,14 @@ fn steps(t: &mut Times) -> Result<(), String> {
     t.step("coverage", || coverage::run(&[]))?;
     // Issue 7: every fuzz target for 30 s.
     t.step("fuzz", || {
+        if let Some(build) = fuzz_build {
+            build.finish();
+        }
         fuzz::run(&["--secs".to_string(), "30".to_string()])
     })?;
     // Issue 7: one minute of every call shape with cancellations.
     t.step("soak", || {
+        soak_build.finish();
         soak::run(&["--secs".to_string(), "60".to_string()])
     })
 }
