@@ -5,6 +5,10 @@
 //! a time, the fuzz step's last wave with one target on two cores), so the
 //! step that needs them later finds its build done or nearly.
 //!
+//! Nothing may edit the sources while one runs: `cargo xtask ci` waits for
+//! them before the mutants step (which mutates in place on CI) and starts
+//! them again after it.
+//!
 //! A prebuild never decides anything: the step still runs its own cargo
 //! command, which finds everything fresh (same package, profile and
 //! features) or, if the prebuild failed, builds and reports the error
