@@ -10,7 +10,7 @@
 
 use crate::cmd;
 
-/// What builds the binary: `cargo ci` starts the same command early in
+/// What builds the binary: `cargo xtask ci` starts the same command early in
 /// the background ([`crate::prebuild`]), so `cargo run` here finds it
 /// fresh.
 pub(crate) const BUILD: [&str; 7] = [
