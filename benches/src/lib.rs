@@ -8,6 +8,8 @@
 //! - The allocation harness (`src/bin/alloc.rs`) runs each [`Op`] many times
 //!   after a warm-up and prints allocations and bytes per op as JSON;
 //!   `cargo xtask bench` compares them with `benches/alloc-baseline.json`.
+//! - [`soak`] is the one soak: the test suite runs it for seconds
+//!   (`tests/soak.rs`), CI for 60 s (`src/bin/soak.rs`, `cargo xtask soak`).
 //!
 //! What it does NOT do: time anything (divan does), or decide pass/fail
 //! (xtask does). Benches never count towards coverage.
@@ -18,6 +20,7 @@ pub mod e2e;
 pub mod frame;
 pub mod mux;
 mod registry;
+pub mod soak;
 pub mod transform;
 
 pub use registry::{Op, Target, targets};

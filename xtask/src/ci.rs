@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: exactly what .ci/run runs, in order.
 
+use crate::prebuild::Prebuild;
 use crate::{bench, cmd, coverage, fuzz, mutants, soak};
 
 /// Runs the CI steps; stops at the first failure. Prints how long each
@@ -44,6 +45,10 @@ fn steps(t: &mut Times) -> Result<(), String> {
     t.step("fmt", || {
         cmd::run("cargo", &["fmt", "--all", "--", "--check"])
     })?;
+    // The two builds only the last steps need (release with fat LTO, and
+    // nightly with AddressSanitizer) start now at the lowest priority, and
+    // fill the cores the steps in between leave idle.
+    let builds = Prebuilds::start();
     t.step("clippy", clippy)?;
     // Issue 17: the workspace tests open `weft load --report`'s page in a
     // headless browser; here that test must run, not skip.
@@ -54,17 +59,57 @@ fn steps(t: &mut Times) -> Result<(), String> {
     // Issue 13: the driver's hand-off protocols, every interleaving (loom).
     t.step("loom", loom)?;
     // Issue 20: surviving mutants in the last commit's wire-facing code.
-    t.step("mutants", || mutants::run(&["--in-diff".to_string()]))?;
+    // On CI they are written into the sources in place: no build may read
+    // the tree meanwhile, so the prebuilds are waited for first; and what
+    // mutants touched is newer than their artifacts afterwards, so they
+    // start again (a few seconds of checks when nothing was touched).
+    t.step("mutants", || {
+        builds.finish();
+        mutants::run(&["--in-diff".to_string()])
+    })?;
+    let builds = Prebuilds::start();
     t.step("bench", || bench::run(&["--check".to_string()]))?;
     t.step("coverage", || coverage::run(&[]))?;
+    let Prebuilds {
+        soak: soak_build,
+        fuzz: fuzz_build,
+    } = builds;
     // Issue 7: every fuzz target for 30 s.
     t.step("fuzz", || {
+        if let Some(build) = fuzz_build {
+            build.finish();
+        }
         fuzz::run(&["--secs".to_string(), "30".to_string()])
     })?;
     // Issue 7: one minute of every call shape with cancellations.
     t.step("soak", || {
+        soak_build.finish();
         soak::run(&["--secs".to_string(), "60".to_string()])
     })
+}
+
+/// The soak's and (when cargo-fuzz is there) the fuzz targets' builds,
+/// running in the background ([`crate::prebuild`]).
+struct Prebuilds {
+    soak: Prebuild,
+    fuzz: Option<Prebuild>,
+}
+
+impl Prebuilds {
+    fn start() -> Prebuilds {
+        Prebuilds {
+            soak: Prebuild::start("soak", &soak::BUILD),
+            fuzz: fuzz::cargo_fuzz_present().then(|| Prebuild::start("fuzz", &fuzz::BUILD)),
+        }
+    }
+
+    /// Waits for both.
+    fn finish(self) {
+        self.soak.finish();
+        if let Some(fuzz) = self.fuzz {
+            fuzz.finish();
+        }
+    }
 }
 
 fn clippy() -> Result<(), String> {

@@ -12,6 +12,10 @@ use crate::cmd;
 
 const CARGO_FUZZ: &str = "cargo-fuzz@0.13.2";
 
+/// What builds every target: `cargo xtask ci` starts the same command
+/// early in the background ([`crate::prebuild`]), when cargo-fuzz is there.
+pub(crate) const BUILD: [&str; 5] = ["+nightly", "fuzz", "build", "--fuzz-dir", "fuzz"];
+
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let secs = crate::secs_option(args, "fuzz")?;
     let targets = bin_names(&cmd::read("fuzz/Cargo.toml")?);
@@ -24,10 +28,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     // One build for every target, then the targets side by side, one per
     // core: each still gets N seconds of one core, and the step takes
     // N seconds a wave instead of N seconds a target.
-    cmd::run(
-        "cargo",
-        &["+nightly", "fuzz", "build", "--fuzz-dir", "fuzz"],
-    )?;
+    cmd::run("cargo", &BUILD)?;
     let jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let logs = cmd::root().join("target").join("fuzz-logs");
     std::fs::create_dir_all(&logs).map_err(|e| format!("fuzz: {}: {e}", logs.display()))?;
@@ -98,7 +99,7 @@ fn waves(targets: &[String], jobs: usize) -> std::slice::Chunks<'_, String> {
 }
 
 /// Whether `cargo fuzz` runs at all (then nothing is installed).
-fn cargo_fuzz_present() -> bool {
+pub(crate) fn cargo_fuzz_present() -> bool {
     Command::new("cargo")
         .args(["fuzz", "--version"])
         .stdout(Stdio::null())

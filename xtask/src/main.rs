@@ -11,6 +11,7 @@ mod coverage;
 mod fuzz;
 mod instr;
 mod mutants;
+mod prebuild;
 mod soak;
 mod stats;
 
@@ -22,7 +23,8 @@ commands:
   ci        what .ci/run runs, in order: fmt check, clippy -D warnings, tests,
             loom tests of weft-mux,
             mutants --in-diff, bench --check, coverage, fuzz --secs 30,
-            soak --secs 60
+            soak --secs 60 (the soak's and the fuzz targets' builds start
+            after the fmt check, at nice 19, in the background)
   bench     divan timings + allocation gate (benches/alloc-baseline.json),
             one table, target/bench/*.json, docs/BENCHMARKS.md
               --check     allocation gate + one smoke run of every bench (CI)
@@ -46,9 +48,11 @@ commands:
             mutant not in xtask/mutants-baseline.txt; per-crate scores
               --in-diff [REV]   only code changed since REV (default HEAD~1)
               --package NAME    one of weft-frame, weft-transform, weft-mux
-  soak      many clients, all call shapes, cancellations and deadlines against
-            an in-process server (benches/src/bin/soak.rs, release); fails on a
-            lost or duplicated message, memory growth or a leaked stream
+  soak      many clients, all call shapes, cancellations, deadlines and refused
+            streams in every security mode against an in-process server
+            (benches/src/soak/, release; the tests run it for 2 s); fails on a
+            lost, duplicated or corrupted message, a call run twice, memory
+            growth or a leaked stream
               --secs N    run time (required)";
 
 fn main() -> ExitCode {

@@ -19,9 +19,6 @@
 //!   trips on the same server during an attack.
 //! - [`resident_bytes`] and [`open_fds`] read another process's figures
 //!   from /proc, for the memory examples.
-//! - [`soak`] runs many clients of concurrent streaming calls for a while
-//!   and reports whether any call was lost, duplicated or corrupted and
-//!   whether the server's stream tables ended empty.
 //!
 //! ## What this crate does not do
 //! It is not a network emulator (no bandwidth model, no reordering across
@@ -35,7 +32,6 @@ mod pair;
 mod peer;
 mod process;
 mod server;
-mod soak;
 mod wait;
 
 pub use faulty::{Faults, FaultyIo};
@@ -49,5 +45,4 @@ pub use process::{open_fds, resident_bytes};
 pub use server::{
     Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
 };
-pub use soak::{SOAK_STREAMS_PER_CLIENT, SoakReport, soak};
 pub use wait::{Changes, SPIN_LIMIT, STALL_LIMIT, SpinGuard, eventually};
