@@ -273,10 +273,11 @@ async fn respond(
         Err(status) => status,
     };
     observe::server_finished(status);
-    guard.meter.finish(status.code());
+    // Counted while the meter runs: a finished meter counts nothing.
     if let Ok(Some(framed)) = &result {
         guard.meter.sent(framed);
     }
+    guard.meter.finish(status.code());
     // What the end sends, built before its one await (so the call's
     // future holds none of it): the handler's headers, if they have not
     // gone with a streamed message, and its trailers (none allocates
