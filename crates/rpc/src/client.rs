@@ -37,6 +37,8 @@ struct Shared {
     default_timeout: Option<Duration>,
     plain: Mutex<HashMap<Box<str>, Metadata, FastHash>>,
     meters: ClientMeters,
+    /// The server's address, for the calls' spans (`network.peer.address`).
+    peer: Option<Arc<str>>,
     #[cfg(feature = "tower")]
     credit: Arc<tokio::sync::Semaphore>,
 }
@@ -82,6 +84,7 @@ impl Client {
                 default_timeout,
                 plain: Mutex::new(HashMap::default()),
                 meters: ClientMeters::new(Metrics::Auto),
+                peer: None,
                 #[cfg(feature = "tower")]
                 credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
             }),
@@ -217,7 +220,12 @@ impl Client {
     where
         F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
     {
-        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
+        let (obs, opts) = observe::client_call(
+            &self.shared.meters,
+            self.shared.peer.as_deref(),
+            method,
+            opts,
+        );
         let framed = codec::frame(request, self.max());
         let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, None));
         if let Ok(p) = &prepared {
@@ -254,7 +262,12 @@ impl Client {
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
+        let (obs, opts) = observe::client_call(
+            &self.shared.meters,
+            self.shared.peer.as_deref(),
+            method,
+            opts,
+        );
         let body = crate::message::to_json(request, self.max());
         let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), &opts, None));
         if let Ok(p) = &prepared {
@@ -314,7 +327,12 @@ impl Client {
         C: Codec<Req>,
         F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
     {
-        let (obs, opts) = observe::client_call(&self.shared.meters, method, opts);
+        let (obs, opts) = observe::client_call(
+            &self.shared.meters,
+            self.shared.peer.as_deref(),
+            method,
+            opts,
+        );
         let framed = C::encode(request, self.max());
         let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, Some(C::NAME)));
         if let Ok(p) = &prepared {
@@ -494,7 +512,12 @@ impl Client {
         opts: &CallOptions,
         codec: Option<&str>,
     ) -> Result<Call, Status> {
-        let (mut obs, opts) = observe::client_call(&self.shared.meters, method, opts);
+        let (mut obs, opts) = observe::client_call(
+            &self.shared.meters,
+            self.shared.peer.as_deref(),
+            method,
+            opts,
+        );
         let opened = async {
             let (meta, deadline) = self.prepare(method, &opts, codec)?;
             Ok((

@@ -247,7 +247,6 @@ impl ClientMeters {
     }
 
     /// Empty handles, metered as these are.
-    #[cfg(feature = "tower")]
     pub(crate) fn same(&self) -> ClientMeters {
         match self {
             ClientMeters::Off => ClientMeters::Off,

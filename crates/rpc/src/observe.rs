@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `rpc.connection` (server) | `network.peer.address`, `weft.encrypted`, `weft.compressed` |
 //! | `rpc.server` | `rpc.system = "weft"`, `rpc.service`, `rpc.method`, `network.peer.address`, `rpc.weft.stream_id`, `rpc.weft.timeout_us`, `rpc.response.status_code`, `trace_id`, `span_id`, `parent_id` |
-//! | `rpc.client` | the same, less the peer |
+//! | `rpc.client` | the same; `network.peer.address` when the client knows it (`weft::connect` sets it; see `Client::with_peer_address`) |
 //!
 //! `rpc.service` and `rpc.method` split the canonical name at its last `/`
 //! (`pkg.greeter/hello` → `pkg.greeter`, `hello`; a bare `echo` has an
@@ -250,13 +250,18 @@ pub(crate) fn client_stream(id: u32) {
 
 /// The span of an outgoing call, and its options with the `traceparent`
 /// to send (borrowed unchanged when there is nothing to add).
-fn client_span<'a>(method: &str, opts: &'a CallOptions) -> (Span, Cow<'a, CallOptions>) {
+fn client_span<'a>(
+    peer: Option<&str>,
+    method: &str,
+    opts: &'a CallOptions,
+) -> (Span, Cow<'a, CallOptions>) {
     let span = tracing::span!(
         Level::INFO,
         "rpc.client",
         rpc.system = "weft",
         rpc.service = field::Empty,
         rpc.method = field::Empty,
+        network.peer.address = peer,
         rpc.weft.stream_id = field::Empty,
         rpc.weft.timeout_us = field::Empty,
         rpc.response.status_code = field::Empty,
@@ -298,10 +303,11 @@ pub(crate) struct ClientCall {
 /// `traceparent` to send (see [`client_span`]).
 pub(crate) fn client_call<'a>(
     meters: &ClientMeters,
+    peer: Option<&str>,
     method: &str,
     opts: &'a CallOptions,
 ) -> (ClientCall, Cow<'a, CallOptions>) {
-    let (span, opts) = client_span(method, opts);
+    let (span, opts) = client_span(peer, method, opts);
     let meter = meters.start(method);
     let start = if span.is_disabled() {
         None

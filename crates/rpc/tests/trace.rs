@@ -10,7 +10,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
-use weft_rpc::Router;
+use weft_rpc::{Client, Router, Server};
 
 /// One captured span: name, fields, the name of its parent in the span tree.
 #[derive(Debug, Clone, Default)]
@@ -76,15 +76,17 @@ async fn one_trace_spans_a_nested_call_with_parents_and_children() {
     )
     .await;
     let inner_client = inner.client.clone();
-    let outer = common::pair(
-        Router::new().unary("svc.outer/relay", move |ctx, req: Bytes| {
-            let c = inner_client.clone();
-            async move {
-                c.unary_with("svc.inner/echo", req, &ctx.call_options())
-                    .await
-            }
-        }),
-    )
+    let relay = Router::new().unary("svc.outer/relay", move |ctx, req: Bytes| {
+        let c = inner_client.clone();
+        async move {
+            c.unary_with("svc.inner/echo", req, &ctx.call_options())
+                .await
+        }
+    });
+    // The outer client knows its server's address; the inner one does not.
+    let outer = common::pair_with(Server::new(relay), |c| {
+        Client::new(c).with_peer_address("10.0.0.7:7700")
+    })
     .await;
     let r = outer
         .client
@@ -110,6 +112,8 @@ async fn one_trace_spans_a_nested_call_with_parents_and_children() {
     assert_eq!(s1.fields["rpc.service"], "svc.outer");
     assert_eq!(s2.fields["rpc.service"], "svc.inner");
     assert_eq!(s1.fields["network.peer.address"], "memory");
+    assert_eq!(c1.fields["network.peer.address"], "10.0.0.7:7700");
+    assert!(!c2.fields.contains_key("network.peer.address"), "{c2:?}");
     // W3C parents: client → server → nested client → nested server.
     assert!(!c1.fields.contains_key("parent_id"), "a root: {c1:?}");
     assert_eq!(s1.fields["parent_id"], c1.fields["span_id"]);

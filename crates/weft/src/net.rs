@@ -65,14 +65,15 @@ pub async fn connect(addr: &str, config: &Config) -> Result<Client, Error> {
                 .and_then(|r| r)
                 .map_err(Error::Connect)?;
             s.set_nodelay(config.nodelay())?;
-            connect_io(s, config).await
+            let peer = s.peer_addr().map_or(a, |p| p.to_string());
+            handshake(s, config, Some(&peer)).await
         }
         #[cfg(unix)]
         Address::Unix(p) => {
-            let s = tokio::net::UnixStream::connect(p)
+            let s = tokio::net::UnixStream::connect(&p)
                 .await
                 .map_err(Error::Connect)?;
-            connect_io(s, config).await
+            handshake(s, config, Some(&format!("unix:{}", p.display()))).await
         }
         #[cfg(not(unix))]
         Address::Unix(_) => Err(Error::Address(addr.to_owned())),
@@ -85,6 +86,15 @@ pub async fn connect_io<T>(io: T, config: &Config) -> Result<Client, Error>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    handshake(io, config, None).await
+}
+
+/// The client handshake on `io`; `peer` names the server on the calls'
+/// spans.
+async fn handshake<T>(io: T, config: &Config, peer: Option<&str>) -> Result<Client, Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let (conn, _incoming) = weft_mux::connect(io, Role::Client, config.mux_config())
         .await
         .map_err(|e| {
@@ -92,7 +102,11 @@ where
             counters::handshake_failed(config, Side::Client, &e);
             e
         })?;
-    Ok(client_of(conn, config))
+    let client = client_of(conn, config);
+    Ok(match peer {
+        Some(p) => client.with_peer_address(p),
+        None => client,
+    })
 }
 
 /// Serves `server` on one accepted byte stream until the connection ends.

@@ -15,6 +15,7 @@ impl Shared {
             default_timeout: self.default_timeout,
             plain: Mutex::new(HashMap::default()),
             meters,
+            peer: self.peer.clone(),
             #[cfg(feature = "tower")]
             credit: self.credit.clone(),
         }
@@ -28,14 +29,7 @@ impl Client {
     #[cfg(feature = "tower")]
     #[must_use]
     pub fn with_in_flight_limit(self, n: usize) -> Client {
-        let meters = self.shared.meters.same();
-        Client {
-            shared: Arc::new(Shared {
-                credit: crate::tower::semaphore(n),
-                ..self.shared.rebuilt(meters)
-            }),
-            ..self
-        }
+        self.with(|s| s.credit = crate::tower::semaphore(n))
     }
 
     /// Whether calls are metered (`weft_rpc_client_*`, see [`Metrics`]):
@@ -44,9 +38,30 @@ impl Client {
     /// from it afterwards; their method handles start afresh.
     #[must_use]
     pub fn with_metrics(self, metrics: Metrics) -> Client {
-        let meters = ClientMeters::new(metrics);
+        self.with(|s| s.meters = ClientMeters::new(metrics))
+    }
+
+    /// Names the server's address on the calls' `rpc.client` spans
+    /// (`network.peer.address`), as the facade's `weft::connect` does.
+    /// Applies to this client and the clones made from it afterwards.
+    ///
+    /// ```no_run
+    /// # async fn f(conn: weft_mux::Connection) {
+    /// let client = weft_rpc::Client::new(conn).with_peer_address("10.0.0.7:7700");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_peer_address(self, addr: &str) -> Client {
+        self.with(|s| s.peer = Some(addr.into()))
+    }
+
+    /// The same client with the settings `change` makes (and fresh
+    /// method handles).
+    fn with(self, change: impl FnOnce(&mut Shared)) -> Client {
+        let mut shared = self.shared.rebuilt(self.shared.meters.same());
+        change(&mut shared);
         Client {
-            shared: Arc::new(self.shared.rebuilt(meters)),
+            shared: Arc::new(shared),
             ..self
         }
     }
