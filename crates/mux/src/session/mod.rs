@@ -501,7 +501,7 @@ impl Session {
         }
         let was_idle = self.timers.idle_since.is_some();
         let sid = frame.stream_id;
-        let moves = progress::moves_something(&frame);
+        let carries_data = progress::carries_data(&frame);
         if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
@@ -509,7 +509,7 @@ impl Session {
         if self.limits.progress_timeout.is_some()
             && sid != CONNECTION_ID
             && let Some(s) = self.streams.get_mut(&sid)
-            && moves.for_stream(s)
+            && carries_data
         {
             s.progress.bump();
         }

@@ -3,8 +3,8 @@
 //!
 //! Checked on a tick every half timeout, against a per-stream frame counter
 //! (bumped for every frame sent on the stream, and every frame received
-//! that moves something: data, the peer's end, or credit while data of
-//! ours waits for it; see [`Moves`]), so the hot path
+//! that carries data or the peer's end; see [`carries_data`]), so the hot
+//! path
 //! reads no clock: a stream is stalled after two ticks without a frame, that
 //! is between one and one and a half timeouts after its last frame. Only
 //! streams that wait on the peer count (its half still open with nothing
@@ -39,42 +39,15 @@ impl Progress {
     }
 }
 
-/// What a received frame moves, for the progress count.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Moves {
-    /// Data bytes or the peer's end (`OPEN` or `DATA`).
-    Data,
-    /// Credit (`WINDOW_UPDATE`).
-    Credit,
-    /// Nothing a stalled stream waits for: an empty `DATA` frame without
-    /// the end, a `PING`, a `RESET` (which ends the stream anyway).
-    Nothing,
-}
-
-impl Moves {
-    /// Whether the frame counts as progress for stream `s` (after it was
-    /// handled): data always; credit only while `s` has data waiting for
-    /// it, so a peer cannot keep a stream it never feeds alive with window
-    /// updates.
-    pub(crate) fn for_stream(self, s: &StreamState) -> bool {
-        match self {
-            Moves::Data => true,
-            Moves::Credit => !s.send.queue.is_empty(),
-            Moves::Nothing => false,
-        }
-    }
-}
-
-/// What `frame` moves (see [`Moves`]).
-pub(crate) fn moves_something(frame: &weft_frame::Frame) -> Moves {
+/// Whether a received `frame` counts as progress for its stream: it
+/// carries data bytes or the peer's end. Nothing else does: not an empty
+/// `DATA` frame, and not credit — a `WINDOW_UPDATE` that lets our queued
+/// data go counts through the frames we then send, and one that lets
+/// nothing go moves nothing.
+pub(crate) fn carries_data(frame: &weft_frame::Frame) -> bool {
     use weft_frame::FrameType;
-    match frame.ty {
-        FrameType::OPEN | FrameType::DATA if !frame.payload.is_empty() || frame.is_end_stream() => {
-            Moves::Data
-        }
-        FrameType::WINDOW_UPDATE => Moves::Credit,
-        _ => Moves::Nothing,
-    }
+    matches!(frame.ty, FrameType::OPEN | FrameType::DATA)
+        && (!frame.payload.is_empty() || frame.is_end_stream())
 }
 
 /// Whether `s` waits on the peer: its half open with nothing left unread,
