@@ -6,7 +6,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::Config;
-use crate::driver::{Driver, now, shared};
+use crate::driver::{Driver, READ_FIRST, now, shared};
 use crate::error::MuxError;
 use crate::handle::{Connection, Incoming};
 use crate::pipeline::{Established, Handshake, HandshakeRole};
@@ -35,7 +35,9 @@ where
     let conn_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
     let span = tracing::debug_span!("weft_mux::connection", conn = conn_id, ?role);
     let mut io = io;
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+    // Sized on demand (issue 19): the handshake's messages are small, and
+    // the driver grows the buffer as frames need.
+    let mut buf = BytesMut::new();
     let est = tokio::time::timeout(
         config.handshake_timeout,
         handshake(&mut io, &mut buf, role, &config),
@@ -99,7 +101,7 @@ where
         if hs.is_complete() || hs.has_transmit() {
             continue; // send whatever the last message produced
         }
-        buf.reserve(4096);
+        buf.reserve(READ_FIRST);
         if io.read_buf(buf).await.map_err(MuxError::io)? == 0 {
             return Err(MuxError::io(std::io::ErrorKind::UnexpectedEof.into()));
         }

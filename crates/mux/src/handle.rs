@@ -97,6 +97,23 @@ impl Connection {
     pub fn close_cause(&self) -> Option<crate::CloseCause> {
         self.shared.lock().close_cause()
     }
+
+    /// Bytes the connection's read and write buffers hold reserved now,
+    /// for diagnostics and memory tests (an idle connection's are small:
+    /// they are sized on demand and given back when it goes quiet).
+    pub fn buffer_capacity(&self) -> BufferCapacity {
+        self.shared.lock().buffer_capacity()
+    }
+}
+
+/// What [`Connection::buffer_capacity`] reports, bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferCapacity {
+    /// Reserved for bytes read from the transport (received payloads are
+    /// slices of it).
+    pub read: usize,
+    /// Reserved for encoded frames waiting to be written.
+    pub write: usize,
 }
 
 /// Streams the peer opens, in order. Dropping it refuses further opens

@@ -62,7 +62,7 @@ pub mod session;
 pub use config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 pub use connect::connect;
 pub use error::{CloseCause, MuxError, Origin, StreamError};
-pub use handle::{Connection, Incoming, Stream};
+pub use handle::{BufferCapacity, Connection, Incoming, Stream};
 pub use pipeline::Negotiated;
 pub use session::{Chunk, Role};
 pub use weft_frame::{Metadata, Reason};

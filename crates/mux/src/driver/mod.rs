@@ -67,6 +67,7 @@ use crate::session::Session;
 use combine::Combiner;
 pub(crate) use combine::Guard;
 pub(crate) use ops::{Deferred, Life};
+pub(crate) use read::READ_FIRST;
 use read::Reader;
 pub(crate) use task::Driver;
 pub(crate) use wake::Waiter;

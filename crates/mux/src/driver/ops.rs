@@ -165,6 +165,13 @@ impl Inner {
         self.session.stats()
     }
 
+    pub(crate) fn buffer_capacity(&self) -> crate::BufferCapacity {
+        crate::BufferCapacity {
+            read: self.reader.capacity(),
+            write: self.writer.capacity(),
+        }
+    }
+
     /// Ready once the connection is gone and its transport shut.
     pub(crate) fn poll_closed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.done {

@@ -15,9 +15,22 @@ use crate::pipeline::Inbound;
 
 /// The transport's read half, the record pipeline and the read buffer
 /// (received payloads are slices of it).
+///
+/// The buffer is sized on demand: its first reserve is [`READ_FIRST`], a
+/// read that fills the room it had doubles the next reserve (up to
+/// [`READ_CHUNK_MAX`]), a frame larger than that has the codec reserve what
+/// it needs, and a connection that has gone quiet gives it all back
+/// ([`Inner::release_quiet_buffers`]). An idle connection so holds a
+/// small buffer, or none, instead of 16 KiB reserved at connect: untouched,
+/// that reserve cost no resident memory but doubled the allocator's peak
+/// mapping, and with it its never-returned metadata (issue 19).
 pub(super) struct Reader {
     inbound: Inbound,
     buf: BytesMut,
+    /// What the next reserve asks for.
+    chunk: usize,
+    /// Bytes read since the connection task's last timer tick.
+    read_since_tick: usize,
     /// Bytes read during the handshake, or left when our control queue
     /// filled up, are waiting in `buf`.
     leftover: bool,
@@ -39,14 +52,46 @@ impl Reader {
             inbound,
             leftover: !buf.is_empty(),
             buf,
+            chunk: READ_FIRST,
+            read_since_tick: 0,
             eof: false,
+        }
+    }
+
+    /// The buffer's capacity (tests watch it stay small while idle).
+    pub(super) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Makes room for the next read: reuses the buffer when the frames
+    /// decoded from it are gone, reads into the tail left, and reserves a
+    /// chunk only when nothing is left. Returns the room.
+    fn make_room(&mut self) -> usize {
+        let room = self.buf.capacity() - self.buf.len();
+        // Frames decoded earlier may still hold the buffer, so `reserve`
+        // would allocate a new one: first try to reuse it, then read into
+        // the tail left, and allocate only when nothing is left.
+        if room < self.chunk / 16 && !self.buf.try_reclaim(self.chunk) && room == 0 {
+            self.buf.reserve(self.chunk);
+        }
+        self.buf.capacity() - self.buf.len()
+    }
+
+    /// `n` bytes arrived into `room`: a read that filled a room of half a
+    /// chunk or more asks for a bigger chunk next time.
+    fn note_read(&mut self, n: usize, room: usize) {
+        self.read_since_tick = self.read_since_tick.saturating_add(n);
+        if n >= room && room >= self.chunk / 2 {
+            self.chunk = (self.chunk * 2).min(READ_CHUNK_MAX);
         }
     }
 }
 
-/// Reads below this much free room trigger a reserve of `READ_CHUNK`.
-const READ_MIN: usize = 1024;
-const READ_CHUNK: usize = 16 * 1024;
+/// The first reserve of a connection's read buffer (and the handshake's):
+/// a settings frame, a ping or a small call fits.
+pub(crate) const READ_FIRST: usize = 1024;
+/// The largest reserve a read makes (larger frames reserve what they need).
+const READ_CHUNK_MAX: usize = 16 * 1024;
 /// Read calls per poll before yielding to other tasks.
 const READS_PER_POLL: usize = 16;
 
@@ -94,16 +139,13 @@ impl Inner {
             let res = if std::mem::take(&mut r.leftover) {
                 Poll::Ready(Ok(usize::MAX))
             } else {
-                let room = r.buf.capacity() - r.buf.len();
-                // Frames decoded earlier in this loop may still hold the
-                // buffer, so `reserve` would allocate a new one: first try
-                // to reuse it, then read into the tail left, and allocate
-                // only when nothing is left.
-                if room < READ_MIN && !r.buf.try_reclaim(READ_CHUNK) && room == 0 {
-                    r.buf.reserve(READ_CHUNK);
-                }
+                let room = r.make_room();
                 self.read_wake.fired.store(false, Ordering::Release);
-                tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf)
+                let res = tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf);
+                if let Poll::Ready(Ok(n)) = res {
+                    r.note_read(n, room);
+                }
+                res
             };
             self.read_armed = res.is_pending();
             match res {
@@ -162,6 +204,26 @@ impl Inner {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+
+    /// The connection task's timer fired (a keepalive or idle tick). A
+    /// connection with no streams that read less than [`READ_FIRST`] since
+    /// the last tick has gone quiet: it gives its read buffer back (the
+    /// next read reserves a first chunk again) and shrinks its write buffer
+    /// to its first size. At most one allocation per tick per connection,
+    /// none per call.
+    pub(super) fn release_quiet_buffers(&mut self) {
+        let r = &mut self.reader;
+        let quiet = r.read_since_tick < READ_FIRST;
+        r.read_since_tick = 0;
+        if !quiet || self.session.stream_count() > 0 {
+            return;
+        }
+        if r.buf.is_empty() && !r.leftover && r.buf.capacity() > 0 {
+            r.buf = BytesMut::new();
+            r.chunk = READ_FIRST;
+        }
+        self.writer.shrink_if_idle();
     }
 
     /// Whether the socket woke since the last read was armed.

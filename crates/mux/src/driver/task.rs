@@ -96,6 +96,7 @@ impl Driver {
         {
             self.armed = None;
             inner.session.handle_timeout(now());
+            inner.release_quiet_buffers();
         }
         inner.pump();
         let mut rounds = 0;

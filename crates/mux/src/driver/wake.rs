@@ -173,6 +173,10 @@ impl Wake for ReadWake {
 #[derive(Debug, Default)]
 pub(crate) struct WakeList(Vec<Waker>);
 
+/// The most wakers a kept spare buffer may have room for (a connection's
+/// wakes per release are usually a handful; 1 KiB of `Waker`s).
+const SPARE_KEEP: usize = 64;
+
 thread_local! {
     /// A drained buffer to swap in for the one being woken, so neither
     /// side allocates once warm.
@@ -213,12 +217,18 @@ impl Woken {
     #[inline(never)]
     pub(crate) fn wake_all(mut self) {
         self.0.drain(..).for_each(Waker::wake);
-        // Keep the larger of the two buffers as the spare.
+        // Keep the larger of the two buffers as the spare, unless it grew
+        // past `SPARE_KEEP`: one wake of many (every stream of a closing
+        // connection) must not leave each worker thread holding a buffer
+        // that size for ever.
         let other = SPARE.take();
-        SPARE.set(if other.capacity() > self.0.capacity() {
+        let keep = if other.capacity() > self.0.capacity() {
             other
         } else {
             self.0
-        });
+        };
+        if keep.capacity() <= SPARE_KEEP {
+            SPARE.set(keep);
+        }
     }
 }

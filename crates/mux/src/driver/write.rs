@@ -31,15 +31,33 @@ impl std::fmt::Debug for Writer {
     }
 }
 
+/// The write buffer's first size: the settings frame and a small call fit;
+/// encoding reserves more as frames need (up to about `coalesce` plus one
+/// frame), kept while the connection is busy.
+const WRITE_FIRST: usize = 1024;
+
 impl Writer {
     pub(super) fn new(outbound: Outbound, coalesce: usize) -> Writer {
         Writer {
             outbound,
-            buf: BytesMut::with_capacity(8 * 1024),
+            buf: BytesMut::with_capacity(WRITE_FIRST),
             coalesce,
             needs_flush: false,
             shut: false,
         }
+    }
+
+    /// Shrinks the buffer back to [`WRITE_FIRST`] if nothing is buffered
+    /// (see `Inner::release_quiet_buffers`).
+    pub(super) fn shrink_if_idle(&mut self) {
+        if self.is_idle() && self.buf.capacity() > WRITE_FIRST {
+            self.buf = BytesMut::with_capacity(WRITE_FIRST);
+        }
+    }
+
+    /// The buffer's capacity (tests watch it stay small while idle).
+    pub(super) fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// Whether nothing is buffered or owed a flush.
