@@ -19,10 +19,13 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const CONNECTIONS: usize = 500;
 
-/// Bytes currently allocated by the whole process.
+/// Bytes currently allocated by the whole process. (stats_alloc already
+/// counts a realloc's growth in `bytes_allocated` and its shrinking in
+/// `bytes_deallocated`; adding `bytes_reallocated` too counted each growth
+/// twice, which showed buffers grown on demand as never freed.)
 fn live_bytes() -> i64 {
     let s = GLOBAL.stats();
-    s.bytes_allocated as i64 + s.bytes_reallocated as i64 - s.bytes_deallocated as i64
+    s.bytes_allocated as i64 - s.bytes_deallocated as i64
 }
 
 fn router() -> Router {
@@ -82,12 +85,12 @@ async fn item_44_idle_connections_with_compression_cost_little_and_give_it_back(
     let left = weft_testkit::eventually(settled, held).await;
     println!("after all closed: {left} bytes per connection left");
 
-    // Per side: 48 KiB after a few small calls (the target), and 36 KiB
-    // idle. The idle target is 24 KiB; today each side also holds the
-    // driver's 16 KiB read buffer from the handshake on, which the driver
-    // rewrite makes on-demand. Before the deflate state was pooled, an idle
-    // pair held about 720 KB here.
-    assert!(idle <= 2 * 36 * 1024, "{idle} bytes per idle pair");
+    // Per side: 24 KiB idle and 48 KiB after a few small calls (the
+    // targets). Measured about 17.5 KB and 28 KB per pair. Before the
+    // buffers were sized on demand (issue 19) each side also reserved a
+    // 16 KiB read buffer and an 8 KiB write buffer at connect (about 62 KB
+    // per idle pair); before the deflate state was pooled, about 720 KB.
+    assert!(idle <= 2 * 24 * 1024, "{idle} bytes per idle pair");
     assert!(per_pair <= 2 * 48 * 1024, "{per_pair} bytes per pair");
     let _ = stop.send(());
     server.await.unwrap().unwrap();
