@@ -31,6 +31,9 @@ pub(super) struct Reader {
     chunk: usize,
     /// Bytes read since the connection task's last timer tick.
     read_since_tick: usize,
+    /// `buf` was given an allocation (by the handshake or a reserve) since
+    /// it was last released.
+    has_buffer: bool,
     /// Bytes read during the handshake, or left when our control queue
     /// filled up, are waiting in `buf`.
     leftover: bool,
@@ -51,6 +54,7 @@ impl Reader {
         Reader {
             inbound,
             leftover: !buf.is_empty(),
+            has_buffer: buf.capacity() > 0,
             buf,
             chunk: READ_FIRST,
             read_since_tick: 0,
@@ -70,9 +74,22 @@ impl Reader {
         let room = self.buf.capacity() - self.buf.len();
         // Frames decoded earlier may still hold the buffer, so `reserve`
         // would allocate a new one: first try to reuse it, then read into
-        // the tail left, and allocate only when nothing is left.
-        if room < self.chunk / 16 && !self.buf.try_reclaim(self.chunk) && room == 0 {
+        // the tail left, and allocate only when nothing is left. An empty
+        // buffer is rewound whenever it can be (a read into a short tail
+        // leaves a frame split at its end, which must then be moved).
+        let rewind = room < self.chunk && (self.buf.is_empty() || room < self.chunk / 16);
+        if rewind && self.buf.try_reclaim(self.chunk) {
+            return self.buf.capacity() - self.buf.len();
+        }
+        if room == 0 {
+            if self.has_buffer {
+                // Frames still hold the last one (replies waiting for their
+                // callers' tasks): a bigger chunk lasts until they are gone,
+                // so a busy connection settles at reusing its buffer.
+                self.chunk = (self.chunk * 2).min(READ_CHUNK_MAX);
+            }
             self.buf.reserve(self.chunk);
+            self.has_buffer = true;
         }
         self.buf.capacity() - self.buf.len()
     }
@@ -222,6 +239,7 @@ impl Inner {
         if r.buf.is_empty() && !r.leftover && r.buf.capacity() > 0 {
             r.buf = BytesMut::new();
             r.chunk = READ_FIRST;
+            r.has_buffer = false;
         }
         self.writer.shrink_if_idle();
     }
