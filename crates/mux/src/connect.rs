@@ -38,9 +38,13 @@ where
     // Sized on demand (issue 19): the handshake's messages are small, and
     // the driver grows the buffer as frames need.
     let mut buf = BytesMut::new();
+    // Boxed: the handshake's state (Noise, offers: over 1 KiB) would
+    // otherwise sit inline in this future, and so in the task of every
+    // caller that awaits it, for the connection's whole life. One
+    // allocation per connection, freed once the handshake is done.
     let est = tokio::time::timeout(
         config.handshake_timeout,
-        handshake(&mut io, &mut buf, role, &config),
+        Box::pin(handshake(&mut io, &mut buf, role, &config)),
     )
     .await
     .map_err(|_| MuxError::handshake_timeout())??;
