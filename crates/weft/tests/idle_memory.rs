@@ -86,7 +86,7 @@ async fn item_44_idle_connections_with_compression_cost_little_and_give_it_back(
     println!("after all closed: {left} bytes per connection left");
 
     // Per side: 24 KiB idle and 48 KiB after a few small calls (the
-    // targets). Measured about 17.5 KB and 28 KB per pair. Before the
+    // targets). Measured about 16.3 KB and 26.4 KB per pair. Before the
     // buffers were sized on demand (issue 19) each side also reserved a
     // 16 KiB read buffer and an 8 KiB write buffer at connect (about 62 KB
     // per idle pair); before the deflate state was pooled, about 720 KB.
