@@ -164,6 +164,9 @@ impl Session {
         }
         let Some(s) = self.streams.get_mut(&id) else {
             self.release_conn(len);
+            if !self.role.owns(id) && self.refused.data(id, len, end) == Verdict::Drop {
+                return Ok(());
+            }
             return self.unknown_stream(id, now);
         };
         if s.failed.is_some() {
@@ -227,10 +230,12 @@ impl Session {
         if self.goaway.sent {
             // Above our GOAWAY's last id: not processed (the peer retries).
             self.release_conn(len);
+            self.remember_refused(&frame, len);
             return self.spend(Spend::Late, now, "opens after GOAWAY");
         }
         if !self.accepting || self.inbound >= self.limits.max_concurrent {
             self.release_conn(len);
+            self.remember_refused(&frame, len);
             self.control
                 .push_back(Frame::reset(id, Reason::REFUSED_STREAM));
             metrics::counter!(crate::STREAMS_REFUSED).increment(1);
@@ -264,6 +269,16 @@ impl Session {
         Ok(())
     }
 
+    /// The peer's `OPEN` of `len` bytes was not processed: unless it ended
+    /// the stream, the `DATA` the peer sends before it reads the refusal
+    /// (at most the rest of the window it had) is dropped for free.
+    fn remember_refused(&mut self, open: &Frame, len: u32) {
+        if !open.is_end_stream() {
+            let credit = self.limits.stream_window.saturating_sub(len);
+            self.refused.remember(open.stream_id, credit);
+        }
+    }
+
     pub(super) fn on_reset(
         &mut self,
         frame: &Frame,
@@ -274,6 +289,9 @@ impl Session {
             .parse_reset()
             .map_err(|_| protocol("bad RESET payload"))?;
         let Some(s) = self.streams.get_mut(&id) else {
+            if !self.role.owns(id) && self.refused.reset(id) == Verdict::Drop {
+                return Ok(());
+            }
             return self.unknown_stream(id, now);
         };
         if s.failed.is_some() {

@@ -14,6 +14,7 @@ mod input;
 mod limits;
 mod progress;
 mod queue;
+mod refused;
 mod stream;
 mod unreadable;
 mod window;
@@ -29,6 +30,7 @@ use crate::error::{CloseCause, StreamError, StreamKind};
 use crate::idmap::IdMap;
 use budget::{Guards, Spend};
 use limits::Limits;
+use refused::{Refused, Verdict};
 pub use stream::Chunk;
 pub(crate) use stream::StreamWakers;
 use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, SendState, StreamState};
@@ -149,6 +151,9 @@ pub struct Session {
     accept_queue: VecDeque<u32>,
     accepting: bool,
     guards: Guards,
+    /// The peer's streams we refused, for the frames it sent before it
+    /// read the refusal.
+    refused: Refused,
     peer: PeerSettings,
     /// The peer's credit for us on the connection.
     conn_send: SendWindow,
@@ -234,6 +239,7 @@ impl Session {
             accept_queue: VecDeque::new(),
             accepting: true,
             guards: Guards::new(config),
+            refused: Refused::default(),
             peer: PeerSettings {
                 settings_received: false,
                 stream_window: BASELINE_WINDOW,
