@@ -28,6 +28,11 @@ impl Connection {
     /// the rest follows as `DATA`). `end` half-closes at once, so a unary
     /// request is a single frame.
     ///
+    /// Waits while the streams we opened fill the cap the peer announced
+    /// (its `max-streams` setting), as h2 and grpc-go clients do, so a
+    /// well-behaved caller is not refused for opening too many; bound the
+    /// wait with a timeout or deadline.
+    ///
     /// Fails retry-safe ([`MuxError::is_refused`]) after a `GOAWAY` or when
     /// stream ids run out, and with [`MuxError::is_closed`] once closed.
     ///
@@ -40,8 +45,11 @@ impl Connection {
         end: bool,
     ) -> impl Future<Output = Result<Stream, MuxError>> + '_ {
         let mut args = Some((metadata, payload));
-        poll_fn(move |_| {
+        poll_fn(move |cx| {
             let mut inner = self.shared.lock();
+            if inner.must_wait_to_open(cx) {
+                return Poll::Pending;
+            }
             let (metadata, payload) = args.take().expect("open polled after it completed");
             let id = inner.open(metadata.clone(), payload, end);
             drop(inner);

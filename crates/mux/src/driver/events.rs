@@ -30,7 +30,12 @@ impl Inner {
                 }
                 // The acceptor reads now and looks at its queue next.
                 Event::Incoming if self.reading_for == Some(Waiter::Acceptor) => {}
-                Event::Incoming | Event::GoingAway => self.wake_acceptor(),
+                Event::Incoming => self.wake_acceptor(),
+                // Opens waiting for a slot fail now, retry-safe.
+                Event::GoingAway => {
+                    self.wake_acceptor();
+                    self.wake_open_waiters();
+                }
                 Event::OpenCredit => self.wake_open_waiters(),
                 Event::Closed => self.wake_everyone(),
             }

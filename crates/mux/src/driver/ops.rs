@@ -141,10 +141,30 @@ impl Inner {
         if self.session.open_credit() > 0 {
             return Poll::Ready(Ok(()));
         }
+        self.wait_for_open_credit(cx);
+        Poll::Pending
+    }
+
+    /// Whether `Connection::open` must wait for a slot under the peer's
+    /// stream cap (the caller's waker is registered then), as h2 and
+    /// grpc-go clients hold a new stream back until one of theirs closes.
+    /// It never waits once the connection is closed or going away: `open`
+    /// then fails at once (retry-safe after a `GOAWAY`).
+    pub(crate) fn must_wait_to_open(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.session.open_credit() > 0
+            || self.session.is_closed()
+            || self.session.is_going_away()
+        {
+            return false;
+        }
+        self.wait_for_open_credit(cx);
+        true
+    }
+
+    fn wait_for_open_credit(&mut self, cx: &mut Context<'_>) {
         if !self.open_waiters.iter().any(|w| w.will_wake(cx.waker())) {
             self.open_waiters.push(cx.waker().clone());
         }
-        Poll::Pending
     }
 
     /// Starts a graceful shutdown (see `Connection::shutdown`).
