@@ -223,7 +223,11 @@ fn data_beyond_a_refused_streams_window_is_a_late_frame() {
     let mut t = full_server();
     t.open(3, b"", false);
     t.data(3, Bytes::from(vec![7; WINDOW]), false);
-    assert!(!t.s.is_closed(), "exactly its window: {:?}", t.s.close_cause());
+    assert!(
+        !t.s.is_closed(),
+        "exactly its window: {:?}",
+        t.s.close_cause()
+    );
     t.data(3, Bytes::from_static(b"x"), false);
     assert_eq!(goaway(&t.out()), Some(Reason::ENHANCE_YOUR_CALM));
 }
