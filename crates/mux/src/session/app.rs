@@ -43,7 +43,7 @@ impl Session {
         } else {
             Flags::NONE
         };
-        self.control.push_back(Frame {
+        self.push_control_in_order(Frame {
             ty: FrameType::OPEN,
             flags,
             stream_id: id,

@@ -535,7 +535,7 @@ impl Session {
             return;
         }
         if !self.is_closed() {
-            self.control.push_back(Frame::reset(id, reason));
+            self.push_control_in_order(Frame::reset(id, reason));
         }
         self.fail_stream(
             id,
@@ -550,6 +550,18 @@ impl Session {
             self.release_conn(dropped);
         }
         self.try_remove(id);
+    }
+
+    /// Queues control frame `f` behind the data frame `send_some` made
+    /// directly, if any, which would otherwise go out after it: the peer
+    /// must see a stream's last `DATA` before our `RESET` of it (or it is
+    /// a late frame there), and the `END_STREAM` that closed one of our
+    /// streams before the `OPEN` that takes its slot under the peer's cap.
+    fn push_control_in_order(&mut self, f: Frame) {
+        if let Some(data) = self.immediate.take() {
+            self.control.push_back(data);
+        }
+        self.control.push_back(f);
     }
 
     /// Marks a stream failed and drops its queued data.
