@@ -44,17 +44,12 @@ impl Connection {
         payload: Bytes,
         end: bool,
     ) -> impl Future<Output = Result<Stream, MuxError>> + '_ {
-        let mut args = Some((metadata, payload));
-        poll_fn(move |cx| {
-            let mut inner = self.shared.lock();
-            if inner.must_wait_to_open(cx) {
-                return Poll::Pending;
-            }
-            let (metadata, payload) = args.take().expect("open polled after it completed");
-            let id = inner.open(metadata.clone(), payload, end);
-            drop(inner);
-            Poll::Ready(id.map(|id| Stream::new(self.shared.clone(), id, metadata)))
-        })
+        Opening {
+            conn: self,
+            args: Some((metadata, payload)),
+            end,
+            ticket: None,
+        }
     }
 
     /// Polls for room to open one more stream under the cap the peer
@@ -122,6 +117,40 @@ pub struct BufferCapacity {
     pub read: usize,
     /// Reserved for encoded frames waiting to be written.
     pub write: usize,
+}
+
+/// The future of [`Connection::open`]: waits its turn for a slot under
+/// the peer's cap, then opens; dropped while waiting, it leaves the queue.
+struct Opening<'a> {
+    conn: &'a Connection,
+    args: Option<(Metadata, Bytes)>,
+    end: bool,
+    /// Its place in the queue of waiting opens.
+    ticket: Option<u64>,
+}
+
+impl Future for Opening<'_> {
+    type Output = Result<Stream, MuxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = self.get_mut();
+        let mut inner = me.conn.shared.lock();
+        if inner.must_wait_to_open(cx, &mut me.ticket) {
+            return Poll::Pending;
+        }
+        let (metadata, payload) = me.args.take().expect("open polled after it completed");
+        let id = inner.open(metadata.clone(), payload, me.end);
+        drop(inner);
+        Poll::Ready(id.map(|id| Stream::new(me.conn.shared.clone(), id, metadata)))
+    }
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.conn.shared.submit(Deferred::CancelOpen(t));
+        }
+    }
 }
 
 /// Streams the peer opens, in order. Dropping it refuses further opens

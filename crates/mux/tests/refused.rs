@@ -32,8 +32,9 @@ const FRAME: usize = 512;
 async fn serve(mut incoming: Incoming) {
     while let Some(stream) = incoming.accept().await {
         tokio::spawn(async move {
-            if answer(stream).await.is_err() {
+            if let Err(held) = answer(stream).await {
                 tokio::time::sleep(Duration::from_millis(1)).await;
+                drop(held);
             }
         });
     }
@@ -230,4 +231,50 @@ fn data_beyond_a_refused_streams_window_is_a_late_frame() {
     );
     t.data(3, Bytes::from_static(b"x"), false);
     assert_eq!(goaway(&t.out()), Some(Reason::ENHANCE_YOUR_CALM));
+}
+
+#[tokio::test]
+async fn a_caller_waiting_for_the_only_slot_gets_it_before_a_busy_one_takes_it_again() {
+    let mut one = Config::default();
+    one.max_concurrent_streams(1);
+    let ((client, _ci), (_server, incoming)) = duplex_pair(64 * 1024, Config::default(), one).await;
+    tokio::spawn(serve(incoming));
+    let first = call(&client, false).await.unwrap();
+    assert!(matches!(first, Attempt::Answered(_)), "the cap has arrived");
+    // A busy caller: each call ends and the next opens in the same poll,
+    // just as its own stream frees the slot.
+    let busy_calls = Arc::new(AtomicU64::new(0));
+    let busy = {
+        let (client, n) = (client.clone(), busy_calls.clone());
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                let mut s = client
+                    .open(Metadata::new(), Bytes::new(), true)
+                    .await
+                    .unwrap();
+                match s.recv().await {
+                    Ok(answer) => assert!(answer.is_some()),
+                    // The waiting caller's stream, reset at the client, may
+                    // still hold the server's slot.
+                    Err(e) => assert!(e.is_refused(), "{e}"),
+                }
+                n.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    while busy_calls.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let before = busy_calls.load(Ordering::SeqCst);
+    let s = client
+        .open(Metadata::new(), Bytes::new(), true)
+        .await
+        .unwrap();
+    let waited = busy_calls.load(Ordering::SeqCst) - before;
+    drop(s);
+    busy.await.unwrap();
+    assert!(
+        waited <= 1,
+        "the waiting caller let {waited} calls of the busy one go first"
+    );
 }

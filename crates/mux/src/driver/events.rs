@@ -62,6 +62,20 @@ impl Inner {
         for w in self.open_waiters.drain(..) {
             self.wake_list.push(w);
         }
+        self.wake_opens(self.session.is_going_away() || self.session.is_closed());
+    }
+
+    /// Wakes the waiting opens whose turn it is (as many as slots are
+    /// free), or every one (`all`: they fail now).
+    pub(super) fn wake_opens(&mut self, all: bool) {
+        let n = if all {
+            usize::MAX
+        } else {
+            self.session.open_credit()
+        };
+        for w in self.opens.first(n) {
+            self.wake_list.push(w.clone());
+        }
     }
 
     fn wake_everyone(&mut self) {

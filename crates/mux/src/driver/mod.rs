@@ -46,6 +46,7 @@ mod combine;
 mod events;
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests;
+mod opens;
 mod ops;
 mod read;
 mod sync;
@@ -66,6 +67,7 @@ use crate::session::Session;
 
 use combine::Combiner;
 pub(crate) use combine::Guard;
+use opens::OpenQueue;
 pub(crate) use ops::{Deferred, Life};
 pub(crate) use read::READ_FIRST;
 use read::Reader;
@@ -110,8 +112,11 @@ pub(crate) struct Inner {
     /// wake-up (the reader looks next).
     reading_for: Option<Waiter>,
     accept_waker: Option<Waker>,
-    /// Tasks waiting for room under the peer's stream cap.
+    /// Tasks waiting for room under the peer's stream cap
+    /// (`Connection::poll_open_ready`).
     open_waiters: Vec<Waker>,
+    /// `Connection::open` calls waiting for a slot, in turn.
+    opens: OpenQueue,
     closed_wakers: Vec<Waker>,
     /// Wake-ups owed, woken once the lock is released.
     wake_list: WakeList,
@@ -220,6 +225,7 @@ pub(crate) fn shared(
             reading_for: None,
             accept_waker: None,
             open_waiters: Vec::new(),
+            opens: OpenQueue::default(),
             closed_wakers: Vec::new(),
             wake_list: WakeList::default(),
             driver_owed: false,

@@ -22,6 +22,8 @@ pub(crate) enum Deferred {
     Release(u32),
     /// `Stream::reset`.
     Reset(u32, Reason),
+    /// A `Connection::open` waiting its turn was dropped: leave the queue.
+    CancelOpen(u64),
     /// The `Incoming` handle was dropped: refuse further opens.
     StopAccepting,
     /// A task found the state held: poll it again once it is free.
@@ -44,6 +46,11 @@ impl Inner {
         match op {
             Deferred::Release(id) => self.release_stream(id),
             Deferred::Reset(id, reason) => self.session.reset(id, reason),
+            Deferred::CancelOpen(ticket) => {
+                self.opens.cancel(ticket);
+                // It may have been the one owed the free slot.
+                self.wake_opens(false);
+            }
             Deferred::StopAccepting => self.session.set_accepting(false),
             Deferred::Wake(waker) => self.wake_list.push(waker),
         }
@@ -145,20 +152,36 @@ impl Inner {
         Poll::Pending
     }
 
-    /// Whether `Connection::open` must wait for a slot under the peer's
-    /// stream cap (the caller's waker is registered then), as h2 and
-    /// grpc-go clients hold a new stream back until one of theirs closes.
-    /// It never waits once the connection is closed or going away: `open`
-    /// then fails at once (retry-safe after a `GOAWAY`).
-    pub(crate) fn must_wait_to_open(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.session.open_credit() > 0
-            || self.session.is_closed()
-            || self.session.is_going_away()
-        {
+    /// Whether `Connection::open` holding `ticket` must wait for a slot
+    /// under the peer's stream cap, as h2 and grpc-go clients hold a new
+    /// stream back until one of theirs closes; opens go in turn (see
+    /// [`OpenQueue`](super::opens::OpenQueue)). It never waits once the
+    /// connection is closed or going away: `open` then fails at once
+    /// (retry-safe after a `GOAWAY`).
+    pub(crate) fn must_wait_to_open(
+        &mut self,
+        cx: &mut Context<'_>,
+        ticket: &mut Option<u64>,
+    ) -> bool {
+        if self.session.is_closed() || self.session.is_going_away() {
+            if let Some(t) = ticket.take() {
+                self.opens.cancel(t);
+            }
             return false;
         }
-        self.wait_for_open_credit(cx);
-        true
+        let queued = ticket.is_some();
+        let credit = self.session.open_credit();
+        if !self.opens.admit(ticket, credit, cx.waker()) {
+            return true;
+        }
+        if queued {
+            // Slots freed while the session raised no event (it does only
+            // when the cap was full) are the next waiters' turn now.
+            for w in self.opens.first(credit - 1) {
+                self.wake_list.push(w.clone());
+            }
+        }
+        false
     }
 
     fn wait_for_open_credit(&mut self, cx: &mut Context<'_>) {
