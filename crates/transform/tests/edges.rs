@@ -222,3 +222,29 @@ fn a_transport_error_is_an_internal_error_on_the_wire() {
     let size = weft_transform::TransformError::from(FrameError::PayloadTooLarge { len: 9, max: 8 });
     assert_eq!(size.reason(), Reason::FRAME_SIZE_ERROR);
 }
+
+#[test]
+fn a_per_frame_error_names_the_type_of_the_frame_that_failed() {
+    // A failed OPEN opens its id on the receiver (then it is reset), a
+    // failed DATA does not: the error says which it was.
+    let (_, mut b) = deflate_pair();
+    let bad = Bytes::from(vec![0xff; 40]);
+    for ty in [FrameType::OPEN, FrameType::DATA] {
+        let mut wire = BytesMut::new();
+        FrameCodec::default()
+            .encode_frame(&Frame::new(ty, Flags::COMPRESSED, 5, bad.clone()), &mut wire)
+            .unwrap();
+        let err = b.inbound.decode(&mut wire).unwrap_err();
+        assert!(!err.is_fatal(), "{err}");
+        assert_eq!((err.frame_type(), err.stream_id()), (Some(ty), Some(5)));
+    }
+    // A connection-level error belongs to no frame.
+    let (mut a, mut b) = encrypted_pair();
+    let mut wire = BytesMut::new();
+    let data = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
+    a.outbound.encode(&data, &mut wire).unwrap();
+    let last = wire.len() - 1;
+    wire[last] ^= 1;
+    let forged = b.inbound.decode(&mut wire).unwrap_err();
+    assert_eq!((forged.frame_type(), forged.stream_id()), (None, None));
+}

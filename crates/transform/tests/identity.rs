@@ -279,3 +279,21 @@ fn a_pin_needs_a_key_pair_and_debug_hides_private_keys() {
         "{text}"
     );
 }
+
+#[test]
+fn the_in_memory_driver_completes_the_three_message_xx() {
+    // XX's responder completes only on the third message, after the
+    // initiator: `handshake_in_memory` (and `drive_pair` under it) must
+    // not stop when just one side is done.
+    let (c, s) = (key(1), key(2));
+    for psk in [None, Some([9; 32])] {
+        let (a, b) = weft_transform::handshake_in_memory(
+            client(&c, None, psk),
+            server(&s, Some(&[&c]), psk),
+        )
+        .unwrap();
+        assert_eq!(a.negotiated.peer_key, Some(s.public_key()));
+        assert_eq!(b.negotiated.peer_key, Some(c.public_key()));
+        assert_eq!(a.negotiated.handshake_hash, b.negotiated.handshake_hash);
+    }
+}
