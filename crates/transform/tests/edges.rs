@@ -178,13 +178,15 @@ fn every_pipeline_counts_a_cut_frame_the_same() {
     }
 }
 
-/// `[is_authentication, is_record_limit, is_truncated, is_decompression_limit, is_fatal]`.
-fn predicates(e: &weft_transform::TransformError) -> [bool; 5] {
+/// `[is_authentication, is_record_limit, is_truncated, is_decompression_limit,
+/// is_key_update, is_fatal]` (a bad key update: tests/rekey.rs).
+fn predicates(e: &weft_transform::TransformError) -> [bool; 6] {
     [
         e.is_authentication(),
         e.is_record_limit(),
         e.is_truncated(),
         e.is_decompression_limit(),
+        e.is_key_update(),
         e.is_fatal(),
     ]
 }
@@ -199,7 +201,7 @@ fn each_error_predicate_holds_for_its_own_kind_only() {
     let last = wire.len() - 1;
     wire[last] ^= 1;
     let forged = b.inbound.decode(&mut wire).unwrap_err();
-    assert_eq!(predicates(&forged), [true, false, false, false, true]);
+    assert_eq!(predicates(&forged), [true, false, false, false, false, true]);
     // (A record limit is out of reach here: keys are updated long before.)
     // A record cut short.
     let (mut a, mut b) = encrypted_pair();
@@ -207,12 +209,12 @@ fn each_error_predicate_holds_for_its_own_kind_only() {
     a.outbound.encode(&data, &mut wire).unwrap();
     wire.truncate(20);
     let cut = b.inbound.decode_eof(&mut wire).unwrap_err();
-    assert_eq!(predicates(&cut), [false, false, true, false, true]);
+    assert_eq!(predicates(&cut), [false, false, true, false, false, true]);
     // A bomb: per frame, not fatal.
     let (_, mut b) = deflate_pair();
     let bomb = plain_compressed(1, compress_to_vec(&vec![0u8; 60 * 1024], 1));
     let bomb = b.inbound.decode(&mut bomb.clone()).unwrap_err();
-    assert_eq!(predicates(&bomb), [false, false, false, true, false]);
+    assert_eq!(predicates(&bomb), [false, false, false, true, false, false]);
 }
 
 #[test]
