@@ -297,3 +297,25 @@ fn the_in_memory_driver_completes_the_three_message_xx() {
         assert_eq!(a.negotiated.handshake_hash, b.negotiated.handshake_hash);
     }
 }
+
+#[test]
+fn a_reply_that_does_not_open_leaves_the_pinned_key_unproven() {
+    // IK: the reply is the server's proof that it holds the pinned key.
+    // One flipped bit in it (past the preface) and the client names the key.
+    let (c, s) = (key(1), key(2));
+    let o = common::run_pair_with(
+        Handshake::new(Role::Initiator, client(&c, Some(&s), None)).unwrap(),
+        Handshake::new(Role::Responder, server(&s, None, None)).unwrap(),
+        |to_server, bytes| {
+            if !to_server && bytes.len() > weft_frame::preface::PREFACE_LEN {
+                let last = bytes.len() - 1;
+                bytes[last] ^= 1;
+            }
+        },
+    );
+    let e = o.initiator.unwrap_err();
+    assert!(e.is_authentication() && e.peer_rejection().is_none(), "{e}");
+    assert_eq!(e.rejected_key(), Some(s.public_key()));
+    let hex = KeyHex(&s.public_key()).to_string();
+    assert!(e.to_string().contains(&format!("did not prove it holds the pinned key {hex}")), "{e}");
+}
