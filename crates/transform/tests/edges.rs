@@ -201,7 +201,10 @@ fn each_error_predicate_holds_for_its_own_kind_only() {
     let last = wire.len() - 1;
     wire[last] ^= 1;
     let forged = b.inbound.decode(&mut wire).unwrap_err();
-    assert_eq!(predicates(&forged), [true, false, false, false, false, true]);
+    assert_eq!(
+        predicates(&forged),
+        [true, false, false, false, false, true]
+    );
     // (A record limit is out of reach here: keys are updated long before.)
     // A record cut short.
     let (mut a, mut b) = encrypted_pair();
@@ -234,7 +237,10 @@ fn a_per_frame_error_names_the_type_of_the_frame_that_failed() {
     for ty in [FrameType::OPEN, FrameType::DATA] {
         let mut wire = BytesMut::new();
         FrameCodec::default()
-            .encode_frame(&Frame::new(ty, Flags::COMPRESSED, 5, bad.clone()), &mut wire)
+            .encode_frame(
+                &Frame::new(ty, Flags::COMPRESSED, 5, bad.clone()),
+                &mut wire,
+            )
             .unwrap();
         let err = b.inbound.decode(&mut wire).unwrap_err();
         assert!(!err.is_fatal(), "{err}");

@@ -317,5 +317,9 @@ fn a_reply_that_does_not_open_leaves_the_pinned_key_unproven() {
     assert!(e.is_authentication() && e.peer_rejection().is_none(), "{e}");
     assert_eq!(e.rejected_key(), Some(s.public_key()));
     let hex = KeyHex(&s.public_key()).to_string();
-    assert!(e.to_string().contains(&format!("did not prove it holds the pinned key {hex}")), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("did not prove it holds the pinned key {hex}")),
+        "{e}"
+    );
 }
