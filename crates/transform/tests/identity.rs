@@ -323,3 +323,36 @@ fn a_reply_that_does_not_open_leaves_the_pinned_key_unproven() {
         "{e}"
     );
 }
+
+#[test]
+fn only_an_xx_client_reads_its_first_frame_as_a_rejection() {
+    // A rejection after the handshake exists only for XX's client (the
+    // server checks its key after the last message). The same bytes
+    // anywhere else are an unauthenticated record, never a rejection.
+    let reject = || {
+        let header = weft_frame::Header {
+            ty: weft_frame::FrameType::HANDSHAKE,
+            flags: weft_frame::Flags::NONE,
+            stream_id: 0,
+            metadata_len: 0,
+            payload_len: 2,
+        };
+        let mut wire = BytesMut::from(&header.to_bytes()[..]);
+        wire.extend_from_slice(&[0xff, 0x02]);
+        wire
+    };
+    let (c, s) = (key(1), key(2));
+    let ik = run(client(&c, Some(&s), None), server(&s, None, None));
+    let xx = run(client(&c, None, None), server(&s, None, None));
+    for (name, mut session) in [
+        ("IK client", ik.client.unwrap()),
+        ("IK server", ik.server.unwrap()),
+        ("XX server", xx.server.unwrap()),
+    ] {
+        let e = first_frame(&mut session, &mut reject()).unwrap_err();
+        assert_eq!(e.rejected(), None, "{name}: {e}");
+        assert!(e.is_fatal(), "{name}: {e}");
+    }
+    let e = first_frame(&mut xx.client.unwrap(), &mut reject()).unwrap_err();
+    assert_eq!(e.rejected(), Some(RejectReason::KeyNotAllowed), "{e}");
+}
