@@ -314,6 +314,35 @@ fn static_keys_must_match_the_pattern_each_on_its_own() {
 }
 
 #[test]
+fn a_message_cut_inside_the_static_key_is_short() {
+    // XX's second message: e (32), then the encrypted static key (32 + 16),
+    // then the payload's tag. Cut inside the key: short, never a panic;
+    // cut right after it, the payload's tag check refuses it the same way.
+    let state = |initiator, seed| {
+        let keys = StaticKeys {
+            local: Some(StaticKey::from_private([seed; 32])),
+            remote: None,
+        };
+        // XX uses the ephemeral key twice: not ring's single-use one.
+        let e = FixedEphemeral::new([seed + 10; 32]).boxed();
+        HandshakeState::with_static(Pattern::XX, initiator, b"", None, e, keys).unwrap()
+    };
+    for cut in [33, 32 + 47, 32 + 48] {
+        let (mut init, mut resp) = (state(true, 1), state(false, 2));
+        let (mut m1, mut m2, mut p) = (Vec::new(), Vec::new(), Vec::new());
+        init.write_message(b"", &mut m1).unwrap();
+        resp.read_message(&m1, &mut p).unwrap();
+        resp.write_message(b"", &mut m2).unwrap();
+        assert_eq!(m2.len(), 32 + 48 + 16);
+        assert_eq!(
+            init.read_message(&m2[..cut], &mut p),
+            Err(NoiseError::ShortMessage),
+            "cut at {cut}"
+        );
+    }
+}
+
+#[test]
 fn has_transmit_says_whether_poll_transmit_has_bytes() {
     let key = |seed| Some(StaticKey::from_private([seed; 32]));
     // XX: the responder's reply is due before it is complete.
