@@ -356,3 +356,87 @@ fn only_an_xx_client_reads_its_first_frame_as_a_rejection() {
     let e = first_frame(&mut xx.client.unwrap(), &mut reject()).unwrap_err();
     assert_eq!(e.rejected(), Some(RejectReason::KeyNotAllowed), "{e}");
 }
+
+#[test]
+fn the_third_xx_message_carries_no_payload() {
+    // A hand-written XX initiator (our Noise layer and the protocol
+    // document): its third message with a payload is malformed.
+    use common::{FixedEphemeral, handshake_frame, offer_bytes, prologue};
+    use weft_frame::{HEADER_LEN, preface::PREFACE};
+    use weft_transform::noise::{HandshakeState, Pattern, StaticKeys};
+    for (payload, accepted) in [(&b""[..], true), (&b"x"[..], false)] {
+        let mut resp = Handshake::new(Role::Responder, server(&key(2), None, None)).unwrap();
+        let keys = StaticKeys {
+            local: Some(key(1)),
+            remote: None,
+        };
+        let e = FixedEphemeral::new([5; 32]).boxed();
+        let mut noise =
+            HandshakeState::with_static(Pattern::XX, true, &prologue(), None, e, keys).unwrap();
+        let mut msg1 = vec![0x03];
+        noise
+            .write_message(&offer_bytes(2, false, 65_536, 100), &mut msg1)
+            .unwrap();
+        let mut wire = BytesMut::from(&PREFACE[..]);
+        wire.extend_from_slice(&handshake_frame(&msg1));
+        resp.handle_input(&mut wire).unwrap();
+        let mut reply = BytesMut::new();
+        resp.poll_transmit(&mut reply);
+        let msg2 = &reply[PREFACE.len() + HEADER_LEN..];
+        noise.read_message(&msg2[1..], &mut Vec::new()).unwrap();
+        let mut msg3 = vec![0x03];
+        noise.write_message(payload, &mut msg3).unwrap();
+        let mut wire = BytesMut::from(&handshake_frame(&msg3)[..]);
+        resp.handle_input(&mut wire).unwrap();
+        let mut out = BytesMut::new();
+        resp.poll_transmit(&mut out);
+        if accepted {
+            assert!(out.is_empty() && resp.into_session().is_ok());
+        } else {
+            // A rejection (`ff`, reason 06 malformed) goes out, then the error.
+            assert_eq!(out.get(HEADER_LEN..), Some(&[0xff, 0x06][..]));
+            let e = resp.into_session().unwrap_err();
+            assert!(e.is_protocol(), "{e}");
+            assert!(e.to_string().contains("third message payload"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_short_reply_to_a_pinned_client_is_malformed_not_an_unproven_key() {
+    // Only a reply that fails to authenticate leaves the pinned key
+    // unproven; one too short to hold a key share is just malformed.
+    let (c, s) = (key(1), key(2));
+    let o = common::run_pair_with(
+        Handshake::new(Role::Initiator, client(&c, Some(&s), None)).unwrap(),
+        Handshake::new(Role::Responder, server(&s, None, None)).unwrap(),
+        |to_server, bytes| {
+            if !to_server && bytes.len() > weft_frame::preface::PREFACE_LEN {
+                *bytes = BytesMut::from(&common::handshake_frame(&[0x05, 1, 2, 3])[..]);
+            }
+        },
+    );
+    let e = o.initiator.unwrap_err();
+    assert!(e.is_protocol() && !e.is_authentication(), "{e}");
+    assert_eq!(e.rejected_key(), None);
+}
+
+#[test]
+fn a_responder_ignores_a_pinned_server_key_in_its_config() {
+    // `server_key` is for initiators: one config shared by both roles works.
+    let (c, s) = (key(1), key(2));
+    let mut sc = server(&s, None, None);
+    sc.server_key = Some(c.public_key());
+    let r = run(client(&c, Some(&s), None), sc);
+    assert_eq!(r.kind, 0x05);
+    assert!(r.server.is_ok() && r.client.is_ok());
+}
+
+#[test]
+fn key_pairs_compare_by_public_key_and_export_their_private_bytes() {
+    let k = StaticKey::generate().unwrap();
+    assert_eq!(k, k.clone());
+    assert_ne!(key(1), key(2));
+    let again = StaticKey::from_private(*k.private_bytes());
+    assert_eq!(again.public_key(), k.public_key());
+}
