@@ -324,23 +324,28 @@ fn a_reply_that_does_not_open_leaves_the_pinned_key_unproven() {
     );
 }
 
+/// A frame of type `ty` on stream 0 without metadata, whose payload
+/// (`payload_len` bytes claimed) starts `ff 02` as a rejection's does.
+fn rejection_like(ty: weft_frame::FrameType, payload_len: u32) -> BytesMut {
+    let header = weft_frame::Header {
+        ty,
+        flags: weft_frame::Flags::NONE,
+        stream_id: 0,
+        metadata_len: 0,
+        payload_len,
+    };
+    let mut wire = BytesMut::from(&header.to_bytes()[..]);
+    wire.extend_from_slice(&[0xff, 0x02]);
+    wire.resize(weft_frame::HEADER_LEN + payload_len as usize, 0);
+    wire
+}
+
 #[test]
 fn only_an_xx_client_reads_its_first_frame_as_a_rejection() {
     // A rejection after the handshake exists only for XX's client (the
     // server checks its key after the last message). The same bytes
     // anywhere else are an unauthenticated record, never a rejection.
-    let reject = || {
-        let header = weft_frame::Header {
-            ty: weft_frame::FrameType::HANDSHAKE,
-            flags: weft_frame::Flags::NONE,
-            stream_id: 0,
-            metadata_len: 0,
-            payload_len: 2,
-        };
-        let mut wire = BytesMut::from(&header.to_bytes()[..]);
-        wire.extend_from_slice(&[0xff, 0x02]);
-        wire
-    };
+    let reject = || rejection_like(weft_frame::FrameType::HANDSHAKE, 2);
     let (c, s) = (key(1), key(2));
     let ik = run(client(&c, Some(&s), None), server(&s, None, None));
     let xx = run(client(&c, None, None), server(&s, None, None));
@@ -439,4 +444,32 @@ fn key_pairs_compare_by_public_key_and_export_their_private_bytes() {
     assert_ne!(key(1), key(2));
     let again = StaticKey::from_private(*k.private_bytes());
     assert_eq!(again.public_key(), k.public_key());
+}
+
+#[test]
+fn an_xx_client_takes_only_an_exact_rejection_frame_for_one() {
+    // `ff 02` behind a HANDSHAKE header of another length, or behind a
+    // stream-0 header of another type: records that fail, not rejections.
+    let (c, s) = (key(1), key(2));
+    for (name, mut wire) in [
+        (
+            "HANDSHAKE of 3 bytes",
+            rejection_like(weft_frame::FrameType::HANDSHAKE, 3),
+        ),
+        (
+            "PING of 2 bytes",
+            rejection_like(weft_frame::FrameType::PING, 2),
+        ),
+        (
+            "PING record",
+            rejection_like(weft_frame::FrameType::PING, 2 + 16),
+        ),
+    ] {
+        let mut a = run(client(&c, None, None), server(&s, None, None))
+            .client
+            .unwrap();
+        let e = first_frame(&mut a, &mut wire).unwrap_err();
+        assert_eq!(e.rejected(), None, "{name}: {e}");
+        assert!(e.is_fatal(), "{name}: {e}");
+    }
 }
