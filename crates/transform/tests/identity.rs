@@ -298,23 +298,32 @@ fn the_in_memory_driver_completes_the_three_message_xx() {
     }
 }
 
-#[test]
-fn a_reply_that_does_not_open_leaves_the_pinned_key_unproven() {
-    // IK: the reply is the server's proof that it holds the pinned key.
-    // One flipped bit in it (past the preface) and the client names the key.
+/// The error of an IK client (key 1, pinning key 2) whose server's reply
+/// (the bytes after its preface) went through `change`.
+fn ik_client_error(mut change: impl FnMut(&mut BytesMut)) -> HandshakeError {
     let (c, s) = (key(1), key(2));
     let o = common::run_pair_with(
         Handshake::new(Role::Initiator, client(&c, Some(&s), None)).unwrap(),
         Handshake::new(Role::Responder, server(&s, None, None)).unwrap(),
         |to_server, bytes| {
             if !to_server && bytes.len() > weft_frame::preface::PREFACE_LEN {
-                let last = bytes.len() - 1;
-                bytes[last] ^= 1;
+                change(bytes);
             }
         },
     );
-    let e = o.initiator.unwrap_err();
+    o.initiator.unwrap_err()
+}
+
+#[test]
+fn a_reply_that_does_not_open_leaves_the_pinned_key_unproven() {
+    // IK: the reply is the server's proof that it holds the pinned key.
+    // One flipped bit in it (past the preface) and the client names the key.
+    let e = ik_client_error(|reply| {
+        let last = reply.len() - 1;
+        reply[last] ^= 1;
+    });
     assert!(e.is_authentication() && e.peer_rejection().is_none(), "{e}");
+    let s = key(2);
     assert_eq!(e.rejected_key(), Some(s.public_key()));
     let hex = KeyHex(&s.public_key()).to_string();
     assert!(
@@ -411,17 +420,9 @@ fn the_third_xx_message_carries_no_payload() {
 fn a_short_reply_to_a_pinned_client_is_malformed_not_an_unproven_key() {
     // Only a reply that fails to authenticate leaves the pinned key
     // unproven; one too short to hold a key share is just malformed.
-    let (c, s) = (key(1), key(2));
-    let o = common::run_pair_with(
-        Handshake::new(Role::Initiator, client(&c, Some(&s), None)).unwrap(),
-        Handshake::new(Role::Responder, server(&s, None, None)).unwrap(),
-        |to_server, bytes| {
-            if !to_server && bytes.len() > weft_frame::preface::PREFACE_LEN {
-                *bytes = BytesMut::from(&common::handshake_frame(&[0x05, 1, 2, 3])[..]);
-            }
-        },
-    );
-    let e = o.initiator.unwrap_err();
+    let e = ik_client_error(|reply| {
+        *reply = BytesMut::from(&common::handshake_frame(&[0x05, 1, 2, 3])[..]);
+    });
     assert!(e.is_protocol() && !e.is_authentication(), "{e}");
     assert_eq!(e.rejected_key(), None);
 }
