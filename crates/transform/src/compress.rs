@@ -281,4 +281,14 @@ mod tests {
         assert_eq!(out.len(), big.len());
         assert!(d.out.capacity() <= RETAIN_MAX, "{}", d.out.capacity());
     }
+
+    #[test]
+    fn an_output_buffer_of_exactly_retain_max_is_kept() {
+        let mut d = Decompressor::new();
+        d.out = BytesMut::with_capacity(RETAIN_MAX);
+        // An empty stream leaves the whole buffer in place.
+        let empty = miniz_oxide::deflate::compress_to_vec(b"", LEVEL);
+        assert!(d.decompress(&empty, 1 << 20).unwrap().is_empty());
+        assert_eq!(d.out.capacity(), RETAIN_MAX);
+    }
 }

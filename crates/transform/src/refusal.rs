@@ -88,6 +88,21 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_header_carries_8_to_8_plus_max_text_bytes() {
+        let header = |payload_len| Header {
+            ty: FrameType::GOAWAY,
+            flags: Flags::NONE,
+            stream_id: 0,
+            metadata_len: 0,
+            payload_len,
+        };
+        let max = 8 + MAX_REFUSAL_TEXT as u32;
+        for (len, refusal) in [(7, false), (8, true), (max, true), (max + 1, false)] {
+            assert_eq!(is_refusal_header(&header(len)), refusal, "{len}");
+        }
+    }
+
+    #[test]
     fn an_initiator_recognises_a_refusal_after_or_without_a_preface() {
         use crate::{Handshake, HandshakeConfig, Role};
         for preface_sent in [false, true] {

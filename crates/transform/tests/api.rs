@@ -11,10 +11,12 @@ use bytes::{Bytes, BytesMut};
 use common::{FixedEphemeral, handshake_frame, json_payload, offer_bytes};
 use weft_frame::preface::PREFACE;
 use weft_frame::{Flags, Frame, FrameCodec, FrameType, Limits, Reason};
-use weft_transform::noise::{CipherState, HandshakeState, NoiseError, Pattern, RingEphemeral};
+use weft_transform::noise::{
+    CipherState, HandshakeState, NoiseError, Pattern, RingEphemeral, StaticKeys,
+};
 use weft_transform::{
-    EncryptionPolicy, Handshake, HandshakeConfig, Offer, Role, drive_pair, handshake_in_memory,
-    passthrough,
+    EncryptionPolicy, Handshake, HandshakeConfig, Offer, Role, StaticKey, drive_pair,
+    handshake_in_memory, passthrough,
 };
 
 fn responder_error(message: &[u8], config: HandshakeConfig) -> weft_transform::HandshakeError {
@@ -280,6 +282,102 @@ fn noise_misuse_is_an_error() {
         assert!(!e.to_string().is_empty());
     }
     assert!(format!("{:?}", RingEphemeral::generate().unwrap()).contains("RingEphemeral"));
+}
+
+#[test]
+fn static_keys_must_match_the_pattern_each_on_its_own() {
+    let e = || Box::new(RingEphemeral::generate().unwrap());
+    let ours = || Some(StaticKey::from_private([7; 32]));
+    let theirs = Some(StaticKey::from_private([8; 32]).public_key());
+    let with = |pattern, initiator, local, remote| {
+        let keys = StaticKeys { local, remote };
+        HandshakeState::with_static(pattern, initiator, b"", None, e(), keys).map(|_| ())
+    };
+    // Each of the two keys wrong while the other is right.
+    for (name, result) in [
+        ("XX without our key", with(Pattern::XX, true, None, None)),
+        (
+            "IK initiator without the server's",
+            with(Pattern::IK, true, ours(), None),
+        ),
+        ("NN with our key", with(Pattern::NN, true, ours(), None)),
+        (
+            "IK responder told a remote key",
+            with(Pattern::IK, false, ours(), theirs),
+        ),
+    ] {
+        assert_eq!(result, Err(NoiseError::StaticKeyMismatch), "{name}");
+    }
+    assert_eq!(with(Pattern::XX, true, ours(), None), Ok(()));
+    assert_eq!(with(Pattern::IK, true, ours(), theirs), Ok(()));
+    assert_eq!(with(Pattern::IK, false, ours(), None), Ok(()));
+}
+
+#[test]
+fn a_message_cut_inside_the_static_key_is_short() {
+    // XX's second message: e (32), then the encrypted static key (32 + 16),
+    // then the payload's tag. Cut inside the key: short, never a panic;
+    // cut right after it, the payload's tag check refuses it the same way.
+    let state = |initiator, seed| {
+        let keys = StaticKeys {
+            local: Some(StaticKey::from_private([seed; 32])),
+            remote: None,
+        };
+        // XX uses the ephemeral key twice: not ring's single-use one.
+        let e = FixedEphemeral::new([seed + 10; 32]).boxed();
+        HandshakeState::with_static(Pattern::XX, initiator, b"", None, e, keys).unwrap()
+    };
+    for cut in [33, 32 + 47, 32 + 48] {
+        let (mut init, mut resp) = (state(true, 1), state(false, 2));
+        let (mut m1, mut m2, mut p) = (Vec::new(), Vec::new(), Vec::new());
+        init.write_message(b"", &mut m1).unwrap();
+        resp.read_message(&m1, &mut p).unwrap();
+        resp.write_message(b"", &mut m2).unwrap();
+        assert_eq!(m2.len(), 32 + 48 + 16);
+        assert_eq!(
+            init.read_message(&m2[..cut], &mut p),
+            Err(NoiseError::ShortMessage),
+            "cut at {cut}"
+        );
+    }
+}
+
+#[test]
+fn has_transmit_says_whether_poll_transmit_has_bytes() {
+    let key = |seed| Some(StaticKey::from_private([seed; 32]));
+    // XX: the responder's reply is due before it is complete.
+    let config = |seed| HandshakeConfig {
+        identity: key(seed),
+        ..HandshakeConfig::default()
+    };
+    let mut a = Handshake::new(Role::Initiator, config(1)).unwrap();
+    let mut b = Handshake::new(Role::Responder, config(2)).unwrap();
+    let take = |hs: &mut Handshake| {
+        let had = hs.has_transmit();
+        let mut out = BytesMut::new();
+        hs.poll_transmit(&mut out);
+        assert_eq!(
+            had,
+            !out.is_empty(),
+            "has_transmit before {} bytes",
+            out.len()
+        );
+        assert!(!hs.has_transmit(), "nothing left after poll_transmit");
+        out
+    };
+    let (mut to_b, mut to_a) = (take(&mut a), take(&mut b));
+    assert!(!to_b.is_empty() && !to_a.is_empty(), "both prefaces");
+    b.handle_input(&mut to_b).unwrap();
+    assert!(b.has_transmit() && !b.is_complete(), "the reply is due");
+    to_a.extend_from_slice(&take(&mut b));
+    a.handle_input(&mut to_a).unwrap();
+    assert!(
+        a.is_complete() && a.has_transmit(),
+        "the third message is due"
+    );
+    let mut to_b = take(&mut a);
+    b.handle_input(&mut to_b).unwrap();
+    assert!(b.is_complete() && take(&mut b).is_empty());
 }
 
 #[test]

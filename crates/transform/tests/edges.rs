@@ -178,13 +178,15 @@ fn every_pipeline_counts_a_cut_frame_the_same() {
     }
 }
 
-/// `[is_authentication, is_record_limit, is_truncated, is_decompression_limit, is_fatal]`.
-fn predicates(e: &weft_transform::TransformError) -> [bool; 5] {
+/// `[is_authentication, is_record_limit, is_truncated, is_decompression_limit,
+/// is_key_update, is_fatal]` (a bad key update: tests/rekey.rs).
+fn predicates(e: &weft_transform::TransformError) -> [bool; 6] {
     [
         e.is_authentication(),
         e.is_record_limit(),
         e.is_truncated(),
         e.is_decompression_limit(),
+        e.is_key_update(),
         e.is_fatal(),
     ]
 }
@@ -199,7 +201,10 @@ fn each_error_predicate_holds_for_its_own_kind_only() {
     let last = wire.len() - 1;
     wire[last] ^= 1;
     let forged = b.inbound.decode(&mut wire).unwrap_err();
-    assert_eq!(predicates(&forged), [true, false, false, false, true]);
+    assert_eq!(
+        predicates(&forged),
+        [true, false, false, false, false, true]
+    );
     // (A record limit is out of reach here: keys are updated long before.)
     // A record cut short.
     let (mut a, mut b) = encrypted_pair();
@@ -207,12 +212,12 @@ fn each_error_predicate_holds_for_its_own_kind_only() {
     a.outbound.encode(&data, &mut wire).unwrap();
     wire.truncate(20);
     let cut = b.inbound.decode_eof(&mut wire).unwrap_err();
-    assert_eq!(predicates(&cut), [false, false, true, false, true]);
+    assert_eq!(predicates(&cut), [false, false, true, false, false, true]);
     // A bomb: per frame, not fatal.
     let (_, mut b) = deflate_pair();
     let bomb = plain_compressed(1, compress_to_vec(&vec![0u8; 60 * 1024], 1));
     let bomb = b.inbound.decode(&mut bomb.clone()).unwrap_err();
-    assert_eq!(predicates(&bomb), [false, false, false, true, false]);
+    assert_eq!(predicates(&bomb), [false, false, false, true, false, false]);
 }
 
 #[test]
@@ -221,4 +226,33 @@ fn a_transport_error_is_an_internal_error_on_the_wire() {
     assert_eq!(io.reason(), Reason::INTERNAL_ERROR);
     let size = weft_transform::TransformError::from(FrameError::PayloadTooLarge { len: 9, max: 8 });
     assert_eq!(size.reason(), Reason::FRAME_SIZE_ERROR);
+}
+
+#[test]
+fn a_per_frame_error_names_the_type_of_the_frame_that_failed() {
+    // A failed OPEN opens its id on the receiver (then it is reset), a
+    // failed DATA does not: the error says which it was.
+    let (_, mut b) = deflate_pair();
+    let bad = Bytes::from(vec![0xff; 40]);
+    for ty in [FrameType::OPEN, FrameType::DATA] {
+        let mut wire = BytesMut::new();
+        FrameCodec::default()
+            .encode_frame(
+                &Frame::new(ty, Flags::COMPRESSED, 5, bad.clone()),
+                &mut wire,
+            )
+            .unwrap();
+        let err = b.inbound.decode(&mut wire).unwrap_err();
+        assert!(!err.is_fatal(), "{err}");
+        assert_eq!((err.frame_type(), err.stream_id()), (Some(ty), Some(5)));
+    }
+    // A connection-level error belongs to no frame.
+    let (mut a, mut b) = encrypted_pair();
+    let mut wire = BytesMut::new();
+    let data = Frame::new(FrameType::DATA, Flags::NONE, 1, json_payload());
+    a.outbound.encode(&data, &mut wire).unwrap();
+    let last = wire.len() - 1;
+    wire[last] ^= 1;
+    let forged = b.inbound.decode(&mut wire).unwrap_err();
+    assert_eq!((forged.frame_type(), forged.stream_id()), (None, None));
 }

@@ -279,3 +279,198 @@ fn a_pin_needs_a_key_pair_and_debug_hides_private_keys() {
         "{text}"
     );
 }
+
+#[test]
+fn the_in_memory_driver_completes_the_three_message_xx() {
+    // XX's responder completes only on the third message, after the
+    // initiator: `handshake_in_memory` (and `drive_pair` under it) must
+    // not stop when just one side is done.
+    let (c, s) = (key(1), key(2));
+    for psk in [None, Some([9; 32])] {
+        let (a, b) = weft_transform::handshake_in_memory(
+            client(&c, None, psk),
+            server(&s, Some(&[&c]), psk),
+        )
+        .unwrap();
+        assert_eq!(a.negotiated.peer_key, Some(s.public_key()));
+        assert_eq!(b.negotiated.peer_key, Some(c.public_key()));
+        assert_eq!(a.negotiated.handshake_hash, b.negotiated.handshake_hash);
+    }
+}
+
+/// The error of an IK client (key 1, pinning key 2) whose server's reply
+/// (the bytes after its preface) went through `change`.
+fn ik_client_error(mut change: impl FnMut(&mut BytesMut)) -> HandshakeError {
+    let (c, s) = (key(1), key(2));
+    let o = common::run_pair_with(
+        Handshake::new(Role::Initiator, client(&c, Some(&s), None)).unwrap(),
+        Handshake::new(Role::Responder, server(&s, None, None)).unwrap(),
+        |to_server, bytes| {
+            if !to_server && bytes.len() > weft_frame::preface::PREFACE_LEN {
+                change(bytes);
+            }
+        },
+    );
+    o.initiator.unwrap_err()
+}
+
+#[test]
+fn a_reply_that_does_not_open_leaves_the_pinned_key_unproven() {
+    // IK: the reply is the server's proof that it holds the pinned key.
+    // One flipped bit in it (past the preface) and the client names the key.
+    let e = ik_client_error(|reply| {
+        let last = reply.len() - 1;
+        reply[last] ^= 1;
+    });
+    assert!(e.is_authentication() && e.peer_rejection().is_none(), "{e}");
+    let s = key(2);
+    assert_eq!(e.rejected_key(), Some(s.public_key()));
+    let hex = KeyHex(&s.public_key()).to_string();
+    assert!(
+        e.to_string()
+            .contains(&format!("did not prove it holds the pinned key {hex}")),
+        "{e}"
+    );
+}
+
+/// A frame of type `ty` on stream 0 without metadata, whose payload
+/// (`payload_len` bytes claimed) starts `ff 02` as a rejection's does.
+fn rejection_like(ty: weft_frame::FrameType, payload_len: u32) -> BytesMut {
+    let header = weft_frame::Header {
+        ty,
+        flags: weft_frame::Flags::NONE,
+        stream_id: 0,
+        metadata_len: 0,
+        payload_len,
+    };
+    let mut wire = BytesMut::from(&header.to_bytes()[..]);
+    wire.extend_from_slice(&[0xff, 0x02]);
+    wire.resize(weft_frame::HEADER_LEN + payload_len as usize, 0);
+    wire
+}
+
+#[test]
+fn only_an_xx_client_reads_its_first_frame_as_a_rejection() {
+    // A rejection after the handshake exists only for XX's client (the
+    // server checks its key after the last message). The same bytes
+    // anywhere else are an unauthenticated record, never a rejection.
+    let reject = || rejection_like(weft_frame::FrameType::HANDSHAKE, 2);
+    let (c, s) = (key(1), key(2));
+    let ik = run(client(&c, Some(&s), None), server(&s, None, None));
+    let xx = run(client(&c, None, None), server(&s, None, None));
+    for (name, mut session) in [
+        ("IK client", ik.client.unwrap()),
+        ("IK server", ik.server.unwrap()),
+        ("XX server", xx.server.unwrap()),
+    ] {
+        let e = first_frame(&mut session, &mut reject()).unwrap_err();
+        assert_eq!(e.rejected(), None, "{name}: {e}");
+        assert!(e.is_fatal(), "{name}: {e}");
+    }
+    let e = first_frame(&mut xx.client.unwrap(), &mut reject()).unwrap_err();
+    assert_eq!(e.rejected(), Some(RejectReason::KeyNotAllowed), "{e}");
+}
+
+#[test]
+fn the_third_xx_message_carries_no_payload() {
+    // A hand-written XX initiator (our Noise layer and the protocol
+    // document): its third message with a payload is malformed.
+    use common::{FixedEphemeral, handshake_frame, offer_bytes, prologue};
+    use weft_frame::{HEADER_LEN, preface::PREFACE};
+    use weft_transform::noise::{HandshakeState, Pattern, StaticKeys};
+    for (payload, accepted) in [(&b""[..], true), (&b"x"[..], false)] {
+        let mut resp = Handshake::new(Role::Responder, server(&key(2), None, None)).unwrap();
+        let keys = StaticKeys {
+            local: Some(key(1)),
+            remote: None,
+        };
+        let e = FixedEphemeral::new([5; 32]).boxed();
+        let mut noise =
+            HandshakeState::with_static(Pattern::XX, true, &prologue(), None, e, keys).unwrap();
+        let mut msg1 = vec![0x03];
+        noise
+            .write_message(&offer_bytes(2, false, 65_536, 100), &mut msg1)
+            .unwrap();
+        let mut wire = BytesMut::from(&PREFACE[..]);
+        wire.extend_from_slice(&handshake_frame(&msg1));
+        resp.handle_input(&mut wire).unwrap();
+        let mut reply = BytesMut::new();
+        resp.poll_transmit(&mut reply);
+        let msg2 = &reply[PREFACE.len() + HEADER_LEN..];
+        noise.read_message(&msg2[1..], &mut Vec::new()).unwrap();
+        let mut msg3 = vec![0x03];
+        noise.write_message(payload, &mut msg3).unwrap();
+        let mut wire = BytesMut::from(&handshake_frame(&msg3)[..]);
+        resp.handle_input(&mut wire).unwrap();
+        let mut out = BytesMut::new();
+        resp.poll_transmit(&mut out);
+        if accepted {
+            assert!(out.is_empty() && resp.into_session().is_ok());
+        } else {
+            // A rejection (`ff`, reason 06 malformed) goes out, then the error.
+            assert_eq!(out.get(HEADER_LEN..), Some(&[0xff, 0x06][..]));
+            let e = resp.into_session().unwrap_err();
+            assert!(e.is_protocol(), "{e}");
+            assert!(e.to_string().contains("third message payload"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_short_reply_to_a_pinned_client_is_malformed_not_an_unproven_key() {
+    // Only a reply that fails to authenticate leaves the pinned key
+    // unproven; one too short to hold a key share is just malformed.
+    let e = ik_client_error(|reply| {
+        *reply = BytesMut::from(&common::handshake_frame(&[0x05, 1, 2, 3])[..]);
+    });
+    assert!(e.is_protocol() && !e.is_authentication(), "{e}");
+    assert_eq!(e.rejected_key(), None);
+}
+
+#[test]
+fn a_responder_ignores_a_pinned_server_key_in_its_config() {
+    // `server_key` is for initiators: one config shared by both roles works.
+    let (c, s) = (key(1), key(2));
+    let mut sc = server(&s, None, None);
+    sc.server_key = Some(c.public_key());
+    let r = run(client(&c, Some(&s), None), sc);
+    assert_eq!(r.kind, 0x05);
+    assert!(r.server.is_ok() && r.client.is_ok());
+}
+
+#[test]
+fn key_pairs_compare_by_public_key_and_export_their_private_bytes() {
+    let k = StaticKey::generate().unwrap();
+    assert_eq!(k, k.clone());
+    assert_ne!(key(1), key(2));
+    let again = StaticKey::from_private(*k.private_bytes());
+    assert_eq!(again.public_key(), k.public_key());
+}
+
+#[test]
+fn an_xx_client_takes_only_an_exact_rejection_frame_for_one() {
+    // `ff 02` behind a HANDSHAKE header of another length, or behind a
+    // stream-0 header of another type: records that fail, not rejections.
+    let (c, s) = (key(1), key(2));
+    for (name, mut wire) in [
+        (
+            "HANDSHAKE of 3 bytes",
+            rejection_like(weft_frame::FrameType::HANDSHAKE, 3),
+        ),
+        (
+            "PING of 2 bytes",
+            rejection_like(weft_frame::FrameType::PING, 2),
+        ),
+        (
+            "PING record",
+            rejection_like(weft_frame::FrameType::PING, 2 + 16),
+        ),
+    ] {
+        let mut a = run(client(&c, None, None), server(&s, None, None))
+            .client
+            .unwrap();
+        let e = first_frame(&mut a, &mut wire).unwrap_err();
+        assert_eq!(e.rejected(), None, "{name}: {e}");
+        assert!(e.is_fatal(), "{name}: {e}");
+    }
+}
