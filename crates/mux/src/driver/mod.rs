@@ -45,6 +45,8 @@
 mod combine;
 mod events;
 #[cfg(all(test, feature = "loom"))]
+mod loom_opens;
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests;
 mod opens;
 mod ops;
