@@ -11,10 +11,11 @@
 //!   deadline (2 ms: must end `DEADLINE_EXCEEDED`; 2 s: must succeed), and
 //!   drops one call in eight after 0 to 2 ms (a cancellation). Messages are
 //!   up to 20,000 bytes.
-//! - The server takes as many streams per connection as it has tasks, so
-//!   a stream is refused (`REFUSED_STREAM`) when a cancelled call's stream
-//!   still holds its slot; a refused call is retried under the same call
-//!   id. Every handler records the call it runs, and a call run twice (a
+//! - The server takes one stream per connection fewer than it has tasks,
+//!   so opens wait for a slot under its cap (`Connection::open` queues,
+//!   first come, first served), and a stream is refused (`REFUSED_STREAM`)
+//!   when a cancelled call's stream still holds its slot; a refused call is
+//!   retried under the same call id. Every handler records the call it runs, and a call run twice (a
 //!   refused stream that was processed after all) fails the run.
 //! - Lost or duplicated messages: every message names its task, call and
 //!   index and carries filler derived from them, checked byte for byte on
@@ -78,13 +79,12 @@ impl Options {
         }
     }
 
-    /// Streams the server takes per connection: one per task, so a stream
-    /// is refused only while a cancelled call's stream still holds a slot.
-    /// (A lower cap refuses many streams, and a client-streaming call keeps
-    /// sending after its refused OPEN: the server counts those frames as a
-    /// late-frame flood and, rightly, closes the connection.)
+    /// Streams the server takes per connection: one fewer than the tasks,
+    /// so callers wait for slots (the case that once lost connections: a
+    /// refused client-streaming call's in-flight data was charged as a
+    /// late-frame flood), and refusals still come after cancellations.
     fn server_streams(&self) -> usize {
-        self.tasks
+        self.tasks.saturating_sub(1).max(1)
     }
 }
 
