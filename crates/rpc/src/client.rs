@@ -117,6 +117,21 @@ impl Client {
         self.shared.max_message
     }
 
+    /// A call's observers (span and meter, with this client's peer) and
+    /// its options with the `traceparent` to send.
+    fn observed<'a>(
+        &self,
+        method: &str,
+        opts: &'a CallOptions,
+    ) -> (observe::ClientCall, std::borrow::Cow<'a, CallOptions>) {
+        observe::client_call(
+            &self.shared.meters,
+            self.shared.peer.as_deref(),
+            method,
+            opts,
+        )
+    }
+
     /// The `OPEN` metadata of a call with no deadline or custom entries
     /// (but its codec's name, if typed), cached under the name as the
     /// caller spelled it (so a hit skips canonicalisation too).
@@ -220,12 +235,7 @@ impl Client {
     where
         F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
     {
-        let (obs, opts) = observe::client_call(
-            &self.shared.meters,
-            self.shared.peer.as_deref(),
-            method,
-            opts,
-        );
+        let (obs, opts) = self.observed(method, opts);
         let framed = codec::frame(request, self.max());
         let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, None));
         if let Ok(p) = &prepared {
@@ -262,12 +272,7 @@ impl Client {
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let (obs, opts) = observe::client_call(
-            &self.shared.meters,
-            self.shared.peer.as_deref(),
-            method,
-            opts,
-        );
+        let (obs, opts) = self.observed(method, opts);
         let body = crate::message::to_json(request, self.max());
         let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), &opts, None));
         if let Ok(p) = &prepared {
@@ -327,12 +332,7 @@ impl Client {
         C: Codec<Req>,
         F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
     {
-        let (obs, opts) = observe::client_call(
-            &self.shared.meters,
-            self.shared.peer.as_deref(),
-            method,
-            opts,
-        );
+        let (obs, opts) = self.observed(method, opts);
         let framed = C::encode(request, self.max());
         let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, Some(C::NAME)));
         if let Ok(p) = &prepared {
@@ -512,12 +512,7 @@ impl Client {
         opts: &CallOptions,
         codec: Option<&str>,
     ) -> Result<Call, Status> {
-        let (mut obs, opts) = observe::client_call(
-            &self.shared.meters,
-            self.shared.peer.as_deref(),
-            method,
-            opts,
-        );
+        let (mut obs, opts) = self.observed(method, opts);
         let opened = async {
             let (meta, deadline) = self.prepare(method, &opts, codec)?;
             Ok((
