@@ -367,14 +367,14 @@ impl CallMeter {
     /// The call ended with `code`: it is no longer in flight (later calls
     /// are ignored).
     pub(crate) fn finish(&mut self, code: Code) {
-        if !matches!(self.0, Metered::Running { .. }) {
+        // An unmetered call becomes `Finished` too: the two record nothing.
+        let Metered::Running { m, start } = std::mem::replace(&mut self.0, Metered::Finished)
+        else {
             return;
-        }
-        if let Metered::Running { m, start } = std::mem::replace(&mut self.0, Metered::Finished) {
-            m.handled(code).increment(1);
-            m.duration.record(start.elapsed().as_secs_f64());
-            m.in_flight.decrement(1.0);
-        }
+        };
+        m.handled(code).increment(1);
+        m.duration.record(start.elapsed().as_secs_f64());
+        m.in_flight.decrement(1.0);
     }
 }
 
