@@ -507,16 +507,15 @@ impl Session {
         }
         let was_idle = self.timers.idle_since.is_some();
         let sid = frame.stream_id;
-        let carries_data = progress::carries_data(&frame);
+        // Read before `dispatch` takes the frame; only if a deadline watches.
+        let progress = self.limits.progress_timeout.is_some()
+            && sid != CONNECTION_ID
+            && progress::carries_data(&frame);
         if let Err(cause) = self.dispatch(frame, &mut now, reader) {
             tracing::debug!(%cause, "closing connection");
             self.fail(cause, true);
         }
-        if self.limits.progress_timeout.is_some()
-            && sid != CONNECTION_ID
-            && let Some(s) = self.streams.get_mut(&sid)
-            && carries_data
-        {
+        if progress && let Some(s) = self.streams.get_mut(&sid) {
             s.progress.bump();
         }
         if self.streams.is_empty() && (!was_idle || self.timers.idle_since.is_none()) {
