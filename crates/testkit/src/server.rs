@@ -64,9 +64,6 @@ pub struct ServerOptions {
     pub handler_delay: Duration,
     /// The handshake settings clients (the bystander, raw peers) use.
     pub client: HandshakeConfig,
-    /// Keep every stream's [`Outcome`] (default); a long soak turns it
-    /// off and reads only [`EchoServer::handled`].
-    pub keep_outcomes: bool,
 }
 
 impl ServerOptions {
@@ -99,7 +96,6 @@ impl Default for ServerOptions {
             handlers: 64,
             handler_delay: Duration::ZERO,
             client: HandshakeConfig::default(),
-            keep_outcomes: true,
         }
     }
 }
@@ -112,7 +108,6 @@ struct State {
     handlers_now: AtomicUsize,
     peak: Mutex<Peak>,
     outcomes: Mutex<Vec<Outcome>>,
-    keep_outcomes: AtomicBool,
     ended_ok: AtomicU64,
     ended_err: AtomicU64,
     connection_window: AtomicU64,
@@ -175,9 +170,6 @@ impl EchoServer {
         state
             .connection_window
             .store(connection_window(&options.config), Ordering::Relaxed);
-        state
-            .keep_outcomes
-            .store(options.keep_outcomes, Ordering::Relaxed);
         let slots = Arc::new(Semaphore::new(options.handlers));
         let client = options.client.clone();
         let st = state.clone();
@@ -217,9 +209,7 @@ impl EchoServer {
                                         &st.ended_err
                                     };
                                     counter.fetch_add(1, Ordering::Relaxed);
-                                    if st.keep_outcomes.load(Ordering::Relaxed) {
-                                        st.outcomes.lock().unwrap().push(outcome);
-                                    }
+                                    st.outcomes.lock().unwrap().push(outcome);
                                     st.handlers_now.fetch_sub(1, Ordering::Relaxed);
                                     st.settle(n, |e| e.0 -= 1);
                                     drop(permit);
