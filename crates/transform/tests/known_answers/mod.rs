@@ -79,18 +79,18 @@ pub fn noise_fields(v: &Value, messages: Option<usize>) -> Fields {
 
 /// A weft v1 entry of weft-v1-handshake.json as flat fields.
 pub fn weft_fields(v: &Value) -> Fields {
-    let mut f = Fields::new();
-    f.insert("kind".into(), "weft-v1".into());
-    f.insert("name".into(), v["name"].as_str().unwrap().into());
-    for key in [
-        "initiator_ephemeral",
-        "responder_ephemeral",
-        "initiator_bytes",
-        "responder_bytes",
-        "handshake_hash",
-    ] {
-        f.insert(key.into(), v[key].as_str().unwrap().into());
-    }
+    let mut f = strings(
+        "weft-v1",
+        v,
+        &[
+            "name",
+            "initiator_ephemeral",
+            "responder_ephemeral",
+            "initiator_bytes",
+            "responder_bytes",
+            "handshake_hash",
+        ],
+    );
     if let Some(psk) = v["psk"].as_str() {
         f.insert("psk".into(), psk.into());
     }
@@ -105,19 +105,28 @@ pub fn weft_fields(v: &Value) -> Fields {
 /// `weft-v1-identity`, `name`, `pattern` (`XX` or `IK`), the four private
 /// keys, both sides' streams and the handshake hash.
 pub fn identity_fields(v: &Value) -> Fields {
+    strings(
+        "weft-v1-identity",
+        v,
+        &[
+            "name",
+            "pattern",
+            "initiator_static",
+            "responder_static",
+            "initiator_ephemeral",
+            "responder_ephemeral",
+            "initiator_bytes",
+            "responder_bytes",
+            "handshake_hash",
+        ],
+    )
+}
+
+/// Fields `kind` and each of `keys`, a string of `v`'s.
+fn strings(kind: &str, v: &Value, keys: &[&str]) -> Fields {
     let mut f = Fields::new();
-    f.insert("kind".into(), "weft-v1-identity".into());
-    for key in [
-        "name",
-        "pattern",
-        "initiator_static",
-        "responder_static",
-        "initiator_ephemeral",
-        "responder_ephemeral",
-        "initiator_bytes",
-        "responder_bytes",
-        "handshake_hash",
-    ] {
+    f.insert("kind".into(), kind.into());
+    for &key in keys {
         f.insert(key.into(), v[key].as_str().unwrap().into());
     }
     f
