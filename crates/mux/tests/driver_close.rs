@@ -172,3 +172,46 @@ async fn tasks_waiting_on_their_streams_are_woken_when_the_peer_shuts_down() {
     }
     drop(held);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_write_failing_after_the_peers_goaway_reports_the_goaway() {
+    // The peer says why it goes (`GOAWAY(ENHANCE_YOUR_CALM)`) and resets
+    // the connection. Our next write fails before any task has read that
+    // `GOAWAY`: the close must still be the peer's, with its reason, not
+    // our "write failed" with no reason given.
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let io = TestIo::new(a);
+    let reset = io.reset_writes();
+    let mux = tokio::spawn(weft_mux::connect(
+        io,
+        weft_mux::Role::Client,
+        Config::default(),
+    ));
+    let mut peer = weft_testkit::RawPeer::facing(b, weft_mux::Role::Client).await;
+    let (client, _incoming) = mux.await.unwrap().unwrap();
+    let mut s = client
+        .open(Metadata::new(), Bytes::from_static(b"first"), false)
+        .await
+        .unwrap();
+    let opened = peer.recv().await.frame().expect("the OPEN");
+    assert_eq!(opened.stream_id, s.id());
+    peer.send(&weft_frame::Frame::goaway(
+        s.id(),
+        Reason::ENHANCE_YOUR_CALM,
+        b"late frame flood",
+    ))
+    .await
+    .unwrap();
+    reset.store(true, Ordering::SeqCst);
+    // Alone on the connection, the send writes inline, now.
+    let sent = s.send(Bytes::from_static(b"more"), false).await;
+    tokio::time::timeout(Duration::from_secs(5), client.closed())
+        .await
+        .expect("a failed write closes the connection");
+    let cause = client.close_cause().unwrap();
+    assert_eq!(
+        (cause.origin, cause.reason),
+        (weft_mux::Origin::Peer, Reason::ENHANCE_YOUR_CALM),
+        "{cause} (send: {sent:?})"
+    );
+}

@@ -97,3 +97,45 @@ fn a_transport_close_or_reset_is_not_reported_as_a_peer_reason() {
         );
     }
 }
+
+/// A peer that sends `GOAWAY` with an error and then closes (or resets)
+/// its transport did give a reason: the close is reported as the peer's,
+/// with that reason, not as "no GOAWAY". An error reason stands against a
+/// later `GOAWAY(NO_ERROR)`.
+#[test]
+fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
+    for end in ["eof", "reset", "write failed"] {
+        let mut p = Scripted::new(Role::Client, Config::default());
+        let id =
+            p.s.open(Metadata::new(), Bytes::from_static(b"q"), false, p.now)
+                .unwrap();
+        // The peer processed our stream and is draining it.
+        p.feed(Frame::goaway(
+            id,
+            Reason::ENHANCE_YOUR_CALM,
+            b"late frame flood",
+        ));
+        p.feed(Frame::goaway(id, Reason::NO_ERROR, b""));
+        assert!(!p.s.is_closed(), "a GOAWAY drains the open stream first");
+        match end {
+            "eof" => p.s.handle_peer_eof(p.now),
+            "reset" => p.s.handle_transport_closed(CloseCause {
+                reason: Reason::INTERNAL_ERROR,
+                origin: weft_mux::Origin::Peer,
+                detail: "transport read failed",
+            }),
+            _ => p.s.handle_transport_closed(CloseCause {
+                reason: Reason::INTERNAL_ERROR,
+                origin: weft_mux::Origin::Local,
+                detail: "write failed",
+            }),
+        }
+        let cause = p.s.close_cause().unwrap();
+        assert_eq!(
+            (cause.origin, cause.reason),
+            (weft_mux::Origin::Peer, Reason::ENHANCE_YOUR_CALM),
+            "{end}: {cause}"
+        );
+        assert!(!cause.to_string().contains("no GOAWAY"), "{end}: {cause}");
+    }
+}

@@ -81,10 +81,15 @@ impl Inner {
             return true;
         };
         tracing::debug!(error = %e, "write failed");
-        self.session
-            .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
         self.writer.buf.clear();
         self.writer.shut = true;
+        // A peer that closed on us (a reset is what fails the write) may
+        // have said why first: its `GOAWAY` can still be unread in our
+        // receive buffer, and reading it makes the close the peer's, with
+        // its reason, rather than "write failed".
+        self.read_frames();
+        self.session
+            .handle_transport_closed(CloseCause::local(Reason::INTERNAL_ERROR, "write failed"));
         false
     }
 

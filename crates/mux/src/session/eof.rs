@@ -26,7 +26,9 @@ impl Session {
         if self.is_closed() {
             return;
         }
-        let cause = CloseCause::peer(Reason::NO_ERROR, "transport closed by peer").into_transport();
+        let cause = self.peer_ended(
+            CloseCause::peer(Reason::NO_ERROR, "transport closed by peer").into_transport(),
+        );
         let owed = self
             .streams
             .values()

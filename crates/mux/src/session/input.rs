@@ -384,12 +384,21 @@ impl Session {
     }
 
     pub(super) fn on_goaway(&mut self, frame: &Frame) -> Result<(), Fatal> {
-        let (last, reason, _debug) = frame
+        let (last, reason, text) = frame
             .parse_goaway()
             .map_err(|_| protocol("bad GOAWAY payload"))?;
-        let last = self.goaway.received.map_or(last, |prev| prev.min(last));
-        let first = self.goaway.received.is_none();
-        self.goaway.received = Some(last);
+        let prev = self.goaway.received;
+        let g = PeerGoAway {
+            last: prev.map_or(last, |p| p.last.min(last)),
+            // An error reason stands even if a later GOAWAY says NO_ERROR.
+            reason: match prev {
+                Some(p) if reason == Reason::NO_ERROR => p.reason,
+                _ => reason,
+            },
+        };
+        self.goaway.received = Some(g);
+        let last = g.last;
+        let first = prev.is_none();
         if first {
             self.events.push_back(Event::GoingAway);
         }
@@ -405,7 +414,7 @@ impl Session {
             self.try_remove(id);
         }
         // Logged whatever the reason: a test of it would only pick log lines.
-        tracing::debug!(%reason, last, "peer sent GOAWAY");
+        tracing::debug!(%reason, last, text = %String::from_utf8_lossy(&text), "peer sent GOAWAY");
         self.maybe_finish_drain();
         Ok(())
     }

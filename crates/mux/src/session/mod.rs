@@ -201,9 +201,19 @@ struct PeerSettings {
 #[derive(Debug)]
 struct GoAway {
     sent: bool,
-    /// The lowest last-processed id of the peer's `GOAWAY`s.
-    received: Option<u32>,
+    /// The peer's `GOAWAY`s, once one came.
+    received: Option<PeerGoAway>,
     drain_deadline: Option<Instant>,
+}
+
+/// What the peer's `GOAWAY`s said.
+#[derive(Debug, Clone, Copy)]
+struct PeerGoAway {
+    /// The lowest last-processed id among them.
+    last: u32,
+    /// The reason of the latest one that gave an error (`NO_ERROR` if none
+    /// did): why the connection ends when the peer then closes it.
+    reason: Reason,
 }
 
 /// The clocks behind the idle, keepalive and progress deadlines.
@@ -426,9 +436,9 @@ impl Session {
 
     /// The transport failed or ended: close without sending anything.
     pub fn handle_transport_closed(&mut self, cause: CloseCause) {
-        // No GOAWAY came: whatever reason the caller passes is ours to
+        // Without a GOAWAY, whatever reason the caller passes is ours to
         // report, never the peer's.
-        self.fail(cause.into_transport(), false);
+        self.fail(self.peer_ended(cause.into_transport()), false);
     }
 
     // ----- timers ---------------------------------------------------------
@@ -686,10 +696,23 @@ impl Session {
         self.events.push_back(Event::GoingAway);
     }
 
+    /// Why the connection ends when its transport does: after a `GOAWAY`
+    /// from the peer, that `GOAWAY` gave the reason (a peer that sends
+    /// `GOAWAY(ENHANCE_YOUR_CALM)` and closes is not "no reason given"),
+    /// otherwise `fallback`.
+    pub(super) fn peer_ended(&self, fallback: CloseCause) -> CloseCause {
+        match self.goaway.received {
+            Some(g) => CloseCause::peer(g.reason, "the peer sent GOAWAY and closed"),
+            None => fallback,
+        }
+    }
+
     /// After a `GOAWAY` either way, close once no stream is left.
     fn maybe_finish_drain(&mut self) {
         if self.is_going_away() && self.streams.is_empty() && !self.is_closed() {
             let cause = match self.goaway.received {
+                // Every stream finished: a graceful end, whatever reason
+                // the peer gave for going away.
                 Some(_) if !self.goaway.sent => {
                     CloseCause::peer(Reason::NO_ERROR, "peer went away")
                 }

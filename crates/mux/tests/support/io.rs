@@ -1,7 +1,7 @@
 //! A `tokio::io::duplex` end with hooks for driver tests: it can trickle
 //! reads (a few bytes at a time), counts the writes that moved bytes,
-//! records which task ran each read that returned bytes, and records when
-//! it is dropped.
+//! records which task ran each read that returned bytes, records when
+//! it is dropped, and can fail every write from a moment on (a reset).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,6 +21,7 @@ pub struct TestIo {
     writes: Arc<AtomicUsize>,
     read_tasks: ReadTasks,
     dropped: Arc<AtomicBool>,
+    reset_writes: Arc<AtomicBool>,
 }
 
 impl TestIo {
@@ -31,6 +32,7 @@ impl TestIo {
             writes: Arc::default(),
             read_tasks: Arc::default(),
             dropped: Arc::default(),
+            reset_writes: Arc::default(),
         }
     }
 
@@ -48,6 +50,12 @@ impl TestIo {
     /// The task of every read that returned bytes.
     pub fn read_tasks(&self) -> ReadTasks {
         self.read_tasks.clone()
+    }
+
+    /// Once set, every write fails with `ConnectionReset` (what a write
+    /// gets after the peer's TCP reset).
+    pub fn reset_writes(&self) -> Arc<AtomicBool> {
+        self.reset_writes.clone()
     }
 
     /// Set once the transport is dropped.
@@ -93,6 +101,9 @@ impl AsyncWrite for TestIo {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        if self.reset_writes.load(Ordering::SeqCst) {
+            return Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()));
+        }
         let r = Pin::new(&mut self.inner).poll_write(cx, data);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.writes.fetch_add(1, Ordering::Relaxed);
