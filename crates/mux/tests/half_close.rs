@@ -154,19 +154,47 @@ async fn after_a_graceful_close_a_peer_still_sending_reads_the_goaway_not_a_rese
     // its writes fail and its unread `GOAWAY` can be lost with them (the
     // channel's "write failed (no GOAWAY)" calls). The server reads on
     // until the peer's end of file instead (lingering close).
+    peer_still_sending_reads_the_goaway(Close::Graceful, Reason::NO_ERROR).await;
+}
+
+#[tokio::test]
+async fn after_an_error_close_a_peer_still_sending_reads_the_goaway_not_a_reset() {
+    // The same after a connection error: the peer that broke the rule (or
+    // hit a budget) learns which, instead of "connection reset".
+    peer_still_sending_reads_the_goaway(Close::PeerError, Reason::PROTOCOL_ERROR).await;
+}
+
+/// How the server's side of the connection ends.
+enum Close {
+    /// It shuts down (no drain).
+    Graceful,
+    /// The peer opens a stream with a server's (even) id.
+    PeerError,
+}
+
+/// The server closes as `close` says while the raw peer keeps sending
+/// pings; the peer must read the server's `GOAWAY(reason)` and a clean end
+/// of file, its writes all succeeding.
+async fn peer_still_sending_reads_the_goaway(close: Close, reason: Reason) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (go, gone) = tokio::sync::oneshot::channel::<()>();
+    let graceful = matches!(close, Close::Graceful);
     let server = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
         let (conn, _incoming) = connect(tcp, Role::Server, Config::default()).await.unwrap();
         gone.await.unwrap();
-        conn.shutdown(Duration::ZERO).await;
+        if graceful {
+            conn.shutdown(Duration::ZERO).await;
+        }
         conn.closed().await;
         conn.close_cause().unwrap()
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
     let mut peer = RawPeer::facing(tcp, Role::Server).await;
+    if let Close::PeerError = close {
+        peer.send(&open(2, b"", false)).await.unwrap();
+    }
     go.send(()).unwrap();
     // Wait until the server's last frames are here (it shuts its write
     // side and, without lingering, drops the socket in the same poll).
@@ -183,13 +211,13 @@ async fn after_a_graceful_close_a_peer_still_sending_reads_the_goaway_not_a_rese
     }
     let (frames, end) = peer.rest().await;
     assert!(writes.iter().all(Result::is_ok), "{writes:?}");
-    assert_eq!(goaway_reason(&frames), Some(Reason::NO_ERROR), "{frames:?}");
+    assert_eq!(goaway_reason(&frames), Some(reason), "{frames:?}");
     assert_eq!(end, weft_testkit::PeerRead::Eof, "{frames:?}");
     peer.shutdown_write().await.unwrap();
     let cause = server.await.unwrap();
     assert_eq!(
         (cause.reason, cause.origin),
-        (Reason::NO_ERROR, Origin::Local),
+        (reason, Origin::Local),
         "{cause}"
     );
 }

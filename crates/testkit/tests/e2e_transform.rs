@@ -310,6 +310,7 @@ async fn item_16_replayed_session_yields_no_keys_and_runs_no_call() {
         replay.write_all(&recorded).await.unwrap();
         let mut sink = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(5), replay.read_to_end(&mut sink)).await;
+        drop(replay); // gone: the server's lingering close ends
         // Whatever the replay's connection could run has run.
         if server.connections().len() > 1 {
             server.settled(2).await;

@@ -191,16 +191,20 @@ impl Inner {
     }
 
     /// Whether the close should wait for the peer's end of file: after a
-    /// graceful close of ours (our `GOAWAY(NO_ERROR)` and FIN are out) a
-    /// peer that is still sending would otherwise get a TCP reset, which
-    /// discards the replies and the `GOAWAY` still unread in its receive
-    /// buffer (its calls then fail as "write failed" instead of learning
-    /// which were processed). Lingering close, as nginx and Apache do it.
+    /// close of ours (our `GOAWAY` and FIN are out, whether the close was
+    /// graceful or an error) a peer that is still sending would otherwise
+    /// get a TCP reset, which discards the replies and the `GOAWAY` still
+    /// unread in its receive buffer (its calls then fail as "write failed"
+    /// instead of learning which were processed, or why the connection
+    /// ended). Lingering close, as nginx and Apache do it. Not after our
+    /// write failed: nothing of ours is left to read.
     pub(super) fn lingers(&self) -> bool {
         !self.reader.eof
-            && self.session.close_cause().is_some_and(|c| {
-                c.origin == crate::error::Origin::Local && c.reason == Reason::NO_ERROR
-            })
+            && !self.writer.shut
+            && self
+                .session
+                .close_cause()
+                .is_some_and(|c| c.origin == crate::error::Origin::Local)
     }
 
     /// Reads and drops what the peer still sends, until its end of file
