@@ -104,18 +104,20 @@ fn a_transport_close_or_reset_is_not_reported_as_a_peer_reason() {
 /// later `GOAWAY(NO_ERROR)`.
 #[test]
 fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
-    for end in ["eof", "reset", "write failed"] {
+    let calm = Reason::ENHANCE_YOUR_CALM;
+    let orders = [[calm, Reason::NO_ERROR], [Reason::NO_ERROR, calm]];
+    for (end, order) in ["eof", "reset", "write failed"]
+        .into_iter()
+        .flat_map(|end| orders.map(|o| (end, o)))
+    {
         let mut p = Scripted::new(Role::Client, Config::default());
         let id =
             p.s.open(Metadata::new(), Bytes::from_static(b"q"), false, p.now)
                 .unwrap();
         // The peer processed our stream and is draining it.
-        p.feed(Frame::goaway(
-            id,
-            Reason::ENHANCE_YOUR_CALM,
-            b"late frame flood",
-        ));
-        p.feed(Frame::goaway(id, Reason::NO_ERROR, b""));
+        for reason in order {
+            p.feed(Frame::goaway(id, reason, b"late frame flood"));
+        }
         assert!(!p.s.is_closed(), "a GOAWAY drains the open stream first");
         match end {
             "eof" => p.s.handle_peer_eof(p.now),
@@ -133,8 +135,8 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
         let cause = p.s.close_cause().unwrap();
         assert_eq!(
             (cause.origin, cause.reason),
-            (weft_mux::Origin::Peer, Reason::ENHANCE_YOUR_CALM),
-            "{end}: {cause}"
+            (weft_mux::Origin::Peer, calm),
+            "{end} after {order:?}: {cause}"
         );
         assert!(!cause.to_string().contains("no GOAWAY"), "{end}: {cause}");
     }
