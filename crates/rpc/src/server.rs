@@ -16,7 +16,7 @@
 //! `INVALID_ARGUMENT` here; a routed call runs in [`crate::call`], which
 //! gives it exactly one final status.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::Poll;
@@ -144,15 +144,22 @@ impl Server {
     /// completes at once costs no spawn; one that computes for long before
     /// its first `.await` holds up the next call on this connection for
     /// that long (use `tokio::task::spawn_blocking` for heavy work).
-    pub async fn serve_connection(&self, incoming: Incoming, peer: PeerInfo) {
+    ///
+    /// The future lives as long as the connection, so it is kept small
+    /// (issue 19): `peer` is moved behind its `Arc` and the span made
+    /// before it is built, not held inline at every layer of it.
+    pub fn serve_connection(
+        &self,
+        incoming: Incoming,
+        peer: PeerInfo,
+    ) -> impl Future<Output = ()> + Send + '_ {
         let span = observe::connection_span(&peer);
-        tracing::Instrument::instrument(self.serve_streams(incoming, peer), span).await;
+        tracing::Instrument::instrument(self.serve_streams(incoming, Arc::new(peer)), span)
     }
 
-    async fn serve_streams(&self, mut incoming: Incoming, peer: PeerInfo) {
+    async fn serve_streams(&self, mut incoming: Incoming, peer: Arc<PeerInfo>) {
         let mut meters = Meters::new(self.metrics);
         let _open = matches!(meters, Meters::On(_)).then(ConnectionMeter::open);
-        let peer = Arc::new(peer);
         let calls = Arc::new(Calls::default());
         while let Some(stream) = incoming.accept().await {
             // The call's first poll runs here; only a pending call is spawned.

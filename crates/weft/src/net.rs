@@ -9,12 +9,15 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use weft_mux::{Connection, Reason, Role};
+use weft_mux::{Connection, Incoming, Reason, Role};
 use weft_rpc::{Client, PeerInfo, Server};
 
-use crate::admission::{Admission, Refusal, Ticket, Tracked, preface_sent, refuse};
+mod conn;
+
+use crate::admission::{Admission, Refusal, refuse};
 use crate::counters::{self, Side};
 use crate::{Config, Error};
+use conn::{ConnTask, PerServer, serve_accepted};
 
 /// Where to connect or listen: `host:port` (TCP) or `unix:/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,12 +124,26 @@ pub async fn accept_io<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (conn, incoming) = weft_mux::connect(io, Role::Server, config.mux_config()).await?;
-    let n = conn.negotiated();
-    let peer = PeerInfo::new(peer_addr, n.encrypted, n.compressed).with_public_key(n.peer_key);
+    let (conn, incoming, peer) = server_handshake(io, config, peer_addr).await?;
     let server = server.clone();
     let serving = async move { server.serve_connection(incoming, peer).await };
     Ok((conn, serving))
+}
+
+/// The server handshake on `io`: the connection, the streams its peer
+/// opens, and who the peer is.
+async fn server_handshake<T>(
+    io: T,
+    config: &Config,
+    peer_addr: Option<String>,
+) -> Result<(Connection, Incoming, PeerInfo), Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (conn, incoming) = weft_mux::connect(io, Role::Server, config.mux_config()).await?;
+    let n = conn.negotiated();
+    let peer = PeerInfo::new(peer_addr, n.encrypted, n.compressed).with_public_key(n.peer_key);
+    Ok((conn, incoming, peer))
 }
 
 /// An in-memory client/server pair over `tokio::io::duplex`: the server
@@ -253,10 +270,14 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let server = rpc_server(service.into(), &config);
-    let live: Live = Arc::default();
+    let shared = Arc::new(PerServer {
+        server: rpc_server(service.into(), &config),
+        live: Live::default(),
+        lingering: Arc::new(Semaphore::new(MAX_LINGERING)),
+        config,
+    });
+    let config = &shared.config;
     let admission = Admission::new(config.admission_limits());
-    let lingering = Arc::new(Semaphore::new(MAX_LINGERING));
     let mut tasks = JoinSet::new();
     let next_id = AtomicU64::new(0);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -279,8 +300,8 @@ pub async fn serve(
             Ok(t) => t,
             Err(why) => {
                 tracing::info!(%peer, reason = why.text(), "connection refused (retry-safe)");
-                counters::refused(&config, why);
-                let Ok(permit) = lingering.clone().try_acquire_owned() else {
+                counters::refused(config, why);
+                let Ok(permit) = shared.lingering.clone().try_acquire_owned() else {
                     // Too many refusals in flight: the refusal without waiting.
                     io.refuse_now(why);
                     continue;
@@ -296,25 +317,15 @@ pub async fn serve(
                 continue;
             }
         };
-        let id = next_id.fetch_add(1, Ordering::Relaxed);
         let conn = ConnTask {
-            server: server.clone(),
-            config: config.clone(),
+            shared: shared.clone(),
             peer,
-            live: live.clone(),
-            id,
-            lingering: lingering.clone(),
+            id: next_id.fetch_add(1, Ordering::Relaxed),
         };
-        tasks.spawn(async move {
-            match io {
-                Io::Tcp(s) => conn.run(s, ticket).await,
-                #[cfg(unix)]
-                Io::Unix(s) => conn.run(s, ticket).await,
-            }
-        });
+        tasks.spawn(serve_accepted(conn, io, ticket));
     }
     drop(listener);
-    let conns = lock(&live).all();
+    let conns = lock(&shared.live).all();
     let drain = config.drain();
     let all = async {
         let mut shut = JoinSet::new();
@@ -333,81 +344,10 @@ pub async fn serve(
 /// the refusal; more are closed plainly.
 const MAX_LINGERING: usize = 1024;
 
-type Live = Arc<Mutex<crate::live::Live>>;
+type Live = Mutex<crate::live::Live>;
 
 fn lock(live: &Live) -> std::sync::MutexGuard<'_, crate::live::Live> {
     live.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// What serving one accepted connection needs.
-struct ConnTask {
-    server: Server,
-    config: Config,
-    peer: String,
-    live: Live,
-    id: u64,
-    lingering: Arc<Semaphore>,
-}
-
-impl ConnTask {
-    /// Handshake (in the pending set, evictable), then serve, tracked in
-    /// `live` so a shutdown can reach it.
-    async fn run<T>(self, io: T, mut ticket: Ticket)
-    where
-        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let ConnTask {
-            server,
-            config,
-            peer,
-            live,
-            id,
-            lingering,
-        } = self;
-        let slot = ticket.slot().clone();
-        let (io, rescue) = Tracked::new(io, slot.clone());
-        let r = tokio::select! {
-            biased;
-            r = accept_io(io, &server, &config, Some(peer.clone())) => r,
-            () = slot.evicted() => {
-                drop(ticket);
-                tracing::info!(%peer, "handshake evicted to make room (retry-safe refusal sent)");
-                counters::refused(&config, Refusal::Evicted);
-                if let Ok(io) = rescue.await {
-                    // Evictions are bounded by accepts; linger only within
-                    // the shared cap, else close after the refusal.
-                    let linger = lingering.try_acquire().ok();
-                    refuse(io, Refusal::Evicted, preface_sent(&slot), linger.is_some()).await;
-                }
-                return;
-            }
-        };
-        let (conn, serving) = match r {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::info!(%peer, error = %e, "handshake failed");
-                counters::handshake_failed(&config, Side::Server, &e);
-                return;
-            }
-        };
-        ticket.established();
-        let n = conn.negotiated();
-        tracing::info!(
-            %peer,
-            encrypted = n.encrypted,
-            compressed = n.compressed,
-            authenticated = n.authenticated,
-            "connection established"
-        );
-        lock(&live).insert(id, conn.clone());
-        serving.await;
-        conn.closed().await;
-        lock(&live).remove(id);
-        match conn.close_cause() {
-            Some(cause) => tracing::info!(%peer, %cause, "connection closed"),
-            None => tracing::info!(%peer, "connection closed"),
-        }
-    }
 }
 
 enum Io {
