@@ -26,7 +26,7 @@ impl Session {
         }
         let id = self.next_stream_id()?;
         self.outbound += 1;
-        let mut st = StreamState::new(
+        let mut st = self.streams.fresh(
             false,
             self.peer.stream_window,
             RecvWindow::new(self.limits.stream_window),
@@ -382,7 +382,7 @@ impl Session {
 #[inline]
 fn sendable<'a>(
     state: &State,
-    streams: &'a mut IdMap<StreamState>,
+    streams: &'a mut super::table::StreamTable,
     id: u32,
 ) -> Result<&'a mut StreamState, StreamError> {
     if let State::Closed(c) = state {

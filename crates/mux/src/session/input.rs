@@ -247,7 +247,7 @@ impl Session {
             return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
         }
         let end = frame.is_end_stream();
-        let mut st = StreamState::new(true, self.peer.stream_window, window);
+        let mut st = self.streams.fresh(true, self.peer.stream_window, window);
         st.open_metadata = frame.metadata;
         self.streams.insert(id, st);
         self.inbound += 1;

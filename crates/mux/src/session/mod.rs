@@ -16,6 +16,7 @@ mod progress;
 mod queue;
 mod refused;
 mod stream;
+mod table;
 mod unreadable;
 mod window;
 
@@ -27,7 +28,6 @@ use weft_frame::{CONNECTION_ID, Flags, Frame, FrameType, Metadata, Reason, Scope
 
 use crate::config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 use crate::error::{CloseCause, StreamError, StreamKind};
-use crate::idmap::IdMap;
 use budget::{Guards, Spend};
 use limits::Limits;
 use refused::{Refused, Verdict};
@@ -142,7 +142,7 @@ pub struct Session {
     role: Role,
     limits: Limits,
     state: State,
-    streams: IdMap<StreamState>,
+    streams: table::StreamTable,
     /// Streams the peer opened that are still in the table.
     inbound: usize,
     /// Streams we opened that are still in the table.
@@ -238,7 +238,7 @@ impl Session {
             role,
             limits: Limits::new(config),
             state: State::Open,
-            streams: IdMap::default(),
+            streams: table::StreamTable::default(),
             inbound: 0,
             outbound: 0,
             ids: Ids {
@@ -598,8 +598,14 @@ impl Session {
     /// Takes finished stream `id` (opened by the peer if `remote`) out of
     /// the table. The state is dropped where `remove` leaves it, never
     /// bound: each move of it is a 320-byte copy on the per-call path.
+    /// Frees the states of finished streams kept for reuse (a quiet
+    /// connection's idle tick; the next stream allocates one again).
+    pub(crate) fn release_spare_streams(&mut self) {
+        self.streams.release_spare();
+    }
+
     fn remove_finished(&mut self, id: u32, remote: bool) {
-        drop(self.streams.remove(&id));
+        self.streams.remove(id);
         if remote {
             self.inbound -= 1;
         } else {

@@ -50,6 +50,12 @@ impl<T> InlineQueue<T> {
         Some(head)
     }
 
+    /// Empty, the overflow buffer freed too.
+    pub(crate) fn reset(&mut self) {
+        self.first = None;
+        self.rest = None;
+    }
+
     pub(crate) fn clear(&mut self) {
         self.first = None;
         if let Some(rest) = &mut self.rest {

@@ -254,6 +254,67 @@ impl StreamState {
         }
     }
 
+    /// Back to [`new`](Self::new)'s state, in place (a recycled box: see
+    /// `StreamTable`). Every field is named, so a field added later cannot
+    /// be left over from the previous stream.
+    pub(crate) fn renew(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
+        let StreamState {
+            remote: r,
+            handle,
+            open_metadata,
+            send,
+            recv,
+            failed,
+            progress,
+            wakers,
+        } = self;
+        *r = remote;
+        *handle = if remote {
+            Handle::Unaccepted
+        } else {
+            Handle::Held
+        };
+        *open_metadata = Metadata::new();
+        let SendSide {
+            state,
+            window,
+            queue,
+            queued,
+            in_ready,
+            want_writable,
+        } = send;
+        *state = SendState::Open;
+        *window = SendWindow::new(send_window);
+        queue.reset();
+        *queued = 0;
+        *in_ready = false;
+        *want_writable = false;
+        let RecvSide {
+            state,
+            window,
+            queue,
+            buffered,
+        } = recv;
+        *state = RecvState::Open;
+        *window = recv_window;
+        queue.reset();
+        *buffered = 0;
+        *failed = None;
+        *progress = Progress::default();
+        *wakers = StreamWakers::default();
+    }
+
+    /// Drops what a finished stream's state still holds (metadata that
+    /// is a slice of the read buffer, queued pieces, wakers, its error),
+    /// so a kept box holds no memory beyond its own.
+    pub(crate) fn vacate(&mut self) {
+        self.open_metadata = Metadata::new();
+        self.send.queue.reset();
+        self.recv.queue.reset();
+        self.failed = None;
+        self.wakers = StreamWakers::default();
+    }
+
     /// Whether the peer's `END_STREAM` arrived.
     #[inline]
     pub(crate) fn recv_ended(&self) -> bool {
