@@ -339,14 +339,20 @@ impl Session {
     /// once the stream is closed.
     pub fn release(&mut self, id: u32, now: Instant) {
         self.clock = now;
-        // Closed both ways from the application's side: it ended its half
-        // (queued data still drains) and the peer ended its own.
-        if let Some(s) = self.streams.get(&id)
-            && !(s.send.state != SendState::Open && s.recv_done())
-        {
-            self.reset_stream(id, Reason::CANCEL);
+        match self.streams.get_mut(&id) {
+            // Closed both ways from the application's side: it ended its
+            // half (queued data still drains) and the peer ended its own.
+            // One lookup for the check and the release.
+            Some(s) if s.send.state != SendState::Open && s.recv_done() => {
+                let released = s.release_handle();
+                self.after_release(id, released);
+            }
+            Some(_) => {
+                self.reset_stream(id, Reason::CANCEL);
+                self.release_now(id);
+            }
+            None => {}
         }
-        self.release_now(id);
         if self.streams.is_empty() && self.timers.idle_since.is_none() {
             self.timers.idle_since = Some(now);
             self.timer_changed = true;
@@ -355,23 +361,22 @@ impl Session {
     }
 
     pub(super) fn release_now(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return;
-        };
+        if let Some(s) = self.streams.get_mut(&id) {
+            let released = s.release_handle();
+            self.after_release(id, released);
+        }
+    }
+
+    /// The session's side of [`StreamState::release_handle`].
+    fn after_release(&mut self, id: u32, r: super::stream::Released) {
         // Only a misuse releases a stream never accepted: it leaves the
         // pending-accept reset count then, instead of staying counted.
-        if s.handle == Handle::UnacceptedReset {
+        if r.was == Handle::UnacceptedReset {
             self.guards.taken_after_reset();
         }
-        s.handle = Handle::Released;
-        // No handle, no task to wake: the wakers go with it (the stream
-        // itself may stay a while, draining).
-        s.wakers = StreamWakers::default();
-        let dropped = s.clear_recv();
-        let (finished, remote) = (s.finished(), s.remote);
-        self.release_conn(dropped);
-        if finished {
-            self.remove_finished(id, remote);
+        self.release_conn(r.dropped);
+        if r.finished {
+            self.remove_finished(id, r.remote);
         }
     }
 }

@@ -53,7 +53,10 @@ impl<T> InlineQueue<T> {
     /// Empty, the overflow buffer freed too.
     pub(crate) fn reset(&mut self) {
         self.first = None;
-        self.rest = None;
+        // Tested first: assigning drops in place, a call even for `None`.
+        if self.rest.is_some() {
+            self.rest = None;
+        }
     }
 
     pub(crate) fn clear(&mut self) {

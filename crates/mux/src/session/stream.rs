@@ -213,6 +213,19 @@ pub(crate) struct StreamState {
     pub(crate) wakers: StreamWakers,
 }
 
+/// What releasing a stream's handle left for the session to do.
+#[derive(Debug)]
+pub(crate) struct Released {
+    /// Who held the handle before.
+    pub(crate) was: Handle,
+    /// Unread bytes dropped: connection credit to give back.
+    pub(crate) dropped: u32,
+    /// Whether the stream can leave the table now.
+    pub(crate) finished: bool,
+    /// Opened by the peer.
+    pub(crate) remote: bool,
+}
+
 /// Wakers of one stream's tasks, kept with the stream so the driver needs
 /// no second table (a lookup, an insert and a remove less per stream). The
 /// session only stores them: it never wakes, clones or reads them.
@@ -376,6 +389,21 @@ impl StreamState {
             stream_id: id,
             metadata: std::mem::take(metadata),
             payload: std::mem::take(data),
+        }
+    }
+
+    /// The application let go of the handle: no task to wake any more (the
+    /// wakers go; the stream itself may stay a while, draining), nothing
+    /// more will be read. What the session must do about it is returned.
+    pub(crate) fn release_handle(&mut self) -> Released {
+        let was = std::mem::replace(&mut self.handle, Handle::Released);
+        self.wakers = StreamWakers::default();
+        let dropped = self.clear_recv();
+        Released {
+            was,
+            dropped,
+            finished: self.finished(),
+            remote: self.remote,
         }
     }
 
