@@ -57,9 +57,12 @@ impl Session {
                 end,
             });
         }
+        // Scheduled before it goes in: no lookup for it.
+        if st.enter_ready(self.conn_send) {
+            self.ready.push_back(id);
+        }
         self.streams.insert(id, st);
         self.timers.idle_since = None;
-        self.mark_ready(id);
         self.goaway_before_ids_run_out();
         Ok(id)
     }

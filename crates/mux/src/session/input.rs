@@ -249,15 +249,11 @@ impl Session {
         let end = frame.is_end_stream();
         let mut st = self.streams.fresh(true, self.peer.stream_window, window);
         st.open_metadata = frame.metadata;
-        self.streams.insert(id, st);
-        self.inbound += 1;
-        self.ids.last_processed = id;
-        self.timers.idle_since = None;
-        self.accept_queue.push_back(id);
-        self.events.push_back(Event::Incoming);
-        if len > 0 || end {
-            self.deliver(
-                id,
+        // The first chunk goes in before the state does: no lookup for it,
+        // and a stream waiting to be accepted is never finished, so there
+        // is nothing to remove.
+        let readable = (len > 0 || end)
+            && st.recv.push(
                 Chunk {
                     data: frame.payload,
                     metadata: Metadata::new(),
@@ -265,6 +261,14 @@ impl Session {
                 },
                 len,
             );
+        self.streams.insert(id, st);
+        self.inbound += 1;
+        self.ids.last_processed = id;
+        self.timers.idle_since = None;
+        self.accept_queue.push_back(id);
+        self.events.push_back(Event::Incoming);
+        if readable {
+            self.events.push_back(Event::Readable(id));
         }
         Ok(())
     }

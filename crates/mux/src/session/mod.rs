@@ -625,10 +625,8 @@ impl Session {
     fn mark_ready(&mut self, id: u32) {
         let credit = self.conn_send;
         if let Some(s) = self.streams.get_mut(&id)
-            && !s.send.in_ready
-            && s.can_send(credit)
+            && s.enter_ready(credit)
         {
-            s.send.in_ready = true;
             self.ready.push_back(id);
         }
     }

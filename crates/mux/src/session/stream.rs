@@ -362,6 +362,15 @@ impl StreamState {
         }
     }
 
+    /// Whether the stream joins the session's ready list now: not in it
+    /// yet and able to send with `conn` credit (it is marked as in it).
+    #[inline]
+    pub(crate) fn enter_ready(&mut self, conn: SendWindow) -> bool {
+        let enter = !self.send.in_ready && self.can_send(conn);
+        self.send.in_ready |= enter;
+        enter
+    }
+
     /// Makes the `DATA` frame for all of `data` and `metadata` (taken,
     /// `total` bytes) at once, with `END_STREAM` if `end`: its credit is taken from the
     /// stream's window and the connection's `conn`. The caller has checked
