@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use support::{Scripted, bytes, drain, events, goaway, resets};
 use weft_frame::{Flags, Frame, FrameType};
-use weft_mux::session::Event;
+use weft_mux::session::{Event, Recv};
 use weft_mux::{Config, Metadata, Reason};
 
 fn server() -> Scripted {
@@ -301,6 +301,30 @@ fn the_idle_clock_waits_for_the_last_stream_not_any() {
     assert_eq!(t.s.stats().streams, 1, "one stream left, one open");
     t.advance(Duration::from_secs(60));
     assert!(!t.s.is_closed(), "not idle while a stream is open");
+}
+
+#[test]
+fn release_if_done_reads_the_clock_only_for_the_last_stream() {
+    let mut t = server();
+    t.open(1, b"", true);
+    t.open(3, b"", false);
+    let (a, b) = (t.s.accept().unwrap(), t.s.accept().unwrap());
+    assert!(matches!(t.s.recv(a), Recv::End));
+    assert!(!t.s.release_if_done(a, || unreachable!("not done yet")));
+    t.s.send(a, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    // Finished while stream 3 stays: no clock read.
+    assert!(t.s.release_if_done(a, || panic!("read the clock")));
+    assert_eq!(t.s.stats().streams, 1);
+    t.data(b, Bytes::new(), true);
+    assert!(matches!(t.s.recv(b), Recv::End));
+    t.s.send(b, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    // The last one: the idle clock starts at the time it is given.
+    let later = t.now + Duration::from_secs(7);
+    assert!(t.s.release_if_done(b, || later));
+    assert_eq!(t.s.stats().streams, 0);
+    assert_eq!(t.s.poll_timeout(), Some(later + Duration::from_secs(30)));
 }
 
 #[test]

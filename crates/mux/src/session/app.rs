@@ -327,13 +327,32 @@ impl Session {
     /// that took the last chunk or queued the end, instead of waiting for
     /// the handle's drop.
     pub fn is_done_by_app(&self, id: u32) -> bool {
-        self.streams.get(&id).is_some_and(|s| {
-            s.send.state != SendState::Open
-                && s.recv_ended()
-                && s.recv.queue.is_empty()
-                && s.failed.is_none()
-                && s.handle == Handle::Held
-        })
+        self.streams.get(&id).is_some_and(StreamState::done_by_app)
+    }
+
+    /// Releases stream `id` if [`is_done_by_app`](Self::is_done_by_app)
+    /// (as [`release`](Self::release) would, with one lookup for both);
+    /// returns whether it did. `now` is read unless the stream leaves the
+    /// table now and others stay in it: a stream still draining its end
+    /// may be the last one when it leaves, and emptying the table starts
+    /// the idle clock. With other streams in flight, finishing one reads
+    /// no clock.
+    pub fn release_if_done(&mut self, id: u32, now: impl FnOnce() -> Instant) -> bool {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return false;
+        };
+        if !s.done_by_app() {
+            return false;
+        }
+        let released = s.release_handle();
+        if !released.finished || self.streams.len() == 1 {
+            self.clock = now();
+        }
+        // A stream done by the application never needs the reset
+        // `release` may send, and it is finished once its end is written:
+        // `remove_finished` starts the idle clock and ends a drain.
+        self.after_release(id, released);
+        true
     }
 
     /// The application dropped its handle: a stream not closed both ways

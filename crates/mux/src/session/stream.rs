@@ -328,6 +328,16 @@ impl StreamState {
         self.wakers = StreamWakers::default();
     }
 
+    /// See `Session::is_done_by_app`.
+    #[inline]
+    pub(crate) fn done_by_app(&self) -> bool {
+        self.send.state != SendState::Open
+            && self.recv_ended()
+            && self.recv.queue.is_empty()
+            && self.failed.is_none()
+            && self.handle == Handle::Held
+    }
+
     /// Whether the peer's `END_STREAM` arrived.
     #[inline]
     pub(crate) fn recv_ended(&self) -> bool {
