@@ -251,9 +251,10 @@ impl Session {
         st.open_metadata = frame.metadata;
         // The first chunk goes in before the state does: no lookup for it,
         // and a stream waiting to be accepted is never finished, so there
-        // is nothing to remove.
-        let readable = (len > 0 || end)
-            && st.recv.push(
+        // is nothing to remove. `Incoming` stands for its `Readable`: no
+        // task can wait on a stream nobody has accepted.
+        if len > 0 || end {
+            st.recv.push(
                 Chunk {
                     data: frame.payload,
                     metadata: Metadata::new(),
@@ -261,15 +262,13 @@ impl Session {
                 },
                 len,
             );
+        }
         self.streams.insert(id, st);
         self.inbound += 1;
         self.ids.last_processed = id;
         self.timers.idle_since = None;
         self.accept_queue.push_back(id);
         self.events.push_back(Event::Incoming);
-        if readable {
-            self.events.push_back(Event::Readable(id));
-        }
         Ok(())
     }
 

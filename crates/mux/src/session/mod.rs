@@ -70,7 +70,10 @@ impl Role {
 pub enum Event {
     /// The peer opened a stream; take it with [`Session::accept`].
     Incoming,
-    /// A stream has data, an end or an error to receive.
+    /// A stream has data, an end or an error to receive. Not raised for
+    /// what the peer's `OPEN` itself carries: the stream's
+    /// [`Incoming`](Event::Incoming) stands for it (nobody can wait on a
+    /// stream not accepted yet).
     Readable(u32),
     /// A stream's send buffer has room again, or its send side failed.
     Writable(u32),
