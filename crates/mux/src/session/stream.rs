@@ -317,15 +317,18 @@ impl StreamState {
         *wakers = StreamWakers::default();
     }
 
-    /// Drops what a finished stream's state still holds (metadata that
-    /// is a slice of the read buffer, queued pieces, wakers, its error),
-    /// so a kept box holds no memory beyond its own.
-    pub(crate) fn vacate(&mut self) {
-        self.open_metadata = Metadata::new();
-        self.send.queue.reset();
-        self.recv.queue.reset();
-        self.failed = None;
-        self.wakers = StreamWakers::default();
+    /// A [`renew`](Self::renew)ed state made stream state for a new
+    /// stream: only what [`new`](Self::new) takes differs.
+    #[inline]
+    pub(crate) fn start(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
+        self.remote = remote;
+        self.handle = if remote {
+            Handle::Unaccepted
+        } else {
+            Handle::Held
+        };
+        self.send.window = SendWindow::new(send_window);
+        self.recv.window = recv_window;
     }
 
     /// See `Session::is_done_by_app`.

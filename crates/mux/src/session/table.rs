@@ -24,7 +24,8 @@ pub(crate) struct StreamTable {
 
 impl StreamTable {
     /// A new stream's state, outside the table until
-    /// [`insert`](Self::insert)ed: a spare box renewed in place, or a new one.
+    /// [`insert`](Self::insert)ed: a spare (blank) box started in place, or
+    /// a new one.
     pub(crate) fn fresh(
         &mut self,
         remote: bool,
@@ -33,7 +34,7 @@ impl StreamTable {
     ) -> Box<StreamState> {
         match self.spare.pop() {
             Some(mut b) => {
-                b.renew(remote, send_window, recv_window);
+                b.start(remote, send_window, recv_window);
                 b
             }
             None => Box::new(StreamState::new(remote, send_window, recv_window)),
@@ -58,7 +59,9 @@ impl StreamTable {
 
     fn recycle(&mut self, mut b: Box<StreamState>) {
         if self.spare.len() < SPARE_MAX {
-            b.vacate();
+            // Blank now: what it held is dropped at once, and `fresh` only
+            // sets what differs between streams.
+            b.renew(false, 0, RecvWindow::new(0));
             self.spare.push(b);
         }
     }
