@@ -108,6 +108,18 @@ pub(crate) enum Handle {
     Released,
 }
 
+impl Handle {
+    /// A new stream's: waiting to be accepted if the peer opened it
+    /// (`remote`), held from the start if we did.
+    pub(crate) fn first(remote: bool) -> Handle {
+        if remote {
+            Handle::Unaccepted
+        } else {
+            Handle::Held
+        }
+    }
+}
+
 /// The send half: its state, the peer's credit and the data waiting.
 #[derive(Debug)]
 pub(crate) struct SendSide {
@@ -241,11 +253,7 @@ impl StreamState {
     pub(crate) fn new(remote: bool, send_window: u32, recv_window: RecvWindow) -> StreamState {
         StreamState {
             remote,
-            handle: if remote {
-                Handle::Unaccepted
-            } else {
-                Handle::Held
-            },
+            handle: Handle::first(remote),
             open_metadata: Metadata::new(),
             send: SendSide {
                 state: SendState::Open,
@@ -272,8 +280,9 @@ impl StreamState {
     /// be left over from the previous stream.
     pub(crate) fn renew(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
         let StreamState {
-            remote: r,
-            handle,
+            // Set by `start`, below.
+            remote: _,
+            handle: _,
             open_metadata,
             send,
             recv,
@@ -281,40 +290,33 @@ impl StreamState {
             progress,
             wakers,
         } = self;
-        *r = remote;
-        *handle = if remote {
-            Handle::Unaccepted
-        } else {
-            Handle::Held
-        };
         *open_metadata = Metadata::new();
         let SendSide {
             state,
-            window,
+            window: _,
             queue,
             queued,
             in_ready,
             want_writable,
         } = send;
         *state = SendState::Open;
-        *window = SendWindow::new(send_window);
         queue.reset();
         *queued = 0;
         *in_ready = false;
         *want_writable = false;
         let RecvSide {
             state,
-            window,
+            window: _,
             queue,
             buffered,
         } = recv;
         *state = RecvState::Open;
-        *window = recv_window;
         queue.reset();
         *buffered = 0;
         *failed = None;
         *progress = Progress::default();
         *wakers = StreamWakers::default();
+        self.start(remote, send_window, recv_window);
     }
 
     /// A [`renew`](Self::renew)ed state made stream state for a new
@@ -322,11 +324,7 @@ impl StreamState {
     #[inline]
     pub(crate) fn start(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
         self.remote = remote;
-        self.handle = if remote {
-            Handle::Unaccepted
-        } else {
-            Handle::Held
-        };
+        self.handle = Handle::first(remote);
         self.send.window = SendWindow::new(send_window);
         self.recv.window = recv_window;
     }

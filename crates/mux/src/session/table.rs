@@ -123,6 +123,12 @@ mod tests {
     use crate::error::StreamKind;
     use crate::session::stream::{Chunk, Handle, Pending, RecvState, SendState};
 
+    /// Bytes only the test holds (unique) until a state takes a share.
+    fn held() -> Bytes {
+        let md = Metadata::builder().custom(b"k", b"v").finish();
+        Bytes::from(md.as_bytes().to_vec())
+    }
+
     /// A state with every field moved away from a new stream's.
     fn dirty(s: &mut StreamState, held: &Bytes) {
         s.handle = Handle::Released;
@@ -159,13 +165,7 @@ mod tests {
 
     #[test]
     fn a_recycled_state_is_a_new_one_and_holds_nothing_meanwhile() {
-        let held = Bytes::from(
-            Metadata::builder()
-                .custom(b"k", b"v")
-                .finish()
-                .as_bytes()
-                .to_vec(),
-        );
+        let held = held();
         let mut t = StreamTable::default();
         let mut s = t.fresh(false, 100, RecvWindow::new(200));
         dirty(&mut s, &held);
@@ -192,13 +192,7 @@ mod tests {
 
     #[test]
     fn renew_alone_resets_every_field() {
-        let held = Bytes::from(
-            Metadata::builder()
-                .custom(b"k", b"v")
-                .finish()
-                .as_bytes()
-                .to_vec(),
-        );
+        let held = held();
         for remote in [false, true] {
             let mut s = StreamState::new(!remote, 1, RecvWindow::new(2));
             dirty(&mut s, &held);
