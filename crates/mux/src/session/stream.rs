@@ -223,6 +223,9 @@ pub(crate) struct StreamState {
     pub(crate) progress: Progress,
     /// The driver's wake-ups for the handle's tasks.
     pub(crate) wakers: StreamWakers,
+    /// The next spare box while this one is spare (`StreamTable`); `None`
+    /// while the stream is live.
+    pub(crate) spare_link: Option<Box<StreamState>>,
 }
 
 /// What releasing a stream's handle left for the session to do.
@@ -272,6 +275,7 @@ impl StreamState {
             failed: None,
             progress: Progress::default(),
             wakers: StreamWakers::default(),
+            spare_link: None,
         }
     }
 
@@ -289,6 +293,8 @@ impl StreamState {
             failed,
             progress,
             wakers,
+            // The table's, not the stream's.
+            spare_link: _,
         } = self;
         *open_metadata = Metadata::new();
         let SendSide {

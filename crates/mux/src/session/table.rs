@@ -8,18 +8,17 @@ use super::stream::StreamState;
 use super::window::RecvWindow;
 use crate::idmap::IdMap;
 
-/// Boxes kept for reuse at most: as many as the streams a busy connection
-/// has in flight; beyond that, a finished stream's box is freed. Quiet
-/// connections give them all back ([`StreamTable::release_spare`]).
-const SPARE_MAX: usize = 64;
-
-/// Stream id to state, with spare boxes.
-#[derive(Debug, Default)]
+/// Stream id to state, with spare boxes: a list threaded through the
+/// boxes themselves (`StreamState::spare_link`), so the table costs the
+/// connection one pointer for them. Spares never outnumber the streams the
+/// connection had in flight at once (a new stream takes a spare before it
+/// allocates), the memory the map's buckets kept before the states were
+/// boxed; a quiet connection gives them all back
+/// ([`release_spare`](Self::release_spare)).
+#[derive(Default)]
 pub(crate) struct StreamTable {
     map: IdMap<Box<StreamState>>,
-    /// Boxed, not inline: a spare goes into the map as the pointer it is.
-    #[expect(clippy::vec_box, reason = "the boxes move into the map as they are")]
-    spare: Vec<Box<StreamState>>,
+    spare: Option<Box<StreamState>>,
 }
 
 impl StreamTable {
@@ -32,8 +31,9 @@ impl StreamTable {
         send_window: u32,
         recv_window: RecvWindow,
     ) -> Box<StreamState> {
-        match self.spare.pop() {
+        match self.spare.take() {
             Some(mut b) => {
+                self.spare = b.spare_link.take();
                 b.start(remote, send_window, recv_window);
                 b
             }
@@ -58,23 +58,30 @@ impl StreamTable {
     }
 
     fn recycle(&mut self, mut b: Box<StreamState>) {
-        if self.spare.len() < SPARE_MAX {
-            // Blank now: what it held is dropped at once, and `fresh` only
-            // sets what differs between streams.
-            b.renew(false, 0, RecvWindow::new(0));
-            self.spare.push(b);
-        }
+        // Blank now: what it held is dropped at once, and `fresh` only
+        // sets what differs between streams.
+        b.renew(false, 0, RecvWindow::new(0));
+        b.spare_link = self.spare.take();
+        self.spare = Some(b);
     }
 
-    /// Frees the spare boxes (a quiet connection's idle tick).
+    /// Frees the spare boxes (a quiet connection's idle tick), one at a
+    /// time: a long list dropped as a whole would recurse once per box.
     pub(crate) fn release_spare(&mut self) {
-        self.spare = Vec::new();
+        let mut next = self.spare.take();
+        while let Some(mut b) = next {
+            next = b.spare_link.take();
+        }
     }
 
     /// How many spare boxes are kept (tests).
     #[cfg(test)]
     pub(crate) fn spare_count(&self) -> usize {
-        self.spare.len()
+        self.spares().count()
+    }
+
+    fn spares(&self) -> impl Iterator<Item = &StreamState> {
+        std::iter::successors(self.spare.as_deref(), |b| b.spare_link.as_deref())
     }
 
     pub(crate) fn get(&self, id: &u32) -> Option<&StreamState> {
@@ -111,6 +118,22 @@ impl StreamTable {
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&u32, &mut StreamState)> {
         self.map.iter_mut().map(|(id, b)| (id, &mut **b))
+    }
+}
+
+impl std::fmt::Debug for StreamTable {
+    // Not derived: the spare list would print (and recurse) box by box.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamTable")
+            .field("streams", &self.map)
+            .field("spare", &self.spares().count())
+            .finish()
+    }
+}
+
+impl Drop for StreamTable {
+    fn drop(&mut self) {
+        self.release_spare();
     }
 }
 
@@ -204,18 +227,31 @@ mod tests {
     }
 
     #[test]
-    fn spare_boxes_are_bounded_and_given_back() {
+    fn spares_never_outnumber_the_peak_and_are_given_back() {
         let mut t = StreamTable::default();
-        for id in 0..SPARE_MAX as u32 + 10 {
+        let peak = 100u32;
+        for round in 0..3 {
+            for id in 0..peak {
+                let s = t.fresh(true, 1, RecvWindow::new(1));
+                t.insert(round * peak + id, s);
+            }
+            assert_eq!(t.spare_count(), 0, "every spare was taken first");
+            for id in 0..peak {
+                assert!(t.get(&(round * peak + id)).is_some_and(|s| s.remote));
+                t.remove(round * peak + id);
+            }
+            assert_eq!((t.len(), t.spare_count()), (0, peak as usize));
+        }
+        t.release_spare();
+        assert_eq!(t.spare_count(), 0);
+        // A long list goes without recursing (and the table's drop too).
+        for id in 0..100_000 {
             let s = t.fresh(true, 1, RecvWindow::new(1));
             t.insert(id, s);
         }
-        for id in 0..SPARE_MAX as u32 + 10 {
-            assert!(t.get(&id).is_some_and(|s| s.remote));
+        for id in 0..100_000 {
             t.remove(id);
         }
-        assert_eq!((t.len(), t.spare_count()), (0, SPARE_MAX));
-        t.release_spare();
-        assert_eq!(t.spare_count(), 0);
+        assert_eq!(t.spare_count(), 100_000);
     }
 }
