@@ -325,6 +325,53 @@ fn release_if_done_reads_the_clock_only_for_the_last_stream() {
     assert_eq!(t.s.poll_timeout(), Some(later + Duration::from_secs(30)));
 }
 
+/// Opens stream `id`, ends it both ways and releases it at `at`.
+fn one_call(t: &mut Scripted, id: u32, at: std::time::Instant) {
+    t.open(id, b"", true);
+    let s = t.s.accept().unwrap();
+    assert!(matches!(t.s.recv(s), Recv::End));
+    t.s.send(s, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    t.s.release(s, at);
+    assert_eq!(t.s.stats().streams, 0);
+}
+
+#[test]
+fn a_restarted_idle_clock_is_news_only_before_the_last_answer() {
+    let idle = Duration::from_secs(30);
+    let mut t = server();
+    t.s.take_timer_changed();
+    let start = t.now;
+    // Nothing answered yet: the first idle deadline is news.
+    assert_eq!(t.s.poll_timeout(), Some(start + idle));
+    one_call(&mut t, 1, start);
+    assert!(!t.s.take_timer_changed(), "the same deadline again");
+    let later = start + Duration::from_secs(1);
+    one_call(&mut t, 3, later);
+    assert!(
+        !t.s.take_timer_changed(),
+        "a later idle deadline than the armed one is no news"
+    );
+    assert_eq!(t.s.poll_timeout(), Some(later + idle));
+    // The last answer was a later deadline (a keepalive's): the idle
+    // deadline comes first, so the driver must hear of it.
+    let mut c = Config::default();
+    c.keepalive_interval(Some(Duration::from_secs(60)));
+    let mut t = Scripted::server(c);
+    t.open(1, b"", false);
+    let s = t.s.accept().unwrap();
+    t.out();
+    t.s.take_timer_changed();
+    assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(60)));
+    t.data(s, Bytes::new(), true);
+    assert!(matches!(t.s.recv(s), Recv::End));
+    t.s.send(s, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    t.s.release(s, t.now);
+    assert!(t.s.take_timer_changed(), "an earlier deadline is news");
+    assert_eq!(t.s.poll_timeout(), Some(t.now + idle));
+}
+
 #[test]
 fn a_second_shutdown_sends_no_second_goaway_nor_moves_the_drain() {
     let mut c = Config::default();

@@ -376,8 +376,7 @@ impl Session {
             None => {}
         }
         if self.streams.is_empty() && self.timers.idle_since.is_none() {
-            self.timers.idle_since = Some(now);
-            self.timer_changed = true;
+            self.idle_from(now);
         }
         self.maybe_finish_drain();
     }

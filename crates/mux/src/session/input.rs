@@ -380,8 +380,8 @@ impl Session {
         // ping budget bounds how often). Answers to our own pings do not
         // count, or our keepalive would defeat our idle timeout.
         if self.timers.idle_since.is_some() {
-            self.timers.idle_since = Some(now());
-            self.timer_changed = true;
+            let t = now();
+            self.idle_from(t);
         }
         Ok(())
     }

@@ -176,6 +176,10 @@ pub struct Session {
     clock: Instant,
     /// A deadline may have moved since [`Session::take_timer_changed`].
     timer_changed: bool,
+    /// What [`Session::poll_timeout`] last answered: an idle clock that
+    /// restarts cannot make the earliest deadline earlier than that, so
+    /// it needs no [`timer_changed`](Self::timer_changed) then.
+    reported: std::cell::Cell<Option<Instant>>,
 }
 
 /// Stream ids: ours to open next, and the peer's as far as seen.
@@ -278,6 +282,7 @@ impl Session {
             },
             clock: now,
             timer_changed: true,
+            reported: std::cell::Cell::new(None),
         };
         s.control.push_back(settings_frame_with_cap(
             config.connection_window - BASELINE_WINDOW,
@@ -363,12 +368,30 @@ impl Session {
                 None => at(self.timers.last_heard + k),
             }
         }
+        self.reported.set(t);
         t
+    }
+
+    /// Starts the idle clock at `since`. A driver is told (`timer_changed`)
+    /// only if the idle deadline comes before what `poll_timeout` last
+    /// answered, or it answered none: its timer is armed no later than
+    /// that answer, and when it fires `handle_timeout` finds the later
+    /// deadline. (The clock restarts at every call that empties the
+    /// table; telling each time cost the driver a recomputation per call.)
+    fn idle_from(&mut self, since: Instant) {
+        self.timers.idle_since = Some(since);
+        if let Some(i) = self.limits.idle_timeout
+            && self.reported.get().is_none_or(|r| since + i < r)
+        {
+            self.timer_changed = true;
+        }
     }
 
     /// Whether a deadline may have changed since the last call (so the
     /// driver need not recompute [`poll_timeout`](Self::poll_timeout) after
-    /// every input).
+    /// every input). A restarted idle clock counts only when its deadline
+    /// is earlier than `poll_timeout`'s last answer: a timer armed at that
+    /// answer fires first, and `handle_timeout` then finds the later one.
     pub fn take_timer_changed(&mut self) -> bool {
         std::mem::take(&mut self.timer_changed)
     }
@@ -533,8 +556,8 @@ impl Session {
         }
         if self.streams.is_empty() && (!was_idle || self.timers.idle_since.is_none()) {
             // The last stream left during this frame: the idle clock starts now.
-            self.timers.idle_since = Some(now());
-            self.timer_changed = true;
+            let t = now();
+            self.idle_from(t);
         }
     }
 
@@ -619,8 +642,7 @@ impl Session {
             self.outbound -= 1;
         }
         if self.streams.is_empty() && self.timers.idle_since.is_none() {
-            self.timers.idle_since = Some(self.clock);
-            self.timer_changed = true;
+            self.idle_from(self.clock);
         }
         self.maybe_finish_drain();
     }
