@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use support::{Scripted, bytes, drain, events, goaway, resets};
 use weft_frame::{Flags, Frame, FrameType};
-use weft_mux::session::Event;
+use weft_mux::session::{Event, Recv};
 use weft_mux::{Config, Metadata, Reason};
 
 fn server() -> Scripted {
@@ -175,6 +175,19 @@ fn readable_is_raised_once_until_the_queue_is_read() {
 }
 
 #[test]
+fn an_open_with_data_is_incoming_only_and_its_data_kept() {
+    let mut t = server();
+    t.open(1, b"req", true);
+    t.open(3, b"", false);
+    // No `Readable` for the OPEN's own data: nobody can wait on it yet.
+    assert_eq!(events(&mut t.s), vec![Event::Incoming, Event::Incoming]);
+    let (a, b) = (t.s.accept().unwrap(), t.s.accept().unwrap());
+    assert_eq!((a, b), (1, 3));
+    assert_eq!(drain(&mut t.s, 1), (b"req".to_vec(), true, None));
+    assert_eq!(drain(&mut t.s, 3), (Vec::new(), false, None));
+}
+
+#[test]
 fn writable_waits_until_the_queue_is_below_the_buffer() {
     let cap = 64 * 1024;
     let mut cfg = Config::default();
@@ -286,6 +299,77 @@ fn the_idle_clock_waits_for_the_last_stream_not_any() {
     assert_eq!(t.s.stats().streams, 1, "one stream left, one open");
     t.advance(Duration::from_secs(60));
     assert!(!t.s.is_closed(), "not idle while a stream is open");
+}
+
+#[test]
+fn release_if_done_reads_the_clock_only_for_the_last_stream() {
+    let mut t = server();
+    t.open(1, b"", true);
+    t.open(3, b"", false);
+    let (a, b) = (t.s.accept().unwrap(), t.s.accept().unwrap());
+    assert!(matches!(t.s.recv(a), Recv::End));
+    assert!(!t.s.release_if_done(a, || unreachable!("not done yet")));
+    t.s.send(a, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    // Finished while stream 3 stays: no clock read.
+    assert!(t.s.release_if_done(a, || panic!("read the clock")));
+    assert_eq!(t.s.stats().streams, 1);
+    t.data(b, Bytes::new(), true);
+    assert!(matches!(t.s.recv(b), Recv::End));
+    t.s.send(b, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    // The last one: the idle clock starts at the time it is given.
+    let later = t.now + Duration::from_secs(7);
+    assert!(t.s.release_if_done(b, || later));
+    assert_eq!(t.s.stats().streams, 0);
+    assert_eq!(t.s.poll_timeout(), Some(later + Duration::from_secs(30)));
+}
+
+/// Opens stream `id`, ends it both ways and releases it at `at`.
+fn one_call(t: &mut Scripted, id: u32, at: std::time::Instant) {
+    t.open(id, b"", true);
+    let s = t.s.accept().unwrap();
+    assert!(matches!(t.s.recv(s), Recv::End));
+    t.s.send(s, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    t.s.release(s, at);
+    assert_eq!(t.s.stats().streams, 0);
+}
+
+#[test]
+fn a_restarted_idle_clock_is_news_only_before_the_last_answer() {
+    let idle = Duration::from_secs(30);
+    let mut t = server();
+    t.s.take_timer_changed();
+    let start = t.now;
+    // Nothing answered yet: the first idle deadline is news.
+    assert_eq!(t.s.poll_timeout(), Some(start + idle));
+    one_call(&mut t, 1, start);
+    assert!(!t.s.take_timer_changed(), "the same deadline again");
+    let later = start + Duration::from_secs(1);
+    one_call(&mut t, 3, later);
+    assert!(
+        !t.s.take_timer_changed(),
+        "a later idle deadline than the armed one is no news"
+    );
+    assert_eq!(t.s.poll_timeout(), Some(later + idle));
+    // The last answer was a later deadline (a keepalive's): the idle
+    // deadline comes first, so the driver must hear of it.
+    let mut c = Config::default();
+    c.keepalive_interval(Some(Duration::from_secs(60)));
+    let mut t = Scripted::server(c);
+    t.open(1, b"", false);
+    let s = t.s.accept().unwrap();
+    t.out();
+    t.s.take_timer_changed();
+    assert_eq!(t.s.poll_timeout(), Some(t.now + Duration::from_secs(60)));
+    t.data(s, Bytes::new(), true);
+    assert!(matches!(t.s.recv(s), Recv::End));
+    t.s.send(s, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    t.s.release(s, t.now);
+    assert!(t.s.take_timer_changed(), "an earlier deadline is news");
+    assert_eq!(t.s.poll_timeout(), Some(t.now + idle));
 }
 
 #[test]

@@ -65,8 +65,7 @@ impl Inner {
     /// Releases stream `id` now if its handle could observe nothing more
     /// of it: one lock and one `Release` less per finished stream.
     fn release_if_done(&mut self, id: u32, life: &mut Life) {
-        if self.session.is_done_by_app(id) {
-            self.release_stream(id);
+        if self.session.release_if_done(id, now) {
             *life = Life::Released;
         }
     }

@@ -231,8 +231,8 @@ impl Inner {
     /// connection with no streams that read less than [`READ_FIRST`] since
     /// the last tick has gone quiet: it gives its read buffer back (the
     /// next read reserves a first chunk again) and shrinks its write buffer
-    /// to its first size. At most one allocation per tick per connection,
-    /// none per call.
+    /// to its first size, and frees the stream states it kept for reuse.
+    /// At most one allocation per tick per connection, none per call.
     pub(super) fn release_quiet_buffers(&mut self) {
         let r = &mut self.reader;
         let quiet = r.read_since_tick < READ_FIRST;
@@ -246,6 +246,7 @@ impl Inner {
             r.has_buffer = false;
         }
         self.writer.shrink_if_idle();
+        self.session.release_spare_streams();
     }
 
     /// Whether the socket woke since the last read was armed.

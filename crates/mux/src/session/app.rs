@@ -26,7 +26,7 @@ impl Session {
         }
         let id = self.next_stream_id()?;
         self.outbound += 1;
-        let mut st = StreamState::new(
+        let mut st = self.streams.fresh(
             false,
             self.peer.stream_window,
             RecvWindow::new(self.limits.stream_window),
@@ -57,9 +57,12 @@ impl Session {
                 end,
             });
         }
+        // Scheduled before it goes in: no lookup for it.
+        if st.enter_ready(self.conn_send) {
+            self.ready.push_back(id);
+        }
         self.streams.insert(id, st);
         self.timers.idle_since = None;
-        self.mark_ready(id);
         self.goaway_before_ids_run_out();
         Ok(id)
     }
@@ -324,13 +327,32 @@ impl Session {
     /// that took the last chunk or queued the end, instead of waiting for
     /// the handle's drop.
     pub fn is_done_by_app(&self, id: u32) -> bool {
-        self.streams.get(&id).is_some_and(|s| {
-            s.send.state != SendState::Open
-                && s.recv_ended()
-                && s.recv.queue.is_empty()
-                && s.failed.is_none()
-                && s.handle == Handle::Held
-        })
+        self.streams.get(&id).is_some_and(StreamState::done_by_app)
+    }
+
+    /// Releases stream `id` if [`is_done_by_app`](Self::is_done_by_app)
+    /// (as [`release`](Self::release) would, with one lookup for both);
+    /// returns whether it did. `now` is read unless the stream leaves the
+    /// table now and others stay in it: a stream still draining its end
+    /// may be the last one when it leaves, and emptying the table starts
+    /// the idle clock. With other streams in flight, finishing one reads
+    /// no clock.
+    pub fn release_if_done(&mut self, id: u32, now: impl FnOnce() -> Instant) -> bool {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return false;
+        };
+        if !s.done_by_app() {
+            return false;
+        }
+        let released = s.release_handle();
+        if !released.finished || self.streams.len() == 1 {
+            self.clock = now();
+        }
+        // A stream done by the application never needs the reset
+        // `release` may send, and it is finished once its end is written:
+        // `remove_finished` starts the idle clock and ends a drain.
+        self.after_release(id, released);
+        true
     }
 
     /// The application dropped its handle: a stream not closed both ways
@@ -339,39 +361,43 @@ impl Session {
     /// once the stream is closed.
     pub fn release(&mut self, id: u32, now: Instant) {
         self.clock = now;
-        // Closed both ways from the application's side: it ended its half
-        // (queued data still drains) and the peer ended its own.
-        if let Some(s) = self.streams.get(&id)
-            && !(s.send.state != SendState::Open && s.recv_done())
-        {
-            self.reset_stream(id, Reason::CANCEL);
+        match self.streams.get_mut(&id) {
+            // Closed both ways from the application's side: it ended its
+            // half (queued data still drains) and the peer ended its own.
+            // One lookup for the check and the release.
+            Some(s) if s.send.state != SendState::Open && s.recv_done() => {
+                let released = s.release_handle();
+                self.after_release(id, released);
+            }
+            Some(_) => {
+                self.reset_stream(id, Reason::CANCEL);
+                self.release_now(id);
+            }
+            None => {}
         }
-        self.release_now(id);
         if self.streams.is_empty() && self.timers.idle_since.is_none() {
-            self.timers.idle_since = Some(now);
-            self.timer_changed = true;
+            self.idle_from(now);
         }
         self.maybe_finish_drain();
     }
 
     pub(super) fn release_now(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return;
-        };
+        if let Some(s) = self.streams.get_mut(&id) {
+            let released = s.release_handle();
+            self.after_release(id, released);
+        }
+    }
+
+    /// The session's side of [`StreamState::release_handle`].
+    fn after_release(&mut self, id: u32, r: super::stream::Released) {
         // Only a misuse releases a stream never accepted: it leaves the
         // pending-accept reset count then, instead of staying counted.
-        if s.handle == Handle::UnacceptedReset {
+        if r.was == Handle::UnacceptedReset {
             self.guards.taken_after_reset();
         }
-        s.handle = Handle::Released;
-        // No handle, no task to wake: the wakers go with it (the stream
-        // itself may stay a while, draining).
-        s.wakers = StreamWakers::default();
-        let dropped = s.clear_recv();
-        let (finished, remote) = (s.finished(), s.remote);
-        self.release_conn(dropped);
-        if finished {
-            self.remove_finished(id, remote);
+        self.release_conn(r.dropped);
+        if r.finished {
+            self.remove_finished(id, r.remote);
         }
     }
 }
@@ -382,7 +408,7 @@ impl Session {
 #[inline]
 fn sendable<'a>(
     state: &State,
-    streams: &'a mut IdMap<StreamState>,
+    streams: &'a mut super::table::StreamTable,
     id: u32,
 ) -> Result<&'a mut StreamState, StreamError> {
     if let State::Closed(c) = state {

@@ -247,17 +247,14 @@ impl Session {
             return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
         }
         let end = frame.is_end_stream();
-        let mut st = StreamState::new(true, self.peer.stream_window, window);
+        let mut st = self.streams.fresh(true, self.peer.stream_window, window);
         st.open_metadata = frame.metadata;
-        self.streams.insert(id, st);
-        self.inbound += 1;
-        self.ids.last_processed = id;
-        self.timers.idle_since = None;
-        self.accept_queue.push_back(id);
-        self.events.push_back(Event::Incoming);
+        // The first chunk goes in before the state does: no lookup for it,
+        // and a stream waiting to be accepted is never finished, so there
+        // is nothing to remove. `Incoming` stands for its `Readable`: no
+        // task can wait on a stream nobody has accepted.
         if len > 0 || end {
-            self.deliver(
-                id,
+            st.recv.push(
                 Chunk {
                     data: frame.payload,
                     metadata: Metadata::new(),
@@ -266,6 +263,12 @@ impl Session {
                 len,
             );
         }
+        self.streams.insert(id, st);
+        self.inbound += 1;
+        self.ids.last_processed = id;
+        self.timers.idle_since = None;
+        self.accept_queue.push_back(id);
+        self.events.push_back(Event::Incoming);
         Ok(())
     }
 
@@ -377,8 +380,8 @@ impl Session {
         // ping budget bounds how often). Answers to our own pings do not
         // count, or our keepalive would defeat our idle timeout.
         if self.timers.idle_since.is_some() {
-            self.timers.idle_since = Some(now());
-            self.timer_changed = true;
+            let t = now();
+            self.idle_from(t);
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ mod progress;
 mod queue;
 mod refused;
 mod stream;
+mod table;
 mod unreadable;
 mod window;
 
@@ -27,7 +28,6 @@ use weft_frame::{CONNECTION_ID, Flags, Frame, FrameType, Metadata, Reason, Scope
 
 use crate::config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 use crate::error::{CloseCause, StreamError, StreamKind};
-use crate::idmap::IdMap;
 use budget::{Guards, Spend};
 use limits::Limits;
 use refused::{Refused, Verdict};
@@ -70,7 +70,10 @@ impl Role {
 pub enum Event {
     /// The peer opened a stream; take it with [`Session::accept`].
     Incoming,
-    /// A stream has data, an end or an error to receive.
+    /// A stream has data, an end or an error to receive. Not raised for
+    /// what the peer's `OPEN` itself carries: the stream's
+    /// [`Incoming`](Event::Incoming) stands for it (nobody can wait on a
+    /// stream not accepted yet).
     Readable(u32),
     /// A stream's send buffer has room again, or its send side failed.
     Writable(u32),
@@ -142,7 +145,7 @@ pub struct Session {
     role: Role,
     limits: Limits,
     state: State,
-    streams: IdMap<StreamState>,
+    streams: table::StreamTable,
     /// Streams the peer opened that are still in the table.
     inbound: usize,
     /// Streams we opened that are still in the table.
@@ -173,6 +176,10 @@ pub struct Session {
     clock: Instant,
     /// A deadline may have moved since [`Session::take_timer_changed`].
     timer_changed: bool,
+    /// What [`Session::poll_timeout`] last answered: an idle clock that
+    /// restarts cannot make the earliest deadline earlier than that, so
+    /// it needs no [`timer_changed`](Self::timer_changed) then.
+    reported: std::cell::Cell<Option<Instant>>,
 }
 
 /// Stream ids: ours to open next, and the peer's as far as seen.
@@ -238,7 +245,7 @@ impl Session {
             role,
             limits: Limits::new(config),
             state: State::Open,
-            streams: IdMap::default(),
+            streams: table::StreamTable::default(),
             inbound: 0,
             outbound: 0,
             ids: Ids {
@@ -275,6 +282,7 @@ impl Session {
             },
             clock: now,
             timer_changed: true,
+            reported: std::cell::Cell::new(None),
         };
         s.control.push_back(settings_frame_with_cap(
             config.connection_window - BASELINE_WINDOW,
@@ -360,12 +368,30 @@ impl Session {
                 None => at(self.timers.last_heard + k),
             }
         }
+        self.reported.set(t);
         t
+    }
+
+    /// Starts the idle clock at `since`. A driver is told (`timer_changed`)
+    /// only if the idle deadline comes before what `poll_timeout` last
+    /// answered, or it answered none: its timer is armed no later than
+    /// that answer, and when it fires `handle_timeout` finds the later
+    /// deadline. (The clock restarts at every call that empties the
+    /// table; telling each time cost the driver a recomputation per call.)
+    fn idle_from(&mut self, since: Instant) {
+        self.timers.idle_since = Some(since);
+        if let Some(i) = self.limits.idle_timeout
+            && self.reported.get().is_none_or(|r| since + i < r)
+        {
+            self.timer_changed = true;
+        }
     }
 
     /// Whether a deadline may have changed since the last call (so the
     /// driver need not recompute [`poll_timeout`](Self::poll_timeout) after
-    /// every input).
+    /// every input). A restarted idle clock counts only when its deadline
+    /// is earlier than `poll_timeout`'s last answer: a timer armed at that
+    /// answer fires first, and `handle_timeout` then finds the later one.
     pub fn take_timer_changed(&mut self) -> bool {
         std::mem::take(&mut self.timer_changed)
     }
@@ -530,8 +556,8 @@ impl Session {
         }
         if self.streams.is_empty() && (!was_idle || self.timers.idle_since.is_none()) {
             // The last stream left during this frame: the idle clock starts now.
-            self.timers.idle_since = Some(now());
-            self.timer_changed = true;
+            let t = now();
+            self.idle_from(t);
         }
     }
 
@@ -598,8 +624,14 @@ impl Session {
     /// Takes finished stream `id` (opened by the peer if `remote`) out of
     /// the table. The state is dropped where `remove` leaves it, never
     /// bound: each move of it is a 320-byte copy on the per-call path.
+    /// Frees the states of finished streams kept for reuse (a quiet
+    /// connection's idle tick; the next stream allocates one again).
+    pub(crate) fn release_spare_streams(&mut self) {
+        self.streams.release_spare();
+    }
+
     fn remove_finished(&mut self, id: u32, remote: bool) {
-        drop(self.streams.remove(&id));
+        self.streams.remove(id);
         if remote {
             self.inbound -= 1;
         } else {
@@ -610,8 +642,7 @@ impl Session {
             self.outbound -= 1;
         }
         if self.streams.is_empty() && self.timers.idle_since.is_none() {
-            self.timers.idle_since = Some(self.clock);
-            self.timer_changed = true;
+            self.idle_from(self.clock);
         }
         self.maybe_finish_drain();
     }
@@ -619,10 +650,8 @@ impl Session {
     fn mark_ready(&mut self, id: u32) {
         let credit = self.conn_send;
         if let Some(s) = self.streams.get_mut(&id)
-            && !s.send.in_ready
-            && s.can_send(credit)
+            && s.enter_ready(credit)
         {
-            s.send.in_ready = true;
             self.ready.push_back(id);
         }
     }

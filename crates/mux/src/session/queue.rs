@@ -50,6 +50,15 @@ impl<T> InlineQueue<T> {
         Some(head)
     }
 
+    /// Empty, the overflow buffer freed too.
+    pub(crate) fn reset(&mut self) {
+        self.first = None;
+        // Tested first: assigning drops in place, a call even for `None`.
+        if self.rest.is_some() {
+            self.rest = None;
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.first = None;
         if let Some(rest) = &mut self.rest {

@@ -108,6 +108,18 @@ pub(crate) enum Handle {
     Released,
 }
 
+impl Handle {
+    /// A new stream's: waiting to be accepted if the peer opened it
+    /// (`remote`), held from the start if we did.
+    pub(crate) fn first(remote: bool) -> Handle {
+        if remote {
+            Handle::Unaccepted
+        } else {
+            Handle::Held
+        }
+    }
+}
+
 /// The send half: its state, the peer's credit and the data waiting.
 #[derive(Debug)]
 pub(crate) struct SendSide {
@@ -211,6 +223,22 @@ pub(crate) struct StreamState {
     pub(crate) progress: Progress,
     /// The driver's wake-ups for the handle's tasks.
     pub(crate) wakers: StreamWakers,
+    /// The next spare box while this one is spare (`StreamTable`); `None`
+    /// while the stream is live.
+    pub(crate) spare_link: Option<Box<StreamState>>,
+}
+
+/// What releasing a stream's handle left for the session to do.
+#[derive(Debug)]
+pub(crate) struct Released {
+    /// Who held the handle before.
+    pub(crate) was: Handle,
+    /// Unread bytes dropped: connection credit to give back.
+    pub(crate) dropped: u32,
+    /// Whether the stream can leave the table now.
+    pub(crate) finished: bool,
+    /// Opened by the peer.
+    pub(crate) remote: bool,
 }
 
 /// Wakers of one stream's tasks, kept with the stream so the driver needs
@@ -228,11 +256,7 @@ impl StreamState {
     pub(crate) fn new(remote: bool, send_window: u32, recv_window: RecvWindow) -> StreamState {
         StreamState {
             remote,
-            handle: if remote {
-                Handle::Unaccepted
-            } else {
-                Handle::Held
-            },
+            handle: Handle::first(remote),
             open_metadata: Metadata::new(),
             send: SendSide {
                 state: SendState::Open,
@@ -251,7 +275,74 @@ impl StreamState {
             failed: None,
             progress: Progress::default(),
             wakers: StreamWakers::default(),
+            spare_link: None,
         }
+    }
+
+    /// Back to [`new`](Self::new)'s state, in place (a recycled box: see
+    /// `StreamTable`). Every field is named, so a field added later cannot
+    /// be left over from the previous stream.
+    pub(crate) fn renew(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
+        let StreamState {
+            // Set by `start`, below.
+            remote: _,
+            handle: _,
+            open_metadata,
+            send,
+            recv,
+            failed,
+            progress,
+            wakers,
+            // The table's, not the stream's.
+            spare_link: _,
+        } = self;
+        *open_metadata = Metadata::new();
+        let SendSide {
+            state,
+            window: _,
+            queue,
+            queued,
+            in_ready,
+            want_writable,
+        } = send;
+        *state = SendState::Open;
+        queue.reset();
+        *queued = 0;
+        *in_ready = false;
+        *want_writable = false;
+        let RecvSide {
+            state,
+            window: _,
+            queue,
+            buffered,
+        } = recv;
+        *state = RecvState::Open;
+        queue.reset();
+        *buffered = 0;
+        *failed = None;
+        *progress = Progress::default();
+        *wakers = StreamWakers::default();
+        self.start(remote, send_window, recv_window);
+    }
+
+    /// A [`renew`](Self::renew)ed state made stream state for a new
+    /// stream: only what [`new`](Self::new) takes differs.
+    #[inline]
+    pub(crate) fn start(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
+        self.remote = remote;
+        self.handle = Handle::first(remote);
+        self.send.window = SendWindow::new(send_window);
+        self.recv.window = recv_window;
+    }
+
+    /// See `Session::is_done_by_app`.
+    #[inline]
+    pub(crate) fn done_by_app(&self) -> bool {
+        self.send.state != SendState::Open
+            && self.recv_ended()
+            && self.recv.queue.is_empty()
+            && self.failed.is_none()
+            && self.handle == Handle::Held
     }
 
     /// Whether the peer's `END_STREAM` arrived.
@@ -288,6 +379,15 @@ impl StreamState {
         }
     }
 
+    /// Whether the stream joins the session's ready list now: not in it
+    /// yet and able to send with `conn` credit (it is marked as in it).
+    #[inline]
+    pub(crate) fn enter_ready(&mut self, conn: SendWindow) -> bool {
+        let enter = !self.send.in_ready && self.can_send(conn);
+        self.send.in_ready |= enter;
+        enter
+    }
+
     /// Makes the `DATA` frame for all of `data` and `metadata` (taken,
     /// `total` bytes) at once, with `END_STREAM` if `end`: its credit is taken from the
     /// stream's window and the connection's `conn`. The caller has checked
@@ -315,6 +415,21 @@ impl StreamState {
             stream_id: id,
             metadata: std::mem::take(metadata),
             payload: std::mem::take(data),
+        }
+    }
+
+    /// The application let go of the handle: no task to wake any more (the
+    /// wakers go; the stream itself may stay a while, draining), nothing
+    /// more will be read. What the session must do about it is returned.
+    pub(crate) fn release_handle(&mut self) -> Released {
+        let was = std::mem::replace(&mut self.handle, Handle::Released);
+        self.wakers = StreamWakers::default();
+        let dropped = self.clear_recv();
+        Released {
+            was,
+            dropped,
+            finished: self.finished(),
+            remote: self.remote,
         }
     }
 
