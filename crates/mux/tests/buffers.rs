@@ -95,3 +95,27 @@ async fn a_burst_grows_the_buffers_and_a_quiet_tick_gives_them_back() {
     call(&client, &server, 64 * 1024).await;
     assert!(server.buffer_capacity().read > SMALL);
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_no_deadline_at_all_a_quiet_connection_still_gives_its_buffers_back() {
+    // No idle timeout and no keepalive (`weft serve --idle-timeout off`):
+    // no deadline ever ticks, yet an idle connection must not keep its
+    // buffers for its whole life.
+    let mut config = Config::default();
+    config.idle_timeout(None).keepalive_interval(None);
+    let ((client, _ci), (server, incoming)) = duplex_pair(1 << 20, config.clone(), config).await;
+    tokio::spawn(echo_all(incoming));
+    call(&client, &server, 100).await;
+    assert!(
+        server.buffer_capacity().read > 0,
+        "a call reads into a buffer"
+    );
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    for (who, c) in [("client", &client), ("server", &server)] {
+        let b = c.buffer_capacity();
+        assert_eq!((b.read, b.write), (0, 0), "{who} still holds {b:?}");
+    }
+    // And it still works.
+    call(&client, &server, 64 * 1024).await;
+    assert!(!server.is_closed());
+}

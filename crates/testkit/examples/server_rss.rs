@@ -18,7 +18,8 @@
 //! (after one connection opened and closed), with all open, and after all
 //! have closed (the lowest of readings a second apart for
 //! `SERVER_RSS_SETTLE` seconds, default 10; `SERVER_RSS_DEBUG` prints
-//! each), `waves` times over (default 1: a leak grows from wave to wave, a
+//! each; the "open" reading comes `SERVER_RSS_OPEN_WAIT` seconds after the
+//! last connect, default 2), `waves` times over (default 1: a leak grows from wave to wave, a
 //! high-water mark does not). Each figure also comes split into anonymous
 //! memory (heap, stacks) and file-backed pages (the binary's code,
 //! resident once it first runs). Needs a file descriptor limit above 2 N.
@@ -150,9 +151,15 @@ async fn idle(n: usize, waves: usize, addr: &str, pid: u32) {
         kib(warm)
     );
     let pct = |after: u64, base: u64| (after as f64 - base as f64) * 100.0 / base as f64;
+    let open_wait = Duration::from_secs(
+        std::env::var("SERVER_RSS_OPEN_WAIT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2),
+    );
     for wave in 1..=waves {
         let clients = open_idle(n, addr, &config).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(open_wait).await;
         let open = resident_bytes(pid);
         let open_split = split(pid);
         for c in &clients {

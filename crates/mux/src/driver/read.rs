@@ -245,8 +245,13 @@ impl Inner {
             r.chunk = READ_FIRST;
             r.has_buffer = false;
         }
-        self.writer.shrink_if_idle();
+        self.writer.release_if_idle();
         self.session.release_spare_streams();
+    }
+
+    /// Whether the connection holds buffers a quiet tick would give back.
+    pub(super) fn holds_buffers(&self) -> bool {
+        self.reader.buf.capacity() > 0 || self.writer.capacity() > 0
     }
 
     /// Whether the socket woke since the last read was armed.

@@ -31,6 +31,12 @@ pub(crate) struct Driver {
 /// after this the transport is dropped unflushed.
 const CLOSE_FLUSH_LIMIT: Duration = Duration::from_secs(5);
 
+/// With no deadline at all (no idle timeout, no keepalive), how long
+/// after its last tick a connection that holds buffers looks again whether
+/// it went quiet and can give them back (`Inner::release_quiet_buffers`).
+/// Without it such a connection kept its buffers for its whole life.
+const QUIET_TICK: Duration = Duration::from_secs(10);
+
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver").finish_non_exhaustive()
@@ -174,7 +180,16 @@ impl Driver {
             // cost more — every call that empties the stream table sets a
             // new idle deadline, and with nothing armed that deadline would
             // be "earlier", so `pump_app` would wake this task once per call.
-            None => {}
+            // With nothing armed at all (no idle timeout, no keepalive), a
+            // tick of its own still gives a quiet connection's buffers back.
+            None => {
+                if self.armed.is_none() && inner.holds_buffers() && !inner.session.is_closed() {
+                    let t = now() + QUIET_TICK;
+                    self.armed = Some(t);
+                    // Registers the waker; it cannot be due yet.
+                    let _ = self.timer_at(t).poll(cx);
+                }
+            }
             Some(t) if self.armed.is_none_or(|a| t < a) => {
                 self.armed = Some(t);
                 if self.timer_at(t).poll(cx).is_ready() {

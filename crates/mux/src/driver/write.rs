@@ -47,11 +47,12 @@ impl Writer {
         }
     }
 
-    /// Shrinks the buffer back to [`WRITE_FIRST`] if nothing is buffered
-    /// (see `Inner::release_quiet_buffers`).
-    pub(super) fn shrink_if_idle(&mut self) {
-        if self.is_idle() && self.buf.capacity() > WRITE_FIRST {
-            self.buf = BytesMut::with_capacity(WRITE_FIRST);
+    /// Gives the buffer back if nothing is buffered (see
+    /// `Inner::release_quiet_buffers`); the next write reserves
+    /// [`WRITE_FIRST`] again.
+    pub(super) fn release_if_idle(&mut self) {
+        if self.is_idle() && self.buf.capacity() > 0 {
+            self.buf = BytesMut::new();
         }
     }
 
@@ -142,6 +143,11 @@ impl Inner {
             return Ok(());
         }
         let w = &mut self.writer;
+        if w.buf.capacity() == 0 {
+            // Given back while quiet: the first frames get the first size,
+            // not a reserve per frame as the buffer grows from nothing.
+            w.buf.reserve(WRITE_FIRST);
+        }
         let io = &mut self.io.0;
         let mut cx = Context::from_waker(&self.driver_waker);
         loop {
