@@ -246,7 +246,7 @@ impl Inner {
             r.has_buffer = false;
         }
         self.writer.release_if_idle();
-        self.session.release_spare_streams();
+        self.session.release_spares();
     }
 
     /// Whether the connection holds buffers a quiet tick would give back.

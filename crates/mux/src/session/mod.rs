@@ -621,15 +621,18 @@ impl Session {
         }
     }
 
-    /// Takes finished stream `id` (opened by the peer if `remote`) out of
-    /// the table. The state is dropped where `remove` leaves it, never
-    /// bound: each move of it is a 320-byte copy on the per-call path.
-    /// Frees the states of finished streams kept for reuse (a quiet
-    /// connection's idle tick; the next stream allocates one again).
-    pub(crate) fn release_spare_streams(&mut self) {
+    /// Frees what a quiet connection keeps for reuse (its idle tick): the
+    /// states of finished streams and an empty control queue's room (the
+    /// next stream or control frame allocates again).
+    pub(crate) fn release_spares(&mut self) {
         self.streams.release_spare();
+        if self.control.is_empty() && self.control.capacity() > 0 {
+            self.control = VecDeque::new();
+        }
     }
 
+    /// Takes finished stream `id` (opened by the peer if `remote`) out of
+    /// the table (its boxed state goes back to the spares).
     fn remove_finished(&mut self, id: u32, remote: bool) {
         self.streams.remove(id);
         if remote {
@@ -823,4 +826,28 @@ fn settings(conn_increment: u32, stream_window: u32, max_streams: Option<u32>) -
     let mut f = Frame::window_update(CONNECTION_ID, conn_increment);
     f.metadata = b.finish();
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quiet_tick_gives_an_empty_control_queue_back() {
+        let now = Instant::now();
+        let mut s = Session::new(Role::Server, &Config::default(), now);
+        s.handle_frame(settings_frame(1 << 20, 1 << 18), now);
+        s.handle_frame(Frame::ping([1; 8], false), now);
+        while s.poll_transmit().is_some() {}
+        assert!(s.control.capacity() > 0, "the pong went through the queue");
+        s.release_spares();
+        assert_eq!(s.control.capacity(), 0);
+        // And it still answers.
+        s.handle_frame(Frame::ping([2; 8], false), now);
+        let pong = std::iter::from_fn(|| s.poll_transmit()).find(|f| f.ty == FrameType::PING);
+        assert!(
+            pong.is_some_and(|f| f.flags.contains(weft_frame::Flags::ACK)),
+            "a pong after the release"
+        );
+    }
 }
