@@ -229,9 +229,9 @@ impl Inner {
 
     /// The connection task's timer fired (a keepalive or idle tick). A
     /// connection with no streams that read less than [`READ_FIRST`] since
-    /// the last tick has gone quiet: it gives its read buffer back (the
-    /// next read reserves a first chunk again) and shrinks its write buffer
-    /// to its first size, and frees the stream states it kept for reuse.
+    /// the last tick has gone quiet: it gives its read and write buffers
+    /// back (the next read or write reserves a first chunk again) and frees
+    /// what the session keeps for reuse (`Session::release_spares`).
     /// At most one allocation per tick per connection, none per call.
     pub(super) fn release_quiet_buffers(&mut self) {
         let r = &mut self.reader;
