@@ -141,3 +141,27 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
         assert!(!cause.to_string().contains("no GOAWAY"), "{end}: {cause}");
     }
 }
+
+/// `is_done_by_app`: only once the application queued its end *and* took
+/// the peer's last chunk (a stream it could still observe is not done).
+#[test]
+fn a_stream_is_done_by_the_app_only_when_both_ends_are_its_own_business_no_more() {
+    let mut p = Pair::new();
+    let id = p
+        .client
+        .open(Metadata::new(), Bytes::from_static(b"q"), true, p.now)
+        .unwrap();
+    p.drive();
+    assert_eq!(p.server.accept(), Some(id));
+    assert!(!p.server.is_done_by_app(id), "the request is not taken yet");
+    let _ = drain(&mut p.server, id);
+    assert!(
+        !p.server.is_done_by_app(id),
+        "its own end is not queued yet"
+    );
+    p.server
+        .send(id, Metadata::new(), Bytes::from_static(b"r"), true)
+        .unwrap();
+    assert!(p.server.is_done_by_app(id));
+    assert!(!p.server.is_done_by_app(id + 2), "an unknown stream is not");
+}

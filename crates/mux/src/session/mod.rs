@@ -842,6 +842,11 @@ mod tests {
         assert!(s.control.capacity() > 0, "the pong went through the queue");
         s.release_spares();
         assert_eq!(s.control.capacity(), 0);
+        // A queue with frames in it keeps them.
+        s.handle_frame(Frame::ping([3; 8], false), now);
+        s.release_spares();
+        assert_eq!(s.control.len(), 1, "the unsent pong survives the tick");
+        while s.poll_transmit().is_some() {}
         // And it still answers.
         s.handle_frame(Frame::ping([2; 8], false), now);
         let pong = std::iter::from_fn(|| s.poll_transmit()).find(|f| f.ty == FrameType::PING);

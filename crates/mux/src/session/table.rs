@@ -254,4 +254,24 @@ mod tests {
         }
         assert_eq!(t.spare_count(), 100_000);
     }
+
+    #[test]
+    fn a_listed_stream_is_known_and_enters_the_ready_list_once() {
+        use super::super::window::{RecvWindow, SendWindow};
+        let mut t = StreamTable::default();
+        let mut s = t.fresh(false, 1 << 16, RecvWindow::new(1 << 16));
+        let credit = SendWindow::new(1 << 16);
+        assert!(!s.enter_ready(credit), "nothing queued: nothing to send");
+        s.send.push(Pending {
+            metadata: Metadata::new(),
+            data: Bytes::from_static(b"x"),
+            end: false,
+        });
+        assert!(!s.enter_ready(SendWindow::new(0)), "no connection credit");
+        assert!(s.enter_ready(credit), "queued data and credit: it enters");
+        assert!(s.send.in_ready);
+        assert!(!s.enter_ready(credit), "already listed: never twice");
+        t.insert(3, s);
+        assert!(t.contains_key(&3) && !t.contains_key(&5));
+    }
 }
