@@ -34,6 +34,7 @@ pub mod std_net;
 pub mod tarpc_peer;
 pub mod tokio_codec;
 pub mod tonic_peer;
+pub mod weft_handoff;
 pub mod weft_peer;
 
 use std::time::Duration;
@@ -157,6 +158,11 @@ pub fn peers() -> Vec<Peer> {
             name: "weft-encrypted",
             description: "weft facade, raw unary call, Noise handshake + AES-256-GCM (compression negotiated)",
             stack: Stack::Multiplexing(weft_peer::run_encrypted),
+        },
+        Peer {
+            name: "weft-handoff",
+            description: "weft, plain, behind a tarpc-style hand-off: callers pass a oneshot reply slot over an mpsc to one task that makes every call joined",
+            stack: Stack::Multiplexing(weft_handoff::run),
         },
         Peer {
             name: "std-net",

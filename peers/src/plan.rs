@@ -250,8 +250,8 @@ mod tests {
         assert_eq!(plan.runtimes, Runtime::ALL);
         assert!(plan.complete);
         let cells = plan.cells();
-        // 4 multiplexing peers x 6 shapes + 2 pipelining ones x 2, on 2 runtimes
-        assert_eq!(cells.len(), (4 * 6 + 2 * 2) * 2);
+        // 5 multiplexing peers x 6 shapes + 2 pipelining ones x 2, on 2 runtimes
+        assert_eq!(cells.len(), (5 * 6 + 2 * 2) * 2);
         let std_net = plan.peers.iter().position(|p| p.name == "std-net").unwrap();
         assert!(
             cells

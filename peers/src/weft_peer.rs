@@ -32,7 +32,7 @@ impl Caller for Client {
 
 /// Serves on a free loopback port (the server task ends with the runtime)
 /// and connects one client.
-async fn connect(encrypted: bool) -> Client {
+pub(crate) async fn connect(encrypted: bool) -> Client {
     let config = if encrypted {
         Config::new().encryption(EncryptionPolicy::Required)
     } else {
