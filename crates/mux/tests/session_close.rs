@@ -36,11 +36,7 @@ fn a_drain_close_still_sends_the_last_streams_final_frame() {
 #[test]
 fn a_stream_done_both_ways_reads_its_clean_end_after_the_close() {
     let mut p = Pair::new();
-    let id = p
-        .client
-        .open(Metadata::new(), Bytes::from_static(b"q"), true, p.now)
-        .unwrap();
-    p.drive();
+    let id = request(&mut p);
     assert_eq!(p.server.accept(), Some(id));
     let _ = drain(&mut p.server, id);
     p.server
@@ -54,14 +50,21 @@ fn a_stream_done_both_ways_reads_its_clean_end_after_the_close() {
     assert_eq!((got.as_slice(), ended, err), (&b"r"[..], true, None));
     // A stream still open when the connection died fails.
     let mut q = Pair::new();
-    let id = q
-        .client
-        .open(Metadata::new(), Bytes::from_static(b"q"), true, q.now)
-        .unwrap();
-    q.drive();
+    let id = request(&mut q);
     q.client.handle_transport_closed(eof());
     let (_, ended, err) = drain(&mut q.client, id);
     assert!(!ended && err.is_some_and(|e| e.to_string().contains("closed")));
+}
+
+/// The client opens a stream with the whole request `q` and the pair
+/// exchanges it; returns the stream's id.
+fn request(p: &mut Pair) -> u32 {
+    let id = p
+        .client
+        .open(Metadata::new(), Bytes::from_static(b"q"), true, p.now)
+        .unwrap();
+    p.drive();
+    id
 }
 
 fn eof() -> CloseCause {
@@ -147,11 +150,7 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
 #[test]
 fn a_stream_is_done_by_the_app_only_when_both_ends_are_its_own_business_no_more() {
     let mut p = Pair::new();
-    let id = p
-        .client
-        .open(Metadata::new(), Bytes::from_static(b"q"), true, p.now)
-        .unwrap();
-    p.drive();
+    let id = request(&mut p);
     assert_eq!(p.server.accept(), Some(id));
     assert!(!p.server.is_done_by_app(id), "the request is not taken yet");
     let _ = drain(&mut p.server, id);
