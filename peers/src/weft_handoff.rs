@@ -4,7 +4,8 @@
 //! joined (`FuturesUnordered`), so the connection's state stays on the
 //! dispatch task's thread. This is the ownership model issue 13 asks of
 //! weft-mux, built from outside with off-the-shelf channels (one `oneshot`
-//! and one boxed call per call, which weft-mux itself would not need): it
+//! and one `FuturesUnordered` task per call, which weft-mux itself would
+//! not need): it
 //! measures what the placement alone buys on a multi-thread runtime.
 //! Plain, like `weft`.
 
