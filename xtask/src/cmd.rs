@@ -120,6 +120,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn run_env_sets_the_variables_for_the_command_only() {
+        let check = r#"test "$WEFT_XTASK_PROBE" = "--cfg loom""#;
+        assert!(run_env("sh", &["-c", check], &[("WEFT_XTASK_PROBE", "--cfg loom")]).is_ok());
+        assert!(run_env("sh", &["-c", check], &[("WEFT_XTASK_PROBE", "other")]).is_err());
+        assert!(std::env::var_os("WEFT_XTASK_PROBE").is_none());
+    }
+
+    #[test]
     fn printed_commands_quote_words_with_spaces() {
         assert_eq!(
             shell_words("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
