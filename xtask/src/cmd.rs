@@ -18,6 +18,15 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<(), String> {
     check(program, args, status)
 }
 
+/// Like [`run`], with environment variables set for the command (printed
+/// before it, as one would type them).
+pub(crate) fn run_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let status = command_env(program, args, env)
+        .status()
+        .map_err(|e| format!("could not start {program}: {e}"))?;
+    check(program, args, status)
+}
+
 /// Like [`run`], but returns the exit code instead of failing on non-zero
 /// (for tools whose codes mean findings, not breakage).
 pub(crate) fn status(program: &str, args: &[&str]) -> Result<Option<i32>, String> {
@@ -45,9 +54,20 @@ pub(crate) fn output_of(exe: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 fn command(program: &str, args: &[&str]) -> Command {
-    println!("$ {}", shell_words(program, args));
+    command_env(program, args, &[])
+}
+
+fn command_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let assignments: String = env
+        .iter()
+        .map(|(k, v)| format!("{k}={} ", shell_words(v, &[])))
+        .collect();
+    println!("$ {assignments}{}", shell_words(program, args));
     let mut command = Command::new(program);
-    command.args(args).current_dir(root());
+    command
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root());
     command
 }
 
@@ -98,6 +118,14 @@ pub(crate) fn write(relative: &str, contents: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_env_sets_the_variables_for_the_command_only() {
+        let check = r#"test "$WEFT_XTASK_PROBE" = "--cfg loom""#;
+        assert!(run_env("sh", &["-c", check], &[("WEFT_XTASK_PROBE", "--cfg loom")]).is_ok());
+        assert!(run_env("sh", &["-c", check], &[("WEFT_XTASK_PROBE", "other")]).is_err());
+        assert!(std::env::var_os("WEFT_XTASK_PROBE").is_none());
+    }
 
     #[test]
     fn printed_commands_quote_words_with_spaces() {

@@ -20,11 +20,16 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command> [options]
 
 commands:
-  ci        what .ci/run runs, in order: fmt check, clippy -D warnings, tests,
-            loom tests of weft-mux,
-            mutants --in-diff, bench --check, coverage, fuzz --secs 30,
-            soak --secs 60 (the soak's and the fuzz targets' builds start
-            after the fmt check, at nice 19, in the background)
+  ci [GROUP] what .ci/run runs, in order, by group (no GROUP: all of them):
+              lint      fmt check, clippy -D warnings, rustdoc -D warnings,
+                        cargo package of each published crate, the GitHub
+                        workflow against its schema
+              test      tests, tests with all features (weft-rpc, weft),
+                        loom tests of weft-mux (--cfg loom, target/loom),
+                        mutants --in-diff, bench --check
+              coverage  coverage
+              fuzz      fuzz --secs 30, soak --secs 60 (their builds start
+                        after the fmt check, at nice 19, in the background)
   bench     divan timings + allocation gate (benches/alloc-baseline.json),
             one table, target/bench/*.json, docs/BENCHMARKS.md
               --check     allocation gate + one smoke run of every bench (CI)

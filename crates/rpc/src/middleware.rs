@@ -1,9 +1,10 @@
 //! Server middleware: an [`Interceptor`] (a synchronous check of each
 //! call's context, free when unused) and, with feature `tower`, tower
-//! `Layer`s over whole calls ([`Server::layer`]).
+//! `Layer`s over whole calls (`Server::layer`; these items are not linked
+//! here, since without the feature they do not exist).
 //!
-//! A layered call is an [`IncomingCall`]: its method, metadata and peer,
-//! and the call itself, which the innermost service ([`CallService`]) runs
+//! A layered call is an `IncomingCall`: its method, metadata and peer,
+//! and the call itself, which the innermost service (`CallService`) runs
 //! to its end. A layer that answers `Err(status)` without calling inward
 //! ends the call with that status (its handler never runs); an error type
 //! other than [`Status`] ends it `UNAVAILABLE` (tower's overload and

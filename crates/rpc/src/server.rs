@@ -35,7 +35,7 @@ use crate::router::Route;
 use crate::{Context, PeerInfo, Router, Status, deadline};
 
 /// Serves a [`Router`] on connections, optionally through middleware
-/// ([`interceptor`](Self::interceptor), [`layer`](Self::layer)).
+/// ([`interceptor`](Self::interceptor), and `layer` with feature `tower`).
 #[derive(Clone)]
 pub struct Server {
     router: Arc<Router>,

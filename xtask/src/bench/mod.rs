@@ -103,7 +103,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         &results_json(&context, options.runs, &rows),
     )?;
     report::update_doc(
-        "xtask bench",
+        report::TARGETS_SECTION,
         &report::targets_section(&context, options.runs, &rows),
     )?;
     cmd::write("docs/benchmarks.svg", &chart(&rows))?;

@@ -112,7 +112,7 @@ pub(crate) fn run(rounds: usize, peer_args: &[String]) -> Result<(), String> {
         println!("(a filtered run: docs/BENCHMARKS.md left as it was)");
         return Ok(());
     }
-    report::update_doc("xtask bench --peers", &section(&context, &run, &tables))?;
+    report::update_doc(report::PEERS_SECTION, &section(&context, &run, &tables))?;
     cmd::write("docs/benchmarks-peers.svg", &chart(&run))
 }
 

@@ -11,6 +11,10 @@ use super::alloc::Outcome;
 
 /// The document the tables are rendered into.
 pub(crate) const DOC: &str = "docs/BENCHMARKS.md";
+/// The generated section `cargo xtask bench` rewrites in [`DOC`].
+pub(crate) const TARGETS_SECTION: &str = "xtask bench";
+/// The generated section `cargo xtask bench --peers` rewrites in [`DOC`].
+pub(crate) const PEERS_SECTION: &str = "xtask bench --peers";
 
 /// One target's figures (time from divan, counts from the harness).
 #[derive(Debug, Clone, PartialEq)]
@@ -187,5 +191,27 @@ mod tests {
         // idempotent
         assert_eq!(replace_section(&new, "a", "new a\n").unwrap(), new);
         assert!(replace_section(doc, "c", "x").is_err());
+    }
+
+    /// The page keeps both generated sections' markers (a rewrite of the
+    /// prose around them must not lose one), and replacing one leaves the
+    /// other and everything outside the markers as it was.
+    #[test]
+    fn the_page_has_both_generated_sections() {
+        let doc = cmd::read(DOC).unwrap();
+        for (name, other) in [
+            (TARGETS_SECTION, PEERS_SECTION),
+            (PEERS_SECTION, TARGETS_SECTION),
+        ] {
+            let new = replace_section(&doc, name, "REPLACED\n").unwrap();
+            assert!(new.contains(&format!(
+                "<!-- BEGIN {name} -->\nREPLACED\n<!-- END {name} -->"
+            )));
+            let begin = format!("<!-- BEGIN {other} -->");
+            let kept = &doc[doc.find(&begin).unwrap()..];
+            let kept = &kept[..kept.find(&format!("<!-- END {other} -->")).unwrap()];
+            assert!(new.contains(kept), "replacing {name} changed {other}");
+            assert_eq!(new.matches("<!-- BEGIN ").count(), 2);
+        }
     }
 }

@@ -209,7 +209,7 @@ impl<T: Owned> std::fmt::Debug for Guard<'_, T> {
     }
 }
 
-#[cfg(all(test, feature = "loom"))]
+#[cfg(all(test, loom))]
 impl<T: Owned> Combiner<T> {
     /// The state, without applying the mailbox: what the owners left.
     pub(super) fn into_state(self) -> T {

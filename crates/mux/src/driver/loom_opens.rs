@@ -5,7 +5,7 @@
 //! A lost wake-up leaves a waiting open asleep for ever: loom reports the
 //! deadlock.
 //!
-//! `cargo test -p weft-mux --features loom --release --lib loom`
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p weft-mux --lib -- loom`
 
 use std::future::Future;
 use std::pin::pin;

@@ -1,7 +1,7 @@
 //! Model checks of the driver's hand-off protocols with loom: every
 //! interleaving of the real `Combiner` and `ReadWake` code.
 //!
-//! `cargo test -p weft-mux --features loom --release --lib loom`
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p weft-mux --lib -- loom`
 //!
 //! Each test names the bug it guards against; the two `ReadWake` ones are
 //! the lost read wake-ups the soak found (issue #7), written as models.

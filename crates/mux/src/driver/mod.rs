@@ -44,9 +44,9 @@
 
 mod combine;
 mod events;
-#[cfg(all(test, feature = "loom"))]
+#[cfg(all(test, loom))]
 mod loom_opens;
-#[cfg(all(test, feature = "loom"))]
+#[cfg(all(test, loom))]
 mod loom_tests;
 mod opens;
 mod ops;

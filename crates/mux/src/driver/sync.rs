@@ -1,17 +1,17 @@
 //! The synchronisation primitives of the driver's hand-off protocols:
-//! std's, or loom's when the `loom` feature model-checks them
-//! (`cargo test -p weft-mux --features loom --release --lib loom`).
+//! std's, or loom's in a `--cfg loom` build that model-checks them
+//! (`RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p weft-mux --lib -- loom`).
 
-#[cfg(feature = "loom")]
+#[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, fence};
-#[cfg(feature = "loom")]
+#[cfg(loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
-#[cfg(feature = "loom")]
+#[cfg(loom)]
 pub(crate) use std::sync::TryLockError;
 
-#[cfg(not(feature = "loom"))]
+#[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, fence};
-#[cfg(not(feature = "loom"))]
+#[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard, TryLockError};
 
 /// Where another thread may run in the model: loom switches threads only
@@ -20,6 +20,6 @@ pub(crate) use std::sync::{Mutex, MutexGuard, TryLockError};
 /// otherwise never be explored. Nothing outside the model.
 #[inline(always)]
 pub(crate) fn switch_point() {
-    #[cfg(feature = "loom")]
+    #[cfg(loom)]
     loom::thread::yield_now();
 }
