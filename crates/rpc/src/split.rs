@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use bytes::Bytes;
 use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 
@@ -23,7 +24,7 @@ use crate::{Code, Codec, Status};
 /// The sending half: [`send`](Self::send), then
 /// [`close_send`](Self::close_send) (dropping it without closing leaves
 /// the server waiting for more, until the deadline).
-pub struct BidiSender<Req, C> {
+pub struct BidiSender<Req = Bytes, C = crate::Raw> {
     slot: Slot,
     max: usize,
     closed: bool,
@@ -112,7 +113,7 @@ impl<Req, C: Codec<Req>> futures_sink::Sink<Req> for BidiSender<Req, C> {
 /// The receiving half: [`message`](Self::message), or a
 /// `futures::Stream` of the responses. As [`Streaming`](crate::Streaming),
 /// `Ok(None)` only after the server's explicit end with `OK`.
-pub struct BidiReceiver<Resp, C> {
+pub struct BidiReceiver<Resp = Bytes, C = crate::Raw> {
     slot: Slot,
     reader: Reader,
     /// The `OPEN` metadata, for the method name in decode errors.

@@ -115,6 +115,26 @@ enum Retry {
     StreamRefused,
 }
 
+/// One constructor per code: `Status::not_found("no user 7")` is
+/// `Status::new(Code::NOT_FOUND, "no user 7")`.
+macro_rules! constructors {
+    ($($(#[$doc:meta])* $name:ident => $code:ident;)*) => {
+        $(
+            $(#[$doc])*
+            ///
+            /// ```
+            /// # use weft_rpc::{Code, Status};
+            #[doc = concat!("let s = Status::", stringify!($name), "(\"why\");")]
+            #[doc = concat!("assert_eq!(s.code(), Code::", stringify!($code), ");")]
+            /// assert_eq!(s.message(), "why");
+            /// ```
+            pub fn $name(message: impl Into<Cow<'static, str>>) -> Status {
+                Status::new(Code::$code, message)
+            }
+        )*
+    };
+}
+
 impl Status {
     /// A status with this code and message.
     pub fn new(code: Code, message: impl Into<Cow<'static, str>>) -> Status {
@@ -227,37 +247,39 @@ impl Status {
         self.details().map(|d| C::decode(d.clone()))
     }
 
-    /// [`Code::CANCELLED`].
-    pub fn cancelled(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::CANCELLED, message)
-    }
-    /// [`Code::INVALID_ARGUMENT`].
-    pub fn invalid_argument(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::INVALID_ARGUMENT, message)
-    }
-    /// [`Code::DEADLINE_EXCEEDED`].
-    pub fn deadline_exceeded(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::DEADLINE_EXCEEDED, message)
-    }
-    /// [`Code::NOT_FOUND`].
-    pub fn not_found(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::NOT_FOUND, message)
-    }
-    /// [`Code::RESOURCE_EXHAUSTED`].
-    pub fn resource_exhausted(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::RESOURCE_EXHAUSTED, message)
-    }
-    /// [`Code::UNIMPLEMENTED`].
-    pub fn unimplemented(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::UNIMPLEMENTED, message)
-    }
-    /// [`Code::INTERNAL`].
-    pub fn internal(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::INTERNAL, message)
-    }
-    /// [`Code::UNAVAILABLE`].
-    pub fn unavailable(message: impl Into<Cow<'static, str>>) -> Status {
-        Status::new(Code::UNAVAILABLE, message)
+    constructors! {
+        /// [`Code::CANCELLED`]: the caller gave up on the call.
+        cancelled => CANCELLED;
+        /// [`Code::UNKNOWN`]: an error with no better code (e.g. from another error space).
+        unknown => UNKNOWN;
+        /// [`Code::INVALID_ARGUMENT`]: the request is wrong whatever the server's state.
+        invalid_argument => INVALID_ARGUMENT;
+        /// [`Code::DEADLINE_EXCEEDED`]: the deadline passed before the call ended.
+        deadline_exceeded => DEADLINE_EXCEEDED;
+        /// [`Code::NOT_FOUND`]: the requested entity does not exist.
+        not_found => NOT_FOUND;
+        /// [`Code::ALREADY_EXISTS`]: the entity the caller tried to create exists.
+        already_exists => ALREADY_EXISTS;
+        /// [`Code::PERMISSION_DENIED`]: the caller is known but may not do this.
+        permission_denied => PERMISSION_DENIED;
+        /// [`Code::RESOURCE_EXHAUSTED`]: a quota or limit ran out.
+        resource_exhausted => RESOURCE_EXHAUSTED;
+        /// [`Code::FAILED_PRECONDITION`]: the system is not in a state that allows this.
+        failed_precondition => FAILED_PRECONDITION;
+        /// [`Code::ABORTED`]: aborted by a concurrency conflict; retry at a higher level.
+        aborted => ABORTED;
+        /// [`Code::OUT_OF_RANGE`]: past the valid range (e.g. reading past the end).
+        out_of_range => OUT_OF_RANGE;
+        /// [`Code::UNIMPLEMENTED`]: the method is not implemented or not supported.
+        unimplemented => UNIMPLEMENTED;
+        /// [`Code::INTERNAL`]: an invariant broke inside the server.
+        internal => INTERNAL;
+        /// [`Code::UNAVAILABLE`]: the service cannot be reached now; often transient.
+        unavailable => UNAVAILABLE;
+        /// [`Code::DATA_LOSS`]: unrecoverable data loss or corruption.
+        data_loss => DATA_LOSS;
+        /// [`Code::UNAUTHENTICATED`]: the caller has no valid credentials.
+        unauthenticated => UNAUTHENTICATED;
     }
 }
 
@@ -328,15 +350,36 @@ mod tests {
         assert!(!format!("{s:?}").contains("retry"));
         let refused = Status::unavailable("refused").stream_refused().retry_safe();
         assert!(refused.is_retry_safe() && refused.is_stream_refused());
+    }
+
+    #[test]
+    fn every_grpc_code_but_ok_has_a_constructor_with_its_name() {
         let all = [
-            Status::cancelled(""),
-            Status::invalid_argument(""),
-            Status::deadline_exceeded(""),
-            Status::not_found(""),
-            Status::resource_exhausted(""),
-            Status::internal(""),
+            Status::cancelled("m"),
+            Status::unknown("m"),
+            Status::invalid_argument("m"),
+            Status::deadline_exceeded("m"),
+            Status::not_found("m"),
+            Status::already_exists("m"),
+            Status::permission_denied("m"),
+            Status::resource_exhausted("m"),
+            Status::failed_precondition("m"),
+            Status::aborted("m"),
+            Status::out_of_range("m"),
+            Status::unimplemented("m"),
+            Status::internal("m"),
+            Status::unavailable("m"),
+            Status::data_loss("m"),
+            Status::unauthenticated("m"),
         ];
         let codes: Vec<u32> = all.iter().map(|s| s.code().0).collect();
-        assert_eq!(codes, [1, 3, 4, 5, 8, 13]);
+        assert_eq!(codes, (1..=16).collect::<Vec<u32>>());
+        for s in &all {
+            assert_eq!(s.message(), "m");
+            assert!(
+                !s.is_retry_safe(),
+                "{s:?}: retry safety is the caller's call"
+            );
+        }
     }
 }

@@ -68,6 +68,10 @@ pub use health::{Health, Serving};
 pub use net::{Address, DEFAULT_BACKLOG, Listener, accept_io, connect, connect_io, memory, serve};
 
 pub use bytes::Bytes;
+/// serde, as the typed services' messages use it: `#[derive(weft::serde::Serialize)]`
+/// works without a direct dependency (add `#[serde(crate = "weft::serde")]`).
+#[cfg(feature = "json")]
+pub use serde;
 pub use weft_frame as frame;
 pub use weft_mux as mux;
 pub use weft_rpc as rpc;
@@ -77,10 +81,11 @@ pub use weft_transform::EncryptionPolicy;
 #[cfg(feature = "postcard")]
 pub use weft_rpc::Postcard;
 pub use weft_rpc::{
-    Ascii, BidiCall, BidiStream, Binary, CallOptions, CancelSignal, Client, ClientStreamingCall,
-    Code, Codec, Context, IntoRoutes, InvalidMetadata, Json, Metadata, MetadataKey, Metrics,
-    PeerInfo, Raw, RequestStream, Requests, Response, ResponseSink, Responses, Router, Server,
-    Shape, Status, Streaming,
+    Ascii, BidiCall, BidiReceiver, BidiSender, BidiStream, Binary, CallOptions, CancelSignal,
+    Client, ClientStreamingCall, Code, Codec, Context, Interceptor, IntoRoutes, InvalidMetadata,
+    Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, PeerInfo, Raw, RequestStream, Requests,
+    Response, ResponseSink, Responses, Router, Server, Shape, Status, Streaming, TRACEPARENT,
+    TraceContext,
 };
 #[cfg(feature = "tower")]
 pub use weft_rpc::{CallService, IncomingCall, TypedRequest, TypedService, UnaryRequest};
