@@ -83,8 +83,8 @@ pub(crate) enum StopAt {
 pub(crate) enum Ended {
     /// It ran its course.
     Completed,
-    /// The server went away this many seconds in: from then on every
-    /// call failed `UNAVAILABLE` for [`LOST_AFTER`].
+    /// The server went away this many seconds in and stayed away for
+    /// [`LOST_AFTER`]: an outage that long ends the phase.
     ConnectionLost {
         /// Seconds into the phase.
         after_s: f64,
