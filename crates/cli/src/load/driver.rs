@@ -66,6 +66,13 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 pub(crate) trait Caller: Send + Sync + 'static {
     /// Makes one call: `Err` carries the status code name.
     fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_;
+
+    /// Resolves when a connection the calls run on is lost: an outage
+    /// starts even if no call fails (calls the server provably did not
+    /// process are resent, and wait for the reconnect). Default: never.
+    fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        std::future::pending()
+    }
 }
 
 /// When a phase ends.
@@ -162,6 +169,13 @@ impl Shared {
             Ok(()) => o.succeeded(sent.saturating_duration_since(self.start), at),
             Err(_) => o.failed(at, unavailable),
         }
+        self.down.store(o.is_down(), Ordering::Relaxed);
+    }
+
+    /// The connection was lost at `at`.
+    fn lost(&self, at: Instant) {
+        let mut o = self.outages.lock().unwrap_or_else(|e| e.into_inner());
+        o.lost(at.saturating_duration_since(self.start));
         self.down.store(o.is_down(), Ordering::Relaxed);
     }
 
@@ -344,6 +358,15 @@ pub(crate) async fn drive<C: Caller>(
         )),
         _ => None,
     };
+    let watcher = {
+        let (caller, sh) = (callers[0].clone(), sh.clone());
+        tokio::spawn(async move {
+            loop {
+                caller.lost().await;
+                sh.lost(Instant::now());
+            }
+        })
+    };
     let mut workers = tokio::task::JoinSet::new();
     for (i, ledger) in ledgers.into_iter().enumerate() {
         let caller = callers[i % callers.len()].clone();
@@ -393,6 +416,7 @@ pub(crate) async fn drive<C: Caller>(
     };
     sampling_done.store(true, Ordering::Relaxed);
     sh.stop.cancel();
+    watcher.abort();
     let pacer_late = pacing.and_then(|p| p.join().ok());
     let mean_in_flight = sampling.join().unwrap_or(0.0);
     let series = std::mem::take(&mut *sh.series.lock().unwrap_or_else(|e| e.into_inner()));

@@ -396,6 +396,20 @@ impl Caller for RpcCaller {
             }
         }
     }
+
+    #[allow(clippy::manual_async_fn)] // reason: the trait spells out the `Send` bound
+    fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        async move {
+            loop {
+                // A live connection (waiting while there is none), then its end.
+                match self.channel.client().await {
+                    Ok(c) => return c.connection().closed().await,
+                    // Nothing to watch yet: ask again later, without spinning.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        }
+    }
 }
 
 /// An in-process server, stopped when the run ends.

@@ -1,12 +1,14 @@
 //! Outages: the stretches of a run when the server could not be reached.
 //!
-//! An outage starts with a call failing `UNAVAILABLE` (the connection was
-//! lost with calls in flight, or refused) and ends with the first success
-//! of a call sent after it started: a call already answered before the
-//! outage may still complete successfully after its first failure, and
-//! must not end it. Every failure in between is the outage's. The calls
-//! that wait for the channel to reconnect are not failures; they complete
-//! once it is back, so the length is how long calls could not be served.
+//! An outage starts when the connection is lost, or with a call failing
+//! `UNAVAILABLE` (a refusal, or a loss seen by a call first), and ends
+//! with the first success of a call sent after it started: a call already
+//! answered before the outage may still complete successfully after its
+//! start, and must not end it. Every failure in between is the outage's.
+//! A lost connection need not fail any call (calls it provably did not
+//! process are resent), and the calls that wait for the channel to
+//! reconnect are not failures; they complete once it is back, so the
+//! length is how long calls could not be served.
 //!
 //! Pure: times come in as offsets from the start of the phase.
 
@@ -68,6 +70,16 @@ impl Outages {
                 failed: failed + 1,
             },
         };
+    }
+
+    /// The connection was lost at `at`.
+    pub(crate) fn lost(&mut self, at: Duration) {
+        if self.state == State::Up {
+            self.state = State::Down {
+                since: at,
+                failed: 0,
+            };
+        }
     }
 
     /// A call sent at `sent` succeeded at `at`.
@@ -176,6 +188,24 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_lost_connection_starts_an_outage_that_failures_join() {
+        let mut o = Outages::default();
+        o.lost(ms(1000));
+        assert_eq!(o.down_since(), Some(ms(1000)));
+        o.failed(ms(1001), true);
+        o.lost(ms(1002));
+        assert_eq!(o.down_since(), Some(ms(1000)), "one outage");
+        o.succeeded(ms(1300), ms(1301));
+        o.lost(ms(2000));
+        o.succeeded(ms(2400), ms(2401));
+        let got = o.finish();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!((got[0].start_s, got[0].calls_failed), (1.0, 1));
+        assert_eq!((got[1].start_s, got[1].calls_failed), (2.0, 0));
+        assert!((got[1].length_s.unwrap() - 0.401).abs() < 1e-9);
     }
 
     #[test]

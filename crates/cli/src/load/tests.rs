@@ -368,7 +368,14 @@ async fn a_run_across_two_server_restarts_waits_for_them_and_lists_both_outages(
         r.report.errors,
         r.report.errors_by_code
     );
-    assert_eq!(r.outages.len(), 2, "{:?}", r.outages);
+    assert_eq!(
+        r.outages.len(),
+        2,
+        "{:?}; failed {:?}; per second {:?}",
+        r.outages,
+        r.report.errors_by_code,
+        r.series
+    );
     for (o, down) in r.outages.iter().zip(&downs) {
         let length = Duration::from_secs_f64(o.length_s.expect("over"));
         // It began at the kill, so calls resumed within 1 s of the restart.
