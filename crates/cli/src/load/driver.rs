@@ -618,6 +618,58 @@ mod tests {
         }
     }
 
+    /// Always answers (after 1 ms), but its connection is lost once at
+    /// `at` and nothing answers for the next 300 ms, as when the calls in
+    /// flight are resent over a new connection.
+    struct LosesItsConnection {
+        at: Instant,
+    }
+
+    const RECONNECT: Duration = Duration::from_millis(300);
+
+    impl Caller for LosesItsConnection {
+        #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
+        fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let now = Instant::now();
+                if now >= self.at && now < self.at + RECONNECT {
+                    tokio::time::sleep_until(self.at + RECONNECT).await;
+                }
+                Ok(())
+            }
+        }
+
+        #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
+        fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
+            async move {
+                if Instant::now() < self.at {
+                    tokio::time::sleep_until(self.at).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_connection_is_an_outage_though_no_call_failed() {
+        let at = Instant::now() + Duration::from_secs(1);
+        let callers = [Arc::new(LosesItsConnection { at })];
+        let m = drive(
+            &phase(StopAt::After(Duration::from_secs(2))),
+            &callers,
+            &mut Progress::hidden(),
+        )
+        .await;
+        assert_eq!(m.ended, Ended::Completed);
+        assert_eq!(m.outages.len(), 1, "{:?}", m.outages);
+        let o = &m.outages[0];
+        assert_eq!(o.calls_failed, 0);
+        let length = o.length_s.expect("over");
+        assert!((0.29..0.32).contains(&length), "{o:?}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_server_gone_for_good_ends_the_phase_after_lost_after() {
         let callers = [Arc::new(GoneAt {
