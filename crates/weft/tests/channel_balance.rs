@@ -1,5 +1,6 @@
 //! The channel over many endpoints: a discovery stream that adds and
-//! removes endpoints, and three servers with one killed and one draining.
+//! removes endpoints, three servers with one killed and one draining, and
+//! three with one refusing every stream and one draining.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -176,4 +177,74 @@ async fn an_endpoint_reporting_not_serving_gets_no_calls() {
         }
     }
     assert!(load(&a) > before, "back once SERVING again");
+}
+
+/// One server's accept loop is gone, so its open connections refuse every
+/// new stream at once (the fastest answer of the three), and another
+/// drains. Without outlier detection power-of-two-choices keeps picking the
+/// refusing one (fewest calls in flight), the retry budget runs out and
+/// calls fail; with it, the refusing endpoint is ejected and probed back,
+/// and the one healthy server takes the load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_servers_one_refusing_every_stream_one_draining_lose_nothing() {
+    const RUN: Duration = Duration::from_secs(6);
+    let hits: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
+    let mut servers = Vec::new();
+    for h in &hits {
+        let listener = Listener::bind("127.0.0.1:0").await.unwrap();
+        servers.push(serve_router(listener, h.clone(), Duration::ZERO));
+    }
+    let config = Config::new();
+    let endpoints = servers
+        .iter()
+        .map(|s| Endpoint::new(&s.addr, &config).unwrap());
+    let channel = Channel::builder()
+        .idempotent("echo")
+        .balance_list(endpoints);
+    let end = tokio::time::Instant::now() + RUN;
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let (ch, ok, failed) = (channel.clone(), ok.clone(), failed.clone());
+        tasks.spawn(async move {
+            let mut first = None;
+            while tokio::time::Instant::now() < end {
+                let opts = CallOptions::new().timeout(Duration::from_secs(2));
+                match ch.unary_with("echo", Bytes::from_static(b"x"), &opts).await {
+                    Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
+                    Err(e) => {
+                        first.get_or_insert(e);
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+            }
+            first
+        });
+    }
+    let all_served = || hits.iter().all(|h| load(h) > 0).then_some(());
+    weft_testkit::eventually(all_served, || "all three served").await;
+    let draining = servers.pop().unwrap().stop();
+    servers.pop().unwrap().abort();
+    let (ok_before, healthy_before) = (load(&ok), load(&hits[0]));
+    let mut first = None;
+    let bound = RUN + Duration::from_secs(5);
+    while let Some(r) = tokio::time::timeout(bound, tasks.join_next())
+        .await
+        .expect("the calls end with the run")
+    {
+        first = first.or(r.unwrap());
+    }
+    let (ok, failed) = (load(&ok), load(&failed));
+    assert_eq!(failed, 0, "{ok} ok; the first failure: {first:?}");
+    // The healthy server took the load: every call after the abort but
+    // the few the draining one took before its GOAWAY reached the client.
+    let (since, healthy) = (ok - ok_before, load(&hits[0]) - healthy_before);
+    eprintln!(
+        "{ok} ok, {failed} failed; {healthy} of the {since} after the abort on the healthy server"
+    );
+    assert!(
+        healthy * 100 >= since * 99 && since > 1000,
+        "{healthy} of {since} calls on the healthy server"
+    );
+    draining.await.unwrap();
 }

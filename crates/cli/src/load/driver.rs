@@ -23,10 +23,11 @@
 //! - a worker yields to the runtime through the cooperative budget after
 //!   every call, so calls that fail on their first poll (and never wait)
 //!   cannot pin the runtime's threads and starve the stop timer;
-//! - when calls have failed `UNAVAILABLE` with none succeeding for
-//!   [`LOST_AFTER`] (the server is gone and reconnecting fails), the phase
-//!   ends with [`Ended::ConnectionLost`] instead of failing calls until
-//!   its end.
+//! - when an outage (calls failing `UNAVAILABLE`, then none sent since
+//!   succeeding: see [`super::outage`]) has lasted [`LOST_AFTER`] (the
+//!   server is gone and reconnecting fails), the phase ends with
+//!   [`Ended::ConnectionLost`] instead of waiting until its end. A shorter
+//!   outage (a server restart) is reported, and the run goes on.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,6 +39,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::outage::{Outage, Outages};
 use super::pace::{self, Pace};
 use super::progress::Progress;
 use super::series::{Second, SecondTally};
@@ -48,9 +50,10 @@ use weft::Code;
 /// before they are cut.
 pub(crate) const DRAIN: Duration = Duration::from_secs(1);
 
-/// How long calls may fail `UNAVAILABLE`, none succeeding, before the
-/// server counts as gone.
-pub(crate) const LOST_AFTER: Duration = Duration::from_secs(1);
+/// How long an outage may last before the server counts as gone: long
+/// enough for a restart, short enough that a long run against a dead
+/// server does not wait out its duration.
+pub(crate) const LOST_AFTER: Duration = Duration::from_secs(10);
 
 /// Longest the unmeasured calls that open a phase ([`prime`]) may take;
 /// past it (a stopped server) the phase starts anyway.
@@ -63,6 +66,13 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 pub(crate) trait Caller: Send + Sync + 'static {
     /// Makes one call: `Err` carries the status code name.
     fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_;
+
+    /// Resolves when a connection the calls run on is lost: an outage
+    /// starts even if no call fails (calls the server provably did not
+    /// process are resent, and wait for the reconnect). Default: never.
+    fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        std::future::pending()
+    }
 }
 
 /// When a phase ends.
@@ -80,8 +90,8 @@ pub(crate) enum StopAt {
 pub(crate) enum Ended {
     /// It ran its course.
     Completed,
-    /// The server went away this many seconds in: from then on every
-    /// call failed `UNAVAILABLE` for [`LOST_AFTER`].
+    /// The server went away this many seconds in and stayed away for
+    /// [`LOST_AFTER`]: an outage that long ends the phase.
     ConnectionLost {
         /// Seconds into the phase.
         after_s: f64,
@@ -114,6 +124,8 @@ pub(crate) struct Measured {
     pub(crate) ended: Ended,
     /// Open loop: the latest the pacer released a slot.
     pub(crate) pacer_late: Option<Duration>,
+    /// The stretches when the server could not be reached.
+    pub(crate) outages: Vec<Outage>,
 }
 
 /// State the workers of one phase share.
@@ -122,9 +134,7 @@ struct Shared {
     in_flight: AtomicU64,
     issued: AtomicU64,
     completed: AtomicU64,
-    succeeded: AtomicU64,
     failed: AtomicU64,
-    unavailable: AtomicU64,
     /// No new calls.
     stop: CancellationToken,
     /// Calls in flight are dropped.
@@ -134,12 +144,48 @@ struct Shared {
     start: Instant,
     /// Per-second figures, flushed by each worker when its second changes.
     series: Mutex<Vec<Second>>,
+    outages: Mutex<Outages>,
+    /// Mirrors `outages.is_down()`, so that a success outside an outage
+    /// takes no lock.
+    down: AtomicBool,
 }
 
 impl Shared {
     fn flush(&self, s: &SecondTally) {
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
         s.flush_into(&mut series);
+    }
+
+    /// Follows outages: a call sent at `sent` ended at `done` with
+    /// `outcome`.
+    fn watch(&self, sent: Instant, done: Instant, outcome: Result<(), &'static str>) {
+        let unavailable = outcome == Err(Code::UNAVAILABLE.name());
+        if !unavailable && !self.down.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut o = self.outages.lock().unwrap_or_else(|e| e.into_inner());
+        let at = done - self.start;
+        match outcome {
+            Ok(()) => o.succeeded(sent.saturating_duration_since(self.start), at),
+            Err(_) => o.failed(at, unavailable),
+        }
+        self.down.store(o.is_down(), Ordering::Relaxed);
+    }
+
+    /// The connection was lost at `at`.
+    fn lost(&self, at: Instant) {
+        let mut o = self.outages.lock().unwrap_or_else(|e| e.into_inner());
+        o.lost(at.saturating_duration_since(self.start));
+        self.down.store(o.is_down(), Ordering::Relaxed);
+    }
+
+    /// When the outage under way started, if one is.
+    fn down_since(&self) -> Option<Duration> {
+        if !self.down.load(Ordering::Relaxed) {
+            return None;
+        }
+        let o = self.outages.lock().unwrap_or_else(|e| e.into_inner());
+        o.down_since()
     }
 }
 
@@ -212,15 +258,10 @@ async fn worker<C: Caller>(
         tally.record(outcome, done - intended, done - sent);
         second.record(done - sh.start, outcome, done - intended, |s| sh.flush(s));
         sh.completed.fetch_add(1, Ordering::Relaxed);
-        match outcome {
-            Ok(()) => sh.succeeded.fetch_add(1, Ordering::Relaxed),
-            Err(code) => {
-                if code == Code::UNAVAILABLE.name() {
-                    sh.unavailable.fetch_add(1, Ordering::Relaxed);
-                }
-                sh.failed.fetch_add(1, Ordering::Relaxed)
-            }
-        };
+        if outcome.is_err() {
+            sh.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        sh.watch(sent, done, outcome);
         // Calls that complete without waiting (a local failure, a ready
         // response) still give the runtime its turn.
         tokio::task::coop::consume_budget().await;
@@ -253,29 +294,10 @@ fn sampler(sh: Arc<Shared>, done: Arc<AtomicBool>) -> std::thread::JoinHandle<f6
     })
 }
 
-/// Tells a gone server from the driver's ticks: calls failing
-/// `UNAVAILABLE` and none succeeding, tick after tick.
-#[derive(Debug, Default)]
-struct Liveness {
-    succeeded: u64,
-    unavailable: u64,
-    /// When the current run of dead ticks began.
-    dead_since: Option<Duration>,
-}
-
-impl Liveness {
-    /// The counters at `at`; `Some(when it went away)` once dead for
-    /// [`LOST_AFTER`].
-    fn tick(&mut self, at: Duration, succeeded: u64, unavailable: u64) -> Option<Duration> {
-        let dead = succeeded == self.succeeded && unavailable > self.unavailable;
-        (self.succeeded, self.unavailable) = (succeeded, unavailable);
-        if !dead {
-            self.dead_since = None;
-            return None;
-        }
-        let since = *self.dead_since.get_or_insert(at);
-        (at - since >= LOST_AFTER).then_some(since)
-    }
+/// `Some(when it went away)` once an outage that began at `down_since`
+/// has lasted [`LOST_AFTER`] at `at`.
+fn gone(down_since: Option<Duration>, at: Duration) -> Option<Duration> {
+    down_since.filter(|&since| at.saturating_sub(since) >= LOST_AFTER)
 }
 
 /// One unmeasured call per worker, all at once, spread over `callers` as
@@ -315,14 +337,14 @@ pub(crate) async fn drive<C: Caller>(
         in_flight: AtomicU64::new(0),
         issued: AtomicU64::new(0),
         completed: AtomicU64::new(0),
-        succeeded: AtomicU64::new(0),
         failed: AtomicU64::new(0),
-        unavailable: AtomicU64::new(0),
         stop: CancellationToken::new(),
         cut: CancellationToken::new(),
         slots: phase.pace.per_second().map(|_| Arc::new(Semaphore::new(0))),
         start: Instant::now(),
         series: Mutex::new(Vec::new()),
+        outages: Mutex::default(),
+        down: AtomicBool::new(false),
     });
     let sampling_done = Arc::new(AtomicBool::new(false));
     let sampling = sampler(sh.clone(), sampling_done.clone());
@@ -335,6 +357,15 @@ pub(crate) async fn drive<C: Caller>(
             sh.stop.clone(),
         )),
         _ => None,
+    };
+    let watcher = {
+        let (caller, sh) = (callers[0].clone(), sh.clone());
+        tokio::spawn(async move {
+            loop {
+                caller.lost().await;
+                sh.lost(Instant::now());
+            }
+        })
     };
     let mut workers = tokio::task::JoinSet::new();
     for (i, ledger) in ledgers.into_iter().enumerate() {
@@ -354,18 +385,13 @@ pub(crate) async fn drive<C: Caller>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut merged = Tally::default();
     let mut lost = None;
-    let mut watch = Liveness::default();
     loop {
         tokio::select! {
             () = &mut timer, if !sh.stop.is_cancelled() => sh.stop.cancel(),
             () = &mut cut, if !sh.cut.is_cancelled() => sh.cut.cancel(),
             _ = tick.tick() => {
                 let at = sh.start.elapsed();
-                let gone = watch.tick(
-                    at,
-                    sh.succeeded.load(Ordering::Relaxed),
-                    sh.unavailable.load(Ordering::Relaxed),
-                );
+                let gone = gone(sh.down_since(), at);
                 if lost.is_none() && gone.is_some() {
                     lost = gone;
                     sh.stop.cancel();
@@ -390,15 +416,18 @@ pub(crate) async fn drive<C: Caller>(
     };
     sampling_done.store(true, Ordering::Relaxed);
     sh.stop.cancel();
+    watcher.abort();
     let pacer_late = pacing.and_then(|p| p.join().ok());
     let mean_in_flight = sampling.join().unwrap_or(0.0);
     let series = std::mem::take(&mut *sh.series.lock().unwrap_or_else(|e| e.into_inner()));
+    let outages = std::mem::take(&mut *sh.outages.lock().unwrap_or_else(|e| e.into_inner()));
     Measured {
         tally: merged,
         series,
         elapsed: lost.unwrap_or(elapsed).min(elapsed),
         mean_in_flight,
         pacer_late,
+        outages: outages.finish(),
         ended: match lost {
             Some(at) => Ended::ConnectionLost {
                 after_s: at.as_secs_f64(),
@@ -561,20 +590,103 @@ mod tests {
     }
 
     #[test]
-    fn only_a_stretch_of_unavailable_with_no_success_is_a_gone_server() {
-        let mut w = Liveness::default();
+    fn only_an_outage_of_lost_after_is_a_gone_server() {
         let ms = Duration::from_millis;
-        assert_eq!(w.tick(ms(100), 10, 0), None);
-        // Failing, but some calls still succeed: not gone.
-        assert_eq!(w.tick(ms(200), 11, 5), None);
-        // Nothing completes at all (a stalled server): not gone either.
-        assert_eq!(w.tick(ms(300), 11, 5), None);
-        for t in 4..=13 {
-            assert_eq!(w.tick(ms(t * 100), 11, 5 + t), None, "{t}");
+        assert_eq!(gone(None, ms(60_000)), None);
+        let since = Some(ms(400));
+        assert_eq!(gone(since, ms(400) + LOST_AFTER - ms(1)), None);
+        assert_eq!(gone(since, ms(400) + LOST_AFTER), Some(ms(400)));
+    }
+
+    /// Fails `UNAVAILABLE` on every call from `down` on (a server gone
+    /// for good), succeeding before.
+    struct GoneAt {
+        down: Instant,
+    }
+
+    impl Caller for GoneAt {
+        #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
+        fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                if Instant::now() >= self.down {
+                    Err(Code::UNAVAILABLE.name())
+                } else {
+                    Ok(())
+                }
+            }
         }
-        assert_eq!(w.tick(ms(1400), 11, 30), Some(ms(400)));
-        // A success resets it.
-        assert_eq!(w.tick(ms(1500), 12, 31), None);
+    }
+
+    /// Always answers (after 1 ms), but its connection is lost once at
+    /// `at` and nothing answers for the next 300 ms, as when the calls in
+    /// flight are resent over a new connection.
+    struct LosesItsConnection {
+        at: Instant,
+    }
+
+    const RECONNECT: Duration = Duration::from_millis(300);
+
+    impl Caller for LosesItsConnection {
+        #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
+        fn call(&self) -> impl Future<Output = Result<(), &'static str>> + Send + '_ {
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let now = Instant::now();
+                if now >= self.at && now < self.at + RECONNECT {
+                    tokio::time::sleep_until(self.at + RECONNECT).await;
+                }
+                Ok(())
+            }
+        }
+
+        #[allow(clippy::manual_async_fn)] // reason: the trait's `Send` bound
+        fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
+            async move {
+                if Instant::now() < self.at {
+                    tokio::time::sleep_until(self.at).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_connection_is_an_outage_though_no_call_failed() {
+        let at = Instant::now() + Duration::from_secs(1);
+        let callers = [Arc::new(LosesItsConnection { at })];
+        let m = drive(
+            &phase(StopAt::After(Duration::from_secs(2))),
+            &callers,
+            &mut Progress::hidden(),
+        )
+        .await;
+        assert_eq!(m.ended, Ended::Completed);
+        assert_eq!(m.outages.len(), 1, "{:?}", m.outages);
+        let o = &m.outages[0];
+        assert_eq!(o.calls_failed, 0);
+        let length = o.length_s.expect("over");
+        assert!((0.29..0.32).contains(&length), "{o:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_gone_for_good_ends_the_phase_after_lost_after() {
+        let callers = [Arc::new(GoneAt {
+            down: Instant::now() + Duration::from_secs(1),
+        })];
+        let m = drive(
+            &phase(StopAt::After(Duration::from_secs(60))),
+            &callers,
+            &mut Progress::hidden(),
+        )
+        .await;
+        let Ended::ConnectionLost { after_s } = m.ended else {
+            panic!("{:?}", m.ended)
+        };
+        assert!((0.9..1.1).contains(&after_s), "{after_s}");
+        assert_eq!(m.outages.len(), 1, "{:?}", m.outages);
+        assert_eq!(m.outages[0].length_s, None, "still out at the end");
     }
 
     #[test]

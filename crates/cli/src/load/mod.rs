@@ -1,12 +1,14 @@
 //! `weft load`: a load generator in the spirit of oha, wrk2 and ghz.
 //!
 //! `concurrency` workers on one `weft::Channel` of `connections`
-//! connections (failing fast while it cannot reconnect) call one method (`echo` by default) for `duration` (or until `calls` have been
+//! connections call one method (`echo` by default) for `duration` (or
+//! until `calls` have been
 //! issued), back to back (closed loop) or on a schedule (`--rate`, open
 //! loop; see [`pace`]). `--sweep` runs steps of rising load and marks the
 //! knee ([`sweep`]). The report has percentiles, min/mean/stddev, a
-//! histogram, a per-second series and a Little's-law check; `--json`
-//! prints all of it with the arguments.
+//! histogram, a per-second series, a Little's-law check and the outages
+//! (a server restarted mid-run: [`outage`]); `--json` prints all of it
+//! with the arguments.
 //!
 //! Everything that could make a run hang is checked before it starts (a
 //! body over the message limit, a malformed method, a zero duration), and
@@ -20,6 +22,7 @@ use weft::{Bytes, CallOptions, Channel, Config, Listener};
 
 mod driver;
 mod histogram;
+mod outage;
 mod pace;
 mod progress;
 mod report_html;
@@ -34,6 +37,16 @@ use progress::Progress;
 
 /// Pacer lateness (ms) above which the report says so.
 const PACER_LATE_NOTE_MS: f64 = 1.0;
+
+/// How the load's channel reconnects: gRPC's schedule from 50 ms, capped
+/// at 500 ms (not 120 s), so calls resume within about half a second of a
+/// restarted server listening again. A load generator may knock this
+/// often; a production client should keep the default.
+fn reconnect() -> weft::Backoff {
+    weft::Backoff::new()
+        .base(Duration::from_millis(50))
+        .max(Duration::from_millis(500))
+}
 
 /// What was loaded and how.
 #[derive(Debug, Serialize)]
@@ -143,6 +156,8 @@ pub(crate) struct Single {
     pub(crate) series: Vec<series::SeriesRow>,
     /// Open loop: the latest the pacer released a call slot, ms.
     pub(crate) pacer_late_ms: Option<f64>,
+    /// When the server could not be reached, and the calls that failed.
+    pub(crate) outages: Vec<outage::Outage>,
 }
 
 /// A single run or a sweep.
@@ -150,7 +165,7 @@ pub(crate) struct Single {
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Body {
     /// One run.
-    Run(Single),
+    Run(Box<Single>),
     /// A sweep: one row per step.
     Sweep {
         /// The steps.
@@ -188,6 +203,7 @@ impl Output {
                 }
                 s += &histogram::render(&r.histogram);
                 s += &render_series(&r.series);
+                s += &outage::render(&r.outages);
             }
             Body::Sweep {
                 rows,
@@ -230,6 +246,12 @@ impl Output {
         let Body::Run(r) = &self.body else {
             return Ok(());
         };
+        if let Some(open) = r.outages.iter().find(|o| o.length_s.is_none()) {
+            return Err(format!(
+                "{} was unreachable from {:.2} s into the run to its end (is the server still up?)",
+                self.setup.target, open.start_s
+            ));
+        }
         if let Some(max) = args.max_error_rate
             && r.report.error_rate() > max
         {
@@ -374,6 +396,20 @@ impl Caller for RpcCaller {
             }
         }
     }
+
+    #[allow(clippy::manual_async_fn)] // reason: the trait spells out the `Send` bound
+    fn lost(&self) -> impl Future<Output = ()> + Send + '_ {
+        async move {
+            loop {
+                // A live connection (waiting while there is none), then its end.
+                match self.channel.client().await {
+                    Ok(c) => return c.connection().closed().await,
+                    // Nothing to watch yet: ask again later, without spinning.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        }
+    }
 }
 
 /// An in-process server, stopped when the run ends.
@@ -418,10 +454,12 @@ pub(crate) async fn run(args: &LoadArgs, config: Config) -> Result<Output, Strin
         }
     };
     // One probe connection reports what the handshake agreed (and fails
-    // the run early when the server is unreachable); the load runs on a
-    // channel spread over `connections`. It fails calls fast while it
-    // cannot reconnect, so a server that went away shows as UNAVAILABLE
-    // (and ends the run) rather than as calls waiting out their timeout.
+    // the run at once when the server is unreachable); the load runs on a
+    // channel spread over `connections`. While it reconnects (a server
+    // restarted mid-run) calls wait for it, as a Channel's calls do by
+    // default: only the calls in flight on the lost connection fail, and
+    // the outage is reported. A server that stays away ends the run
+    // after `driver::LOST_AFTER`.
     let probe = weft::connect(&target, &config)
         .await
         .map_err(|e| format!("cannot connect to {target}: {e}"))?;
@@ -448,7 +486,7 @@ pub(crate) async fn run(args: &LoadArgs, config: Config) -> Result<Output, Strin
     }
     let channel = Channel::builder()
         .connections(args.connections as usize)
-        .fail_fast(true)
+        .backoff(reconnect())
         .connect_lazy(&setup.target, &config)
         .map_err(|e| format!("cannot connect to {}: {e}", setup.target))?;
     let callers = [Arc::new(RpcCaller {
@@ -490,8 +528,9 @@ async fn measure<C: Caller>(args: &LoadArgs, callers: &[Arc<C>]) -> (Body, Ended
                 histogram: Vec::new(),
                 series: Vec::new(),
                 pacer_late_ms: None,
+                outages: m.outages,
             };
-            return (Body::Run(empty), m.ended);
+            return (Body::Run(Box::new(empty)), m.ended);
         }
     }
     if !args.sweep {
@@ -517,8 +556,9 @@ async fn measure<C: Caller>(args: &LoadArgs, callers: &[Arc<C>]) -> (Body, Ended
             histogram: histogram::buckets(&m.tally.latency),
             series: series::rows(&m.series, m.elapsed),
             pacer_late_ms: m.pacer_late.map(|d| d.as_secs_f64() * 1e3),
+            outages: m.outages,
         };
-        return (Body::Run(single), m.ended);
+        return (Body::Run(Box::new(single)), m.ended);
     }
     let mut rows = Vec::new();
     let mut ended = Ended::Completed;

@@ -140,6 +140,28 @@ fn histogram(buckets: &[super::histogram::Bucket]) -> String {
     s + "</svg>\n"
 }
 
+/// A table of the outages (nothing when there were none).
+fn outages(outages: &[super::outage::Outage]) -> String {
+    if outages.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "<table class=\"outages\">\n<caption>outages (the server could not be reached)</caption>\n\
+         <tr><th>start s</th><th>length s</th><th>calls failed</th></tr>\n",
+    );
+    for o in outages {
+        let length = o
+            .length_s
+            .map_or_else(|| "to the end".to_owned(), |l| format!("{l:.3}"));
+        let _ = writeln!(
+            s,
+            "<tr><td>{:.3}</td><td>{length}</td><td>{}</td></tr>",
+            o.start_s, o.calls_failed
+        );
+    }
+    s + "</table>\n"
+}
+
 /// The page.
 pub(crate) fn render(out: &Output) -> String {
     let mut body = String::new();
@@ -161,6 +183,7 @@ pub(crate) fn render(out: &Output) -> String {
                 },
             );
             body += &histogram(&r.histogram);
+            body += &outages(&r.outages);
         }
         Body::Sweep { rows, .. } => {
             let xs: Vec<String> = rows
@@ -211,5 +234,26 @@ mod tests {
         let d = svg.split("d=\"").nth(1).unwrap().split('"').next().unwrap();
         assert_eq!(d.matches('M').count(), 2, "{d}");
         assert!(!d.contains('L'), "{d}");
+    }
+
+    #[test]
+    fn outages_are_a_table_row_each() {
+        use super::super::outage::Outage;
+        assert_eq!(outages(&[]), "");
+        let t = outages(&[
+            Outage {
+                start_s: 2.5,
+                length_s: Some(0.4),
+                calls_failed: 64,
+            },
+            Outage {
+                start_s: 6.0,
+                length_s: None,
+                calls_failed: 2,
+            },
+        ]);
+        assert_eq!(t.matches("<tr><td>").count(), 2, "{t}");
+        assert!(t.contains("<td>2.500</td><td>0.400</td><td>64</td>"), "{t}");
+        assert!(t.contains("<td>to the end</td>"), "{t}");
     }
 }

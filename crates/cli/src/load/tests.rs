@@ -230,7 +230,7 @@ async fn a_malformed_method_is_refused_before_anything_starts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_killed_mid_run_ends_it_with_an_error() {
+async fn a_server_killed_mid_run_for_good_fails_it_with_an_open_outage() {
     let proxy = Proxy::start(remote_server().await).await;
     let addr = proxy.addr.clone();
     let kill = tokio::spawn(async move {
@@ -238,21 +238,159 @@ async fn a_server_killed_mid_run_ends_it_with_an_error() {
         proxy.task.abort();
     });
     let out = load(
-        &["--duration", "3s", "--addr", &addr, "--concurrency", "8"],
-        Duration::from_secs(5),
+        &["--duration", "2s", "--addr", &addr, "--concurrency", "8"],
+        Duration::from_secs(4),
     )
     .await
     .unwrap();
     kill.await.unwrap();
-    let Ended::ConnectionLost { after_s } = out.ended else {
-        panic!("{:?}", out.ended)
+    let Body::Run(r) = &out.body else {
+        panic!("a run")
     };
-    assert!(after_s < 3.0, "{after_s}");
+    // Calls wait for a reconnect that never comes: only the calls in
+    // flight on the lost connection fail.
+    assert!(r.report.errors <= 8, "{:?}", r.report);
+    assert_eq!(r.outages.len(), 1, "{:?}", r.outages);
+    assert_eq!(r.outages[0].length_s, None, "still out at the end");
+    assert!(r.outages[0].start_s < 2.0);
     let e = out.verdict(&load_args(&[])).unwrap_err();
     assert!(
-        e.contains("was lost") && e.contains("server still up"),
+        e.contains("was unreachable from") && e.contains("server still up"),
         "{e}"
     );
+}
+
+/// A server on a runtime of its own (on its own thread), so that killing
+/// it drops every task and socket at once, as killing its process does.
+struct Killable {
+    kill: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Killable {
+    /// Serves the demo router on `addr` (port 0: any); returns the bound
+    /// address.
+    fn start(addr: &str) -> (String, Killable) {
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let (kill, killed) = std::sync::mpsc::channel::<()>();
+        let addr = addr.to_owned();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let listener = rt.block_on(Listener::bind(&addr)).unwrap();
+            bound_tx.send(listener.local_addr().unwrap()).unwrap();
+            rt.spawn(weft::serve(
+                listener,
+                crate::demo::router(),
+                Config::new(),
+                std::future::pending(),
+            ));
+            let _ = killed.recv();
+            // Dropping the runtime drops every task: the listener and each
+            // connection close at once, with calls in flight.
+            drop(rt);
+        });
+        let addr = bound_rx.recv().unwrap();
+        (
+            addr,
+            Killable {
+                kill: Some(kill),
+                thread: Some(thread),
+            },
+        )
+    }
+
+    fn kill(mut self) {
+        if let Some(k) = self.kill.take() {
+            let _ = k.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_across_two_server_restarts_waits_for_them_and_lists_both_outages() {
+    const CONCURRENCY: u64 = 16;
+    const DOWN: Duration = Duration::from_millis(500);
+    let (addr, server) = Killable::start("127.0.0.1:0");
+    let a = addr.clone();
+    // Kill at about 1.5 s and 3.5 s into the run, each time serving again
+    // on the same address 0.5 s later.
+    let restarts = tokio::spawn(async move {
+        let mut server = server;
+        let mut downs = Vec::new();
+        for _ in 0..2 {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let killed = tokio::time::Instant::now();
+            tokio::task::spawn_blocking(move || server.kill())
+                .await
+                .unwrap();
+            tokio::time::sleep(DOWN).await;
+            let a = a.clone();
+            server = tokio::task::spawn_blocking(move || Killable::start(&a).1)
+                .await
+                .unwrap();
+            downs.push(killed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::task::spawn_blocking(move || server.kill())
+            .await
+            .unwrap();
+        downs
+    });
+    let out = load(
+        &[
+            "--duration",
+            "5s",
+            "--addr",
+            &addr,
+            "--concurrency",
+            &CONCURRENCY.to_string(),
+        ],
+        Duration::from_secs(8),
+    )
+    .await
+    .unwrap();
+    let downs = restarts.await.unwrap();
+    let Body::Run(r) = &out.body else {
+        panic!("a run")
+    };
+    out.verdict(&load_args(&[])).unwrap();
+    // Only the calls in flight on each lost connection failed.
+    assert!(
+        r.report.errors <= 2 * CONCURRENCY,
+        "{} failed: {:?}",
+        r.report.errors,
+        r.report.errors_by_code
+    );
+    assert_eq!(
+        r.outages.len(),
+        2,
+        "{:?}; failed {:?}; per second {:?}",
+        r.outages,
+        r.report.errors_by_code,
+        r.series
+    );
+    for (o, down) in r.outages.iter().zip(&downs) {
+        let length = Duration::from_secs_f64(o.length_s.expect("over"));
+        // It began at the kill, so calls resumed within 1 s of the restart.
+        assert!(
+            length <= *down + Duration::from_secs(1),
+            "{o:?}, down for {down:?}"
+        );
+    }
+    let failed: u64 = r.outages.iter().map(|o| o.calls_failed).sum();
+    assert_eq!(failed, r.report.errors, "{:?}", r.outages);
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["run"]["outages"].as_array().map(Vec::len), Some(2));
+    assert!(out.render().contains("outages"), "{}", out.render());
+    assert!(out.html().contains("<table class=\"outages\">"));
+    eprintln!("{}", out.render());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

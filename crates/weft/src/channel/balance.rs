@@ -7,7 +7,10 @@
 //! caller's task. A pool is ready to the balancer while it has a live
 //! connection (and, with health checks, answers `SERVING`); an endpoint
 //! whose connects fail is therefore out of the ready set while it backs
-//! off, and back once a reconnect succeeds. Its load is its calls in flight.
+//! off, and back once a reconnect succeeds. An endpoint whose calls keep
+//! failing `UNAVAILABLE` is ejected for a while (see [`super::outlier`]).
+//! Its load is its calls in flight plus a fading penalty per recent
+//! failure.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -21,6 +24,7 @@ use tower::util::BoxService;
 use tower::{BoxError, Service, ServiceExt};
 use weft_rpc::Status;
 
+use super::ejection::{Census, Detector};
 use super::endpoint::BoxFuture;
 use super::pool::{Lease, Pool};
 use super::{Endpoint, Settings, lock};
@@ -51,6 +55,7 @@ impl Picker {
         let discovered = Discovered {
             changes: Box::pin(changes),
             settings,
+            census: Arc::default(),
         };
         let balance = BoxService::new(Balance::new(discovered));
         Picker {
@@ -117,10 +122,10 @@ impl Service<()> for EndpointService {
 }
 
 impl tower::load::Load for EndpointService {
-    type Metric = usize;
+    type Metric = f64;
 
-    fn load(&self) -> usize {
-        self.pool.in_flight()
+    fn load(&self) -> f64 {
+        self.pool.load()
     }
 }
 
@@ -128,6 +133,8 @@ impl tower::load::Load for EndpointService {
 struct Discovered<S> {
     changes: Pin<Box<S>>,
     settings: Arc<Settings>,
+    /// The endpoints and ejections of this balancer.
+    census: Arc<Census>,
 }
 
 impl<K, S> futures_core::Stream for Discovered<S>
@@ -145,7 +152,8 @@ where
         Poll::Ready(Some(Ok(match change {
             Change::Remove(k) => Change::Remove(k),
             Change::Insert(k, endpoint) => {
-                let pool = Pool::new(endpoint, self.settings.clone(), true);
+                let detector = Detector::new(self.census.clone(), self.settings.outliers);
+                let pool = Pool::new(endpoint, self.settings.clone(), Some(detector));
                 if let Some(every) = self.settings.health_interval {
                     tokio::spawn(health_checks(Arc::downgrade(pool.shared()), every));
                 }

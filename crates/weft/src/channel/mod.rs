@@ -2,7 +2,10 @@
 //! connections that end (idle timeout, `GOAWAY`, record limit, a server
 //! restart), reconnects with backoff, spreads calls over several
 //! connections per endpoint and, over many endpoints, balances with
-//! tower's power-of-two-choices balancer. Calls refused retry-safe are
+//! tower's power-of-two-choices balancer, which ejects for a while an
+//! endpoint whose calls keep failing `UNAVAILABLE` (outlier detection:
+//! 5 in a row, 1 s doubling to 30 s, at most half the endpoints; see
+//! docs/FAQ.md). Calls refused retry-safe are
 //! retried under a retry budget; nothing else is retried unless a method
 //! is declared idempotent.
 //!
@@ -32,7 +35,9 @@ use weft_rpc::{
 mod backoff;
 mod balance;
 mod discover;
+mod ejection;
 mod endpoint;
+mod outlier;
 mod pool;
 
 pub use backoff::Backoff;
@@ -40,6 +45,7 @@ pub use discover::Change;
 pub use endpoint::Endpoint;
 
 use balance::Picker;
+use outlier::Outcome;
 use pool::{Lease, Pool};
 
 /// The settings every endpoint of a channel shares.
@@ -53,6 +59,7 @@ struct Settings {
     budget: (Duration, u32, f32),
     call_timeout: Option<Duration>,
     health_interval: Option<Duration>,
+    outliers: outlier::Policy,
 }
 
 impl Default for Settings {
@@ -66,6 +73,7 @@ impl Default for Settings {
             budget: (Duration::from_secs(10), 10, 0.2),
             call_timeout: None,
             health_interval: None,
+            outliers: outlier::Policy::default(),
         }
     }
 }
@@ -172,7 +180,7 @@ impl ChannelBuilder {
     /// A channel to one endpoint. Nothing connects until the first call.
     pub fn endpoint(self, endpoint: Endpoint) -> Channel {
         let settings = Arc::new(self.settings);
-        let pool = Pool::new(endpoint, settings.clone(), false);
+        let pool = Pool::new(endpoint, settings.clone(), None);
         Channel::with_route(Route::One(pool), settings)
     }
 
@@ -361,9 +369,17 @@ impl Channel {
             loop {
                 let lease = self.lease().await?;
                 let status = match attempt(lease.client.clone()).await {
-                    Ok(v) => return Ok(v),
+                    Ok(v) => {
+                        lease.record(Outcome::Success);
+                        return Ok(v);
+                    }
                     Err(s) => s,
                 };
+                lease.record(if status.code() == Code::UNAVAILABLE {
+                    Outcome::Failure
+                } else {
+                    Outcome::Success
+                });
                 if status.is_retry_safe() {
                     if status.is_stream_refused() {
                         // The connection is fine; the server's stream cap

@@ -15,6 +15,8 @@ use tokio::time::Instant;
 use tower::util::rng::{HasherRng, Rng};
 use weft_rpc::{Client, Status};
 
+use super::ejection::Detector;
+use super::outlier::Outcome;
 use super::{Endpoint, Settings, lock};
 
 /// How long a retired connection (replaced after its call limit or a
@@ -48,9 +50,10 @@ pub(crate) struct Inner {
     /// Woken whenever a slot changes state.
     changed: Notify,
     in_flight: AtomicUsize,
-    /// Whether `in_flight` is kept (only a balancer reads it; one shared
-    /// counter touched by every call costs cross-core traffic).
-    count_load: bool,
+    /// Behind a balancer: its outlier detector, and `in_flight` is kept
+    /// (only a balancer reads it; one shared counter touched by every
+    /// call costs cross-core traffic).
+    detector: Option<Detector>,
     /// What the endpoint's health service last said (true until asked).
     serving: AtomicBool,
     generation: AtomicU64,
@@ -77,7 +80,7 @@ pub(crate) struct Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if self.pool.inner.count_load {
+        if self.pool.inner.detector.is_some() {
             self.pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -88,6 +91,18 @@ impl Lease {
     /// out of stream ids): stop using it and connect a new one.
     pub(crate) fn retire(&self) {
         self.pool.retire(self.slot, self.generation);
+    }
+
+    /// Tells the endpoint's outlier detector (if balanced) how the call
+    /// ended.
+    pub(crate) fn record(&self, outcome: Outcome) {
+        if let Some(d) = &self.pool.inner.detector {
+            d.record(outcome);
+            if outcome == Outcome::Failure && d.ejected_until().is_some() {
+                // The balancer's waiters re-check their endpoints.
+                self.pool.inner.changed.notify_waiters();
+            }
+        }
     }
 }
 
@@ -100,8 +115,13 @@ struct Kicked {
 }
 
 impl Pool {
-    /// A pool; `count_load` keeps its calls-in-flight count (for a balancer).
-    pub(crate) fn new(endpoint: Endpoint, settings: Arc<Settings>, count_load: bool) -> Pool {
+    /// A pool; with a `detector` (behind a balancer) it also keeps its
+    /// calls-in-flight count and ejects itself while it fails.
+    pub(crate) fn new(
+        endpoint: Endpoint,
+        settings: Arc<Settings>,
+        detector: Option<Detector>,
+    ) -> Pool {
         let slots = (0..settings.connections.max(1))
             .map(|_| Mutex::new(Slot::Idle { failures: 0 }))
             .collect();
@@ -112,7 +132,7 @@ impl Pool {
                 slots,
                 changed: Notify::new(),
                 in_flight: AtomicUsize::new(0),
-                count_load,
+                detector,
                 serving: AtomicBool::new(true),
                 generation: AtomicU64::new(0),
                 last_error: Mutex::new(None),
@@ -139,9 +159,15 @@ impl Pool {
         }
     }
 
-    /// Ready for the balancer: connected, and not reported `NOT_SERVING`.
+    /// Ready for the balancer: connected, not reported `NOT_SERVING`, and
+    /// not ejected for failing.
     pub(crate) fn is_usable(&self) -> bool {
-        self.inner.serving.load(Ordering::Relaxed) && self.is_ready()
+        self.inner.serving.load(Ordering::Relaxed) && self.is_ready() && self.ejected().is_none()
+    }
+
+    /// The end of the endpoint's ejection, while it is ejected.
+    fn ejected(&self) -> Option<Instant> {
+        self.inner.detector.as_ref()?.ejected_until()
     }
 
     /// The endpoint's name.
@@ -149,9 +175,16 @@ impl Pool {
         self.inner.endpoint.name()
     }
 
-    /// Calls in flight on this endpoint (the balancer's load).
+    /// Calls in flight on this endpoint.
     pub(crate) fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The balancer's load: calls in flight, plus the penalty of recent
+    /// failures (a fast-failing endpoint has few calls in flight).
+    pub(crate) fn load(&self) -> f64 {
+        let penalty = self.inner.detector.as_ref().map_or(0.0, Detector::penalty);
+        self.in_flight() as f64 + penalty
     }
 
     /// Whether some slot holds a live connection.
@@ -188,7 +221,7 @@ impl Pool {
             if i != 0 || spent {
                 self.kick();
             }
-            if self.inner.count_load {
+            if self.inner.detector.is_some() {
                 self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
             }
             return Some(Lease {
@@ -226,8 +259,9 @@ impl Pool {
         }
     }
 
-    /// Resolves once the pool is usable, connecting idle slots and
-    /// retrying backed-off ones when their backoff ends.
+    /// Resolves once the pool is usable, connecting idle slots, retrying
+    /// backed-off ones when their backoff ends, and waiting out an
+    /// ejection.
     pub(crate) async fn ready(&self) {
         loop {
             if self.is_usable() {
@@ -240,7 +274,11 @@ impl Pool {
             if self.is_usable() {
                 return;
             }
-            wait(notified, kicked.next).await;
+            let next = match (kicked.next, self.ejected()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            wait(notified, next).await;
         }
     }
 
@@ -405,7 +443,9 @@ mod tests {
             connections: n,
             ..Settings::default()
         };
-        Pool::new(endpoint, Arc::new(settings), true)
+        let census = Arc::new(crate::channel::ejection::Census::default());
+        let detector = Detector::new(census, crate::channel::outlier::Policy::default());
+        Pool::new(endpoint, Arc::new(settings), Some(detector))
     }
 
     #[tokio::test(start_paused = true)]

@@ -99,6 +99,14 @@ impl Server {
         self.task
     }
 
+    /// Aborts the serve task, as a crashed accept loop would: the listener
+    /// closes, but the connections already open stay up (their drivers
+    /// are tasks of their own) and refuse every new stream, since nothing
+    /// accepts streams any more.
+    pub fn abort(self) {
+        self.task.abort();
+    }
+
     /// Shuts down gracefully and waits until it is done.
     pub async fn stop_and_wait(self) {
         self.stop().await.unwrap();
