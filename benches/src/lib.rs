@@ -12,7 +12,8 @@
 //!   (`tests/soak.rs`), CI for 60 s (`src/bin/soak.rs`, `cargo xtask soak`).
 //! - [`Shape`], [`Runtime`] and [`drive`] are the end-to-end call shapes
 //!   (sequential, joined, spawned) on one connection, shared by `weft-peers`
-//!   (wall time against other stacks) and the instruction gate.
+//!   (wall time against other stacks) and [`instr`] (the `weft-instr`
+//!   binary: instructions per call for `cargo xtask instr`).
 //!
 //! What it does NOT do: time anything (divan and `weft-peers` do), or decide pass/fail
 //! (xtask does). Benches never count towards coverage.
@@ -22,6 +23,7 @@
 pub mod drive;
 pub mod e2e;
 pub mod frame;
+pub mod instr;
 pub mod mux;
 mod registry;
 mod runtime;

@@ -1,0 +1,334 @@
+//! Running `weft-instr`'s cells under callgrind: the gate (`--check`,
+//! `--bless`) and the by-layer table (`--by-layer`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::callgrind::{self, Profile};
+use super::{gate, layers};
+use crate::bench::report::{self, Context};
+use crate::cmd;
+
+/// What builds the binary: the soak's package and profile (`cargo xtask
+/// ci` builds `weft-soak` early in the background), so only this binary
+/// is compiled and linked here.
+pub(crate) const BUILD: [&str; 7] = [
+    "build",
+    "--release",
+    "--locked",
+    "-p",
+    "weft-benches",
+    "--bin",
+    "weft-instr",
+];
+
+/// The function `weft-instr` calls between phases.
+const CUT: &str = "weft_benches::instr::cut";
+
+/// The raw call's cells, the columns of the by-layer table.
+const LAYER_CELLS: [&str; 4] = [
+    "raw/sequential",
+    "raw/sequential-encrypted",
+    "raw/joined-64",
+    "raw/spawned-64",
+];
+
+/// Where the by-layer table goes in docs/BENCHMARKS.md.
+const SECTION: &str = "xtask instr --by-layer";
+
+/// Check against the baseline, or rewrite it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Check,
+    Bless,
+}
+
+/// `--check` and `--bless`.
+pub(crate) fn check(mode: Mode) -> Result<(), String> {
+    let exe = build()?;
+    let started = std::time::Instant::now();
+    let cells = list(&exe)?;
+    let measured = in_parallel(&cells, |(cell, units)| measure(&exe, cell, units))?;
+    println!(
+        "instr: {} cells measured in {:.0} s",
+        measured.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let old = std::fs::read_to_string(cmd::root().join(gate::BASELINE))
+        .ok()
+        .map(|t| gate::load(&t))
+        .transpose()?;
+    if mode == Mode::Bless {
+        cmd::write(gate::BASELINE, &gate::render(&measured))?;
+    }
+    let baseline = match (mode, old) {
+        (Mode::Bless, _) => gate::load(&gate::render(&measured))?,
+        (Mode::Check, Some(old)) => old,
+        (Mode::Check, None) => {
+            return Err(format!(
+                "instr: no {}; write it with `cargo xtask instr --bless`",
+                gate::BASELINE
+            ));
+        }
+    };
+    let rows = gate::compare(&measured, &baseline);
+    println!("\n{}", gate::table(&rows));
+    gate::verdict(&rows)
+}
+
+/// `--by-layer`: each raw cell twice (N1 and N2 units), client and server
+/// apart, attributed by layer per thread; the table into BENCHMARKS.md.
+pub(crate) fn by_layer() -> Result<(), String> {
+    let exe = build()?;
+    let context = Context::gather("cargo xtask instr --by-layer")?;
+    let cells: Vec<(String, [u64; 3])> = list(&exe)?
+        .into_iter()
+        .filter(|(c, _)| LAYER_CELLS.contains(&c.as_str()))
+        .collect();
+    let runs: Vec<(String, [u64; 3])> = cells
+        .iter()
+        .flat_map(|(c, [w, n1, n2])| [(c.clone(), [*w, *n1, 0]), (c.clone(), [*w, *n2, 0])])
+        .collect();
+    let attributed = in_parallel(&runs, |(cell, units)| apart(&exe, cell, units))?;
+    let baseline = cmd::read(gate::BASELINE).and_then(|t| gate::load(&t)).ok();
+    let mut columns = Vec::new();
+    let mut gated = Vec::new();
+    for pair in attributed.chunks(2) {
+        let [(cell, (small, c1)), (_, (large, c2))] = pair else {
+            return Err("instr: a by-layer run is missing".into());
+        };
+        let calls = c2
+            .checked_sub(*c1)
+            .filter(|d| *d > 0)
+            .ok_or_else(|| format!("instr: {cell}: the second run made no more calls"))?;
+        columns.push((
+            cell.trim_start_matches("raw/").to_string(),
+            layers::per_call(small, large, calls),
+        ));
+        gated.push(baseline.as_ref().and_then(|b| b.get(cell).copied()));
+    }
+    let table = layers::table(&columns, &gated);
+    println!("\n{table}");
+    report::update_doc(SECTION, &section(&context, &table))
+}
+
+/// The generated part of the "Instructions per call, by layer" section.
+fn section(context: &Context, table: &str) -> String {
+    format!(
+        "{}\n\nThe raw `Client::unary` call (nil request, 7-byte reply, TCP loopback), \
+         client and server each on a current-thread runtime of its own thread; \
+         instructions per call (callgrind `Ir`), the difference of a run of N2 and one \
+         of N1 calls over N2 − N1. Each function goes to the layer of the first weft \
+         crate (or tokio) its name shows, on the side of its thread; library code (std, \
+         alloc, bytes, ring, memcpy) to the layers that call it, in proportion to their \
+         calls' cost; so the rows add up to the total. Two threads cost more than the \
+         gate's one (the last row), which shares a runtime.\n\n{table}",
+        context.line()
+    )
+}
+
+/// Builds `weft-instr` and returns its path.
+fn build() -> Result<PathBuf, String> {
+    for (tool, package) in [("valgrind", "valgrind"), ("setarch", "util-linux")] {
+        if !cmd::on_path(tool) {
+            return Err(format!(
+                "instr: {tool} is not installed (apt-get install -y {package})"
+            ));
+        }
+    }
+    cmd::run("cargo", &BUILD)?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| cmd::root().join("target"), PathBuf::from);
+    Ok(target.join("release").join("weft-instr"))
+}
+
+/// Every cell and its units (`weft-instr --list`).
+fn list(exe: &Path) -> Result<Vec<(String, [u64; 3])>, String> {
+    cmd::output_of(exe, &["--list"])?
+        .lines()
+        .map(|line| {
+            let bad = || format!("instr: weft-instr --list printed {line:?}");
+            let (cell, units) = line.split_once(' ').ok_or_else(bad)?;
+            let units: Vec<u64> = units
+                .split(',')
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(|_| bad())?;
+            Ok((cell.to_string(), units.try_into().map_err(|_| bad())?))
+        })
+        .collect()
+}
+
+/// A directory of its own for one run's profiles, emptied.
+fn fresh_dir(cell: &str, tag: &str) -> Result<PathBuf, String> {
+    let dir = cmd::root()
+        .join("target/instr")
+        .join(format!("{}{tag}", cell.replace('/', "_")));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("instr: {e}"))?;
+    Ok(dir)
+}
+
+/// The calls `weft-instr` reports it made in each phase.
+fn calls(stdout: &str) -> Result<[u64; 3], String> {
+    let doc: serde_json::Value = serde_json::from_str(stdout.trim())
+        .map_err(|e| format!("instr: weft-instr printed {stdout:?}: {e}"))?;
+    let calls: Vec<u64> = doc["calls"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
+        .unwrap_or_default();
+    calls
+        .try_into()
+        .map_err(|_| format!("instr: weft-instr printed {stdout:?}"))
+}
+
+/// The whole environment of a measured run: where its stack starts
+/// depends on the environment's size, and `memcpy`'s cost on the
+/// alignment of what it copies (about 2 instructions per call), so the
+/// caller's environment must not leak in.
+const ENV: [(&str, &str); 2] = [("PATH", "/usr/local/bin:/usr/bin:/bin"), ("LC_ALL", "C")];
+
+/// Runs `weft-instr` under callgrind with `extra` options, its profiles
+/// into `dir`; returns what it printed. Address-space randomisation is
+/// off (`setarch -R`), and the environment fixed ([`ENV`]): either would
+/// move the stack from run to run, and with it the instructions `memcpy`
+/// spends on unaligned heads and tails.
+fn callgrind(exe: &Path, dir: &Path, extra: &[&str], args: &[&str]) -> Result<String, String> {
+    let out = format!("--callgrind-out-file={}", dir.join("cg.out").display());
+    let log = format!("--log-file={}", dir.join("log").display());
+    let exe = exe.display().to_string();
+    let mut full = vec![
+        "-R",
+        "valgrind",
+        "--tool=callgrind",
+        "--compress-strings=no",
+        "--compress-pos=no",
+        out.as_str(),
+        log.as_str(),
+    ];
+    full.extend_from_slice(extra);
+    full.push(&exe);
+    full.extend_from_slice(args);
+    cmd::output_in_env("setarch", &full, &ENV)
+}
+
+/// One gate cell: instructions per call.
+fn measure(exe: &Path, cell: &str, units: &[u64; 3]) -> Result<u64, String> {
+    let dir = fresh_dir(cell, "")?;
+    let units = format!("{},{},{}", units[0], units[1], units[2]);
+    let dump = format!("--dump-before={CUT}");
+    let out = callgrind(exe, &dir, &[&dump], &["--cell", cell, "--units", &units])?;
+    let [_, c1, c2] = calls(&out)?;
+    // dumps 1-4 end before the cuts at the starts of the warm-up, N1 and
+    // N2 phases, and at the end: 3 is the N1 phase, 4 the N2 phase
+    let total = |part: u32| -> Result<u64, String> {
+        let path = dir.join(format!("cg.out.{part}"));
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("instr: {cell}: {} ({e}); did the cuts run?", path.display()))?;
+        Ok(callgrind::parse(&text)?.total)
+    };
+    if dir.join("cg.out.5").exists() {
+        return Err(format!("instr: {cell}: more cuts than phases"));
+    }
+    per_call(total(3)?, total(4)?, c1, c2).map_err(|e| format!("{cell}: {e}"))
+}
+
+/// Instructions per call from the two phases' totals.
+fn per_call(a: u64, b: u64, c1: u64, c2: u64) -> Result<u64, String> {
+    if c2 <= c1 {
+        return Err(format!("instr: the N2 phase made {c2} calls, N1 {c1}"));
+    }
+    super::per_op(a, b, c1, c2)
+}
+
+/// One by-layer run (client and server apart, no cuts): instructions by
+/// layer over the whole run, and the calls of its measured phase.
+fn apart(
+    exe: &Path,
+    cell: &str,
+    units: &[u64; 3],
+) -> Result<(BTreeMap<layers::Layer, f64>, u64), String> {
+    let tag = format!("-apart-{}", units[1]);
+    let dir = fresh_dir(cell, &tag)?;
+    let units = format!("{},{},{}", units[0], units[1], units[2]);
+    let out = callgrind(
+        exe,
+        &dir,
+        &["--separate-threads=yes"],
+        &["--cell", cell, "--units", &units, "--apart"],
+    )?;
+    let [_, calls, _] = calls(&out)?;
+    let mut by_layer = BTreeMap::new();
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("instr: {e}"))?;
+    for entry in entries {
+        let path = entry.map_err(|e| format!("instr: {e}"))?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().to_string());
+        // cg.out-01 is the main thread (the client's), cg.out-NN the others
+        let Some(thread) = name.as_deref().and_then(|n| n.strip_prefix("cg.out-")) else {
+            continue;
+        };
+        let side = if thread == "01" {
+            layers::Side::Client
+        } else {
+            layers::Side::Server
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("instr: {e}"))?;
+        let profile: Profile = callgrind::parse(&text)?;
+        for (layer, v) in layers::attribute(&profile, side) {
+            *by_layer.entry(layer).or_insert(0.0) += v;
+        }
+    }
+    Ok((by_layer, calls))
+}
+
+/// Runs `f` over `items` on as many threads as there are cores (at most
+/// 2: callgrind runs one thread of the program at a time), in order.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[(String, T)],
+    f: impl Fn(&(String, T)) -> Result<R, String> + Sync,
+) -> Result<Vec<(String, R)>, String> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, 2);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Result<R, String>>>> =
+        std::sync::Mutex::new(items.iter().map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    results.lock().expect("results lock")[i] = Some(r);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().expect("results lock");
+    items
+        .iter()
+        .zip(results)
+        .map(|((name, _), r)| {
+            r.unwrap_or_else(|| Err(format!("instr: {name} was not run")))
+                .map(|r| (name.clone(), r))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calls_line_of_weft_instr_is_read() {
+        assert_eq!(
+            calls("{\"cell\":\"raw/sequential\",\"calls\":[200,1000,5000]}\n"),
+            Ok([200, 1000, 5000])
+        );
+        assert!(calls("{\"calls\":[1,2]}").is_err());
+        assert!(calls("nonsense").is_err());
+        assert_eq!(per_call(1_000, 41_000, 1000, 5000), Ok(10));
+        assert!(per_call(1, 2, 5, 5).is_err());
+    }
+}
