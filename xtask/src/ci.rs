@@ -70,6 +70,7 @@ fn steps(t: &mut Times) -> Result<(), String> {
     let builds = Prebuilds::start();
     t.step("bench", || bench::run(&["--check".to_string()]))?;
     t.step("coverage", || coverage::run(&[]))?;
+    t.step("instr", instr)?;
     let Prebuilds {
         soak: soak_build,
         fuzz: fuzz_build,
@@ -125,6 +126,15 @@ fn clippy() -> Result<(), String> {
             "warnings",
         ],
     )
+}
+
+/// Issue 28: instructions per call against benches/instr-baseline.json
+/// (callgrind). Its release build shares the soak prebuild's package and
+/// profile, so it compiles and links only `weft-instr`; it runs after
+/// coverage rather than straight after bench because cargo would wait for
+/// that prebuild (at nice 19, mostly one thread) with a core idle.
+fn instr() -> Result<(), String> {
+    crate::instr::run(&["--check".to_string()])
 }
 
 fn loom() -> Result<(), String> {
