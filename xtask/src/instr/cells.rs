@@ -112,17 +112,12 @@ pub(crate) fn by_layer() -> Result<(), String> {
     report::update_doc(SECTION, &section(&context, &table))
 }
 
-/// The generated part of the "Instructions per call, by layer" section.
+/// The generated part of the "Instructions per call, by layer" section
+/// (its method is described above the markers).
 fn section(context: &Context, table: &str) -> String {
     format!(
-        "{}\n\nThe raw `Client::unary` call (nil request, 7-byte reply, TCP loopback), \
-         client and server each on a current-thread runtime of its own thread; \
-         instructions per call (callgrind `Ir`), the difference of a run of N2 and one \
-         of N1 calls over N2 − N1. Each function goes to the layer of the first weft \
-         crate (or tokio) its name shows, on the side of its thread; library code (std, \
-         alloc, bytes, ring, memcpy) to the layers that call it, in proportion to their \
-         calls' cost; so the rows add up to the total. Two threads cost more than the \
-         gate's one (the last row), which shares a runtime.\n\n{table}",
+        "{}\n\nThe raw `Client::unary` call, nil request, 7-byte reply, TCP loopback; \
+         instructions per call (callgrind `Ir`).\n\n{table}",
         context.line()
     )
 }

@@ -312,7 +312,7 @@ pub(crate) fn table(columns: &[(String, BTreeMap<Layer, f64>)], gate: &[Option<u
     for (_, figures) in columns {
         let _ = write!(out, " **{}** |", cell(figures.values().sum()));
     }
-    out.push_str("\n| the gate's figure (one thread) |");
+    out.push_str("\n| the gate's baseline (one thread) |");
     for g in gate {
         let _ = write!(
             out,
@@ -462,7 +462,7 @@ fn=(below main)
         let t = table(&[("sequential".into(), d)], &[Some(14_000)]);
         assert!(t.contains("| **total, two threads** | **315** |"), "{t}");
         assert!(
-            t.contains("| the gate's figure (one thread) | 14000 |"),
+            t.contains("| the gate's baseline (one thread) | 14000 |"),
             "{t}"
         );
     }
