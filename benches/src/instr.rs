@@ -7,7 +7,7 @@
 //! call) in one case (sequential plain, sequential encrypted, joined-64,
 //! spawned-64), over TCP loopback, nil request, the [`e2e`] server. A run
 //! makes three phases of calls (warm-up, `n1`, `n2` units per caller, see
-//! [`drive`]) and calls [`cut`] at every boundary; xtask runs it under
+//! [`drive`](crate::drive)) and calls [`cut`] at every boundary; xtask runs it under
 //! `valgrind --tool=callgrind --dump-before=<cut>`, so each phase's
 //! instructions land in a profile of their own, and
 //! `(Ir(n2 phase) - Ir(n1 phase)) / (calls(n2) - calls(n1))` is the cost of
@@ -15,10 +15,11 @@
 //! call of a phase) cancelled out.
 //!
 //! Deterministic by construction: one current-thread runtime (no thread
-//! scheduling), no timing in the loop, fixed counts, so the same binary
-//! counts the same instructions on every run. [`Layout::Apart`] (client
-//! and server on a thread each, for `--by-layer`) gives up the first for
-//! a per-side profile.
+//! scheduling), no timing in the loop, fixed counts; xtask pins the rest
+//! (address layout, environment, a virtual clock: docs/TESTING.md), so the
+//! same binary counts the same instructions on every run.
+//! [`Layout::Apart`] (client and server on a thread each, for
+//! `--by-layer`) gives up the first for a per-side profile.
 
 use weft::{Bytes, Channel, Client, Context, Listener, Router, Status};
 
