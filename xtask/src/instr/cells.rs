@@ -60,17 +60,20 @@ pub(crate) fn check(mode: Mode) -> Result<(), String> {
         .transpose()?;
     if mode == Mode::Bless {
         cmd::write(gate::BASELINE, &gate::render(&measured))?;
+        // what the commit message should quote: old and new figures
+        let old = old.unwrap_or_default();
+        println!(
+            "\nagainst the previous baseline:\n{}",
+            gate::table(&gate::compare(&measured, &old))
+        );
+        return Ok(());
     }
-    let baseline = match (mode, old) {
-        (Mode::Bless, _) => gate::load(&gate::render(&measured))?,
-        (Mode::Check, Some(old)) => old,
-        (Mode::Check, None) => {
-            return Err(format!(
-                "instr: no {}; write it with `cargo xtask instr --bless`",
-                gate::BASELINE
-            ));
-        }
-    };
+    let baseline = old.ok_or_else(|| {
+        format!(
+            "instr: no {}; write it with `cargo xtask instr --bless`",
+            gate::BASELINE
+        )
+    })?;
     let rows = gate::compare(&measured, &baseline);
     println!("\n{}", gate::table(&rows));
     gate::verdict(&rows)
