@@ -10,20 +10,30 @@
 //!   `cargo xtask bench` compares them with `benches/alloc-baseline.json`.
 //! - [`soak`] is the one soak: the test suite runs it for seconds
 //!   (`tests/soak.rs`), CI for 60 s (`src/bin/soak.rs`, `cargo xtask soak`).
+//! - [`Shape`], [`Runtime`] and [`drive`] are the end-to-end call shapes
+//!   (sequential, joined, spawned) on one connection, shared by `weft-peers`
+//!   (wall time against other stacks) and [`instr`] (the `weft-instr`
+//!   binary: instructions per call for `cargo xtask instr`).
 //!
-//! What it does NOT do: time anything (divan does), or decide pass/fail
+//! What it does NOT do: time anything (divan and `weft-peers` do), or decide pass/fail
 //! (xtask does). Benches never count towards coverage.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod drive;
 pub mod e2e;
 pub mod frame;
+pub mod instr;
 pub mod mux;
 mod registry;
+mod runtime;
+mod shape;
 pub mod soak;
 pub mod transform;
 
 pub use registry::{Op, Target, targets};
+pub use runtime::Runtime;
+pub use shape::Shape;
 
 use bytes::{Bytes, BytesMut};
 use weft_frame::{Flags, Frame, FrameCodec, FrameType, Metadata};

@@ -1,12 +1,12 @@
 //! The measuring loops every async peer shares: a peer gives its `connect`
 //! future and a [`Caller`] (one call, response checked); these run it in
-//! each shape on the runtime asked for.
+//! each shape on the runtime asked for. The shapes themselves are
+//! `weft_benches::drive`'s (the instruction gate runs the same loop); here
+//! its phase marks read the clock.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
-use tokio::sync::Barrier;
+use weft_benches::drive::{self as shared, Marks, run_phases};
 
 use crate::{Counts, Runtime, Shape, Timing};
 
@@ -17,65 +17,58 @@ pub(crate) trait Caller: Clone + Send + Sync + 'static {
     fn call(&self) -> impl Future<Output = ()> + Send + '_;
 }
 
-/// Runs `shape` on the client `connect` gives, on a fresh `runtime`.
+/// A peer's client as the shared loop's caller.
+#[derive(Clone)]
+struct Via<C>(C);
+
+impl<C: Caller> shared::Caller for Via<C> {
+    fn call(&self) -> impl Future<Output = ()> + Send + '_ {
+        self.0.call()
+    }
+}
+
+/// The clock at every phase boundary.
+#[derive(Default)]
+struct Clock(Vec<Instant>);
+
+impl Marks for Clock {
+    fn mark(&mut self, _phase: usize) {
+        self.0.push(Instant::now());
+    }
+}
+
+/// Runs `shape` on the client `connect` gives, on a fresh `runtime`:
+/// `counts.warm_up` untimed units per caller, then `counts.timed` timed
+/// ones. Sequential and joined time each unit (a phase of one unit each);
+/// spawned times the whole, from the release of the callers to the last
+/// one's end.
 pub(crate) fn run<C: Caller>(
     runtime: Runtime,
     shape: Shape,
     counts: Counts,
     connect: impl Future<Output = C>,
 ) -> Timing {
+    let phases: Vec<usize> = match shape {
+        Shape::Spawned(_) => vec![counts.warm_up, counts.timed],
+        Shape::Sequential | Shape::Joined(_) => std::iter::once(counts.warm_up)
+            .chain(std::iter::repeat_n(1, counts.timed))
+            .collect(),
+    };
+    let Clock(marks) = runtime.build().block_on(async {
+        let client = Via(connect.await);
+        run_phases(client, shape, &phases, Clock::default()).await
+    });
+    // marks[i] starts phase i; phase 0 is the warm-up
+    let spans: Vec<Duration> = marks.windows(2).skip(1).map(|w| w[1] - w[0]).collect();
     match shape {
-        Shape::Sequential => Timing::Each(sequential(runtime, counts, connect)),
-        Shape::Joined(k) => Timing::Each(joined(runtime, counts, k, connect)),
-        Shape::Spawned(k) => Timing::Whole(spawned(runtime, counts, k, connect)),
+        Shape::Spawned(_) => Timing::Whole(spans.iter().sum()),
+        Shape::Sequential | Shape::Joined(_) => Timing::Each(spans),
     }
 }
 
-/// Times each of `counts.timed` sequential calls on the client `connect`
-/// gives.
-fn sequential<C: Caller>(
-    runtime: Runtime,
-    counts: Counts,
-    connect: impl Future<Output = C>,
-) -> Vec<Duration> {
-    runtime.build().block_on(async {
-        let client = connect.await;
-        time_each(counts, async || client.call().await).await
-    })
-}
-
-/// Times each of `counts.timed` batches of `inflight` calls joined in the
-/// measuring task.
-fn joined<C: Caller>(
-    runtime: Runtime,
-    counts: Counts,
-    inflight: usize,
-    connect: impl Future<Output = C>,
-) -> Vec<Duration> {
-    runtime.build().block_on(async {
-        let client = connect.await;
-        time_each(counts, async || {
-            join_all((0..inflight).map(|_| client.call())).await;
-        })
-        .await
-    })
-}
-
-/// Times `callers` spawned tasks making `counts.timed` calls each.
-fn spawned<C: Caller>(
-    runtime: Runtime,
-    counts: Counts,
-    callers: usize,
-    connect: impl Future<Output = C>,
-) -> Duration {
-    runtime
-        .build()
-        .block_on(async { time_spawned(counts, callers, connect.await).await })
-}
-
 /// Runs `call` `counts.warm_up` times, then `counts.timed` times timing
-/// each: the measuring loop of the async peers (`call` is one call, or one
-/// joined batch).
+/// each: the measuring loop of the pipelining async peers (`call` is one
+/// call, or one pipelined batch).
 pub(crate) async fn time_each(counts: Counts, mut call: impl AsyncFnMut()) -> Vec<Duration> {
     for _ in 0..counts.warm_up {
         call().await;
@@ -89,40 +82,9 @@ pub(crate) async fn time_each(counts: Counts, mut call: impl AsyncFnMut()) -> Ve
     samples
 }
 
-/// Spawns `callers` tasks, each with its own clone of `client`; each makes
-/// `counts.warm_up` untimed calls, then (all released together)
-/// `counts.timed` timed ones. Returns the wall time from the first caller's
-/// first timed call to the last caller's end, as the callers read the clock:
-/// the measuring task is woken late by the release (the callers can be
-/// halfway through by then on a multi-thread runtime) and by the ends.
-async fn time_spawned(counts: Counts, callers: usize, client: impl Caller) -> Duration {
-    let start_line = Arc::new(Barrier::new(callers));
-    let tasks: Vec<_> = (0..callers)
-        .map(|_| {
-            let (client, start_line) = (client.clone(), start_line.clone());
-            tokio::spawn(async move {
-                for _ in 0..counts.warm_up {
-                    client.call().await;
-                }
-                start_line.wait().await;
-                let start = Instant::now();
-                for _ in 0..counts.timed {
-                    client.call().await;
-                }
-                (start, Instant::now())
-            })
-        })
-        .collect();
-    let mut span: Option<(Instant, Instant)> = None;
-    for task in tasks {
-        let (start, end) = task.await.expect("a caller task panicked");
-        span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
-    }
-    span.map_or(Duration::ZERO, |(start, end)| end - start)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
@@ -147,16 +109,23 @@ mod tests {
         for runtime in Runtime::ALL {
             let client = Counting::default();
             let made = || client.0.swap(0, Ordering::Relaxed);
-            let at_least = Duration::from_millis(3);
-            let samples = sequential(runtime, counts, async { client.clone() });
+            let connect = || async { client.clone() };
+            let Timing::Each(samples) = run(runtime, Shape::Sequential, counts, connect()) else {
+                panic!("sequential times each call");
+            };
             assert_eq!((samples.len(), made()), (3, 5));
             assert!(samples.iter().all(|s| *s >= Duration::from_millis(1)));
-            let samples = joined(runtime, counts, 4, async { client.clone() });
+            let Timing::Each(samples) = run(runtime, Shape::Joined(4), counts, connect()) else {
+                panic!("joined times each batch");
+            };
             assert_eq!((samples.len(), made()), (3, 5 * 4));
             assert!(samples.iter().all(|s| *s >= Duration::from_millis(1)));
-            let wall = spawned(runtime, counts, 8, async { client.clone() });
+            let Timing::Whole(wall) = run(runtime, Shape::Spawned(8), counts, connect()) else {
+                panic!("spawned times the whole");
+            };
             assert_eq!(made(), 5 * 8);
             // each caller makes its 3 timed calls one after another
+            let at_least = Duration::from_millis(3);
             assert!(wall >= at_least, "{wall:?} on {}", runtime.name());
         }
     }

@@ -28,8 +28,6 @@
 
 mod drive;
 pub mod plan;
-mod runtime;
-mod shape;
 pub mod std_net;
 pub mod tarpc_peer;
 pub mod tokio_codec;
@@ -39,8 +37,9 @@ pub mod weft_peer;
 
 use std::time::Duration;
 
-pub use runtime::Runtime;
-pub use shape::Shape;
+// The shapes and runtimes are weft-benches' (shared with `weft-instr`, the
+// instruction gate's harness, so both measure the same calls).
+pub use weft_benches::{Runtime, Shape};
 
 /// The response every peer returns to a nil request: 7 bytes of JSON.
 pub const RESPONSE: &[u8] = b"{\"n\":1}";

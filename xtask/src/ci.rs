@@ -156,6 +156,7 @@ fn steps(t: &mut Times) -> Result<(), String> {
     }
     t.step(Test, "bench", || bench::run(&["--check".to_string()]))?;
     t.step(Coverage, "coverage", || coverage::run(&[]))?;
+    t.step(Test, "instr", instr)?;
     let (soak_build, fuzz_build) = match builds {
         Some(Prebuilds { soak, fuzz }) => (Some(soak), fuzz),
         None => (None, None),
@@ -213,6 +214,15 @@ fn clippy() -> Result<(), String> {
             "warnings",
         ],
     )
+}
+
+/// Instructions per call against benches/instr-baseline.json
+/// (callgrind). Its release build shares the soak prebuild's package and
+/// profile, so it compiles and links only `weft-instr`; it runs after
+/// coverage rather than straight after bench because cargo would wait for
+/// that prebuild (at nice 19, mostly one thread) with a core idle.
+fn instr() -> Result<(), String> {
+    crate::instr::run(&["--check".to_string()])
 }
 
 /// The loom models of weft-mux's driver: a `--cfg loom` build (as tokio's),

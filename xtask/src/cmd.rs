@@ -48,6 +48,32 @@ pub(crate) fn output(program: &str, args: &[&str]) -> Result<String, String> {
     String::from_utf8(out.stdout).map_err(|_| format!("`{program}` wrote non-UTF-8 output"))
 }
 
+/// Like [`output`], but the command sees only the environment `env` (a
+/// run that must not depend on the caller's: printed as `env -i K=V ...`).
+pub(crate) fn output_in_env(
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<String, String> {
+    let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut words = vec!["-i"];
+    words.extend(shown.iter().map(String::as_str));
+    words.push(program);
+    words.extend_from_slice(args);
+    println!("$ {}", shell_words("env", &words));
+    let out = Command::new(program)
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not start {program}: {e}"))?;
+    check(program, args, out.status)?;
+    String::from_utf8(out.stdout).map_err(|_| format!("`{program}` wrote non-UTF-8 output"))
+}
+
 /// Runs a built executable (a bench binary) with `args`, returning stdout.
 pub(crate) fn output_of(exe: &Path, args: &[&str]) -> Result<String, String> {
     output(&exe.to_string_lossy(), args)
@@ -95,6 +121,12 @@ fn shell_words(program: &str, args: &[&str]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Whether an executable named `program` is on `PATH`.
+pub(crate) fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Reads a file under the workspace root, naming it in the error.

@@ -26,7 +26,9 @@ commands:
                         workflow against its schema
               test      tests, tests with all features (weft-rpc, weft),
                         loom tests of weft-mux (--cfg loom, target/loom),
-                        mutants --in-diff, bench --check
+                        mutants --in-diff, bench --check, instr --check
+                        (the instruction gate; after coverage when every
+                        group runs)
               coverage  coverage
               fuzz      fuzz --secs 30, soak --secs 60 (their builds start
                         after the fmt check, at nice 19, in the background)
@@ -45,9 +47,15 @@ commands:
   fuzz      every cargo-fuzz target in fuzz/ (its [[bin]] names), nightly;
             installs cargo-fuzz 0.13.2 if missing
               --secs N    libFuzzer time per target (required)
-  instr     instructions per operation with callgrind, differentially:
-            (Ir(N2) - Ir(N1)) / (N2 - N1); every {N} in the command is the count
+  instr     instructions per call with callgrind (needs valgrind)
+              --check     the instruction gate: every weft-instr cell (raw, typed,
+                          Channel call; sequential plain/encrypted, joined-64,
+                          spawned-64) at most +2 % over benches/instr-baseline.json
+              --bless     rewrite that baseline (the commit says why)
+              --by-layer  the raw call's cost per layer into docs/BENCHMARKS.md
               --n1 N --n2 N (default 1000, 6000) -- COMMAND ARGS...
+                          any command, differentially: (Ir(N2) - Ir(N1)) / (N2 - N1);
+                          every {N} in the command is the count
   mutants   cargo-mutants 27.1.0 (installed if missing) on weft-frame,
             weft-transform and weft-mux's session; fails on a surviving
             mutant not in xtask/mutants-baseline.txt; per-crate scores

@@ -15,7 +15,7 @@
 mod alloc;
 mod divan;
 mod peers;
-mod report;
+pub(crate) mod report;
 mod svg;
 
 use serde_json::json;

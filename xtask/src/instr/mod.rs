@@ -1,16 +1,36 @@
-//! `cargo xtask instr [--n1 N] [--n2 N] -- COMMAND ARGS...`: the
-//! noise-free cost of one operation, in user-space instructions (valgrind
-//! callgrind's `Ir`, all threads together), measured differentially so
-//! that start-up, runtime and connection set-up cancel out:
+//! `cargo xtask instr`: instructions per call, counted by valgrind's
+//! callgrind (`Ir`, user space, all threads), which repeat exactly for the
+//! same binary and inputs on a loaded or an idle machine; so these gate,
+//! and wall time never does.
 //!
-//! ```text
-//! (Ir(run with N2 operations) - Ir(run with N1 operations)) / (N2 - N1)
-//! ```
+//! - `instr --check` (CI): the instruction gate. Builds `weft-instr`
+//!   (benches/src/bin/instr.rs, release like the shipped binary), runs
+//!   each of its cells (raw, typed and `Channel` unary calls; sequential
+//!   plain and encrypted, joined-64, spawned-64; one current-thread
+//!   runtime) under callgrind, and compares the instructions per call with
+//!   benches/instr-baseline.json: more than +2 % on any cell fails. Every
+//!   cell is printed with its baseline, figure and ratio.
+//! - `instr --bless`: the same, then rewrites the baseline (say why in the
+//!   commit).
+//! - `instr --by-layer`: the raw call's cost per layer, client and server
+//!   on a thread each ([`layers`]), into docs/BENCHMARKS.md.
+//! - `instr [--n1 N] [--n2 N] -- COMMAND ARGS...`: any command, measured
+//!   differentially: `(Ir(run with N2 operations) - Ir(run with N1)) /
+//!   (N2 - N1)`, every literal `{N}` in COMMAND ARGS replaced by the count.
 //!
-//! Every literal `{N}` in COMMAND ARGS is replaced by the operation count.
-//! The same binary, inputs and environment give the same count on a loaded
-//! or an idle machine, which is why the docs quote these and gate nothing
-//! on wall time. Needs valgrind (`apt-get install -y valgrind`).
+//! A gate cell is measured in one run: `weft-instr` calls
+//! `weft_benches::instr::cut` between its phases (warm-up, N1 units, N2
+//! units) and callgrind, told `--dump-before` that function, writes each
+//! phase's profile to a file of its own; the figure is
+//! `(Ir(N2 phase) - Ir(N1 phase)) / (calls(N2) - calls(N1))`, so start-up,
+//! connection set-up and the edges of a phase cancel out.
+//!
+//! Needs valgrind (`apt-get install -y valgrind`; .ci/run installs it).
+
+mod callgrind;
+mod cells;
+mod gate;
+mod layers;
 
 use std::path::Path;
 
@@ -24,7 +44,7 @@ struct Options {
     command: Vec<String>,
 }
 
-const USAGE: &str = "usage: cargo xtask instr [--n1 N] [--n2 N] -- COMMAND ARGS... ({N} = count)";
+const USAGE: &str = "usage: cargo xtask instr --check | --bless | --by-layer | [--n1 N] [--n2 N] -- COMMAND ARGS... ({N} = count)";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let (mut n1, mut n2) = (1000, 6000);
@@ -98,6 +118,15 @@ fn ir(dir: &Path, command: &[String], n: u64) -> Result<u64, String> {
 }
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    match args.first().map(String::as_str) {
+        Some("--check") if args.len() == 1 => return cells::check(cells::Mode::Check),
+        Some("--bless") if args.len() == 1 => return cells::check(cells::Mode::Bless),
+        Some("--by-layer") if args.len() == 1 => return cells::by_layer(),
+        Some("--check" | "--bless" | "--by-layer") => {
+            return Err(format!("instr: {} takes no other option\n{USAGE}", args[0]));
+        }
+        _ => {}
+    }
     let o = parse(args)?;
     let dir = cmd::root().join("target/instr");
     std::fs::create_dir_all(&dir).map_err(|e| format!("instr: {e}"))?;

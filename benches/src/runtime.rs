@@ -1,5 +1,6 @@
-//! The tokio runtimes every async peer (and weft's entries) is measured on,
-//! the same for every peer, so the comparison is of stacks, not of runtime
+//! The tokio runtimes the end-to-end measurements run on: every async peer
+//! of `weft-peers` (weft's entries included) and `weft-instr`'s cells, the
+//! same for every stack, so the comparison is of stacks, not of runtime
 //! settings.
 
 /// Which tokio runtime one measurement builds. Client and server share it.
