@@ -56,6 +56,7 @@ fn steps(t: &mut Times) -> Result<(), String> {
     println!("ci: the --report test uses {browser}");
     // The README's test command, verbatim.
     t.step("test", || cmd::run("cargo", &["test", "--workspace"]))?;
+    t.step("cipher", real_cipher)?;
     // Issue 13: the driver's hand-off protocols, every interleaving (loom).
     t.step("loom", loom)?;
     // Issue 20: surviving mutants in the last commit's wire-facing code.
@@ -123,6 +124,28 @@ fn clippy() -> Result<(), String> {
             "--",
             "-D",
             "warnings",
+        ],
+    )
+}
+
+/// Records are sealed by real AES-256-GCM with every feature on: cargo
+/// unifies features across a build, so a feature that swapped the cipher
+/// would reach the `weft` binary through `--all-features`. weft-transform
+/// has no features (its fuzz-only null cipher is `cfg(fuzzing)`, set by
+/// cargo-fuzz alone), and this keeps it so. Only weft-transform: weft-mux's
+/// `loom` feature does not build a working driver, so the workspace does
+/// not run with `--all-features` (docs/SECURITY.md, "The fuzz-only null
+/// cipher").
+fn real_cipher() -> Result<(), String> {
+    cmd::run(
+        "cargo",
+        &[
+            "test",
+            "-p",
+            "weft-transform",
+            "--all-features",
+            "--test",
+            "real_cipher",
         ],
     )
 }
