@@ -132,22 +132,21 @@ fn clippy() -> Result<(), String> {
 /// unifies features across a build, so a feature that swapped the cipher
 /// would reach the `weft` binary through `--all-features`. weft-transform
 /// has no features (its fuzz-only null cipher is `cfg(fuzzing)`, set by
-/// cargo-fuzz alone), and this keeps it so. Only weft-transform: weft-mux's
-/// `loom` feature does not build a working driver, so the workspace does
-/// not run with `--all-features` (docs/SECURITY.md, "The fuzz-only null
-/// cipher").
+/// cargo-fuzz alone), and this keeps it so: its records checked against
+/// ring, then a real client and server over TCP with every feature of the
+/// facade on. Not the whole workspace: weft-mux's `loom` feature does not
+/// build a working driver (docs/SECURITY.md, "The fuzz-only null cipher").
 fn real_cipher() -> Result<(), String> {
-    cmd::run(
-        "cargo",
-        &[
-            "test",
-            "-p",
-            "weft-transform",
-            "--all-features",
-            "--test",
-            "real_cipher",
-        ],
-    )
+    for (package, test) in [
+        ("weft-transform", "real_cipher"),
+        ("weft", "wire_encrypted"),
+    ] {
+        cmd::run(
+            "cargo",
+            &["test", "-p", package, "--all-features", "--test", test],
+        )?;
+    }
+    Ok(())
 }
 
 fn loom() -> Result<(), String> {
