@@ -1,6 +1,6 @@
 //! Record fuzz target: arbitrary bytes, in chunks the input chooses, into
 //! the read half of a session that negotiated encryption and compression.
-//! Built with weft-transform's `dangerous-null-cipher-for-fuzzing` feature,
+//! Built by cargo-fuzz with `--cfg fuzzing`, which gives weft-transform a null cipher,
 //! so a record "authenticates" when its 16-byte tag is all zero and the
 //! fuzzer reaches metadata parsing and bounded decompression behind it.
 //!

@@ -135,9 +135,8 @@ fn steps(t: &mut Times) -> Result<(), String> {
     t.step(Test, "test", || {
         let browser = browser()?;
         println!("ci: the --report test uses {browser}");
-        cmd::run("cargo", &["test", "--workspace"])
+        cmd::run("cargo", &["test", "--workspace", "--all-features"])
     })?;
-    t.step(Test, "features", all_features)?;
     // The driver's hand-off protocols, every interleaving (loom).
     t.step(Test, "loom", loom)?;
     // Surviving mutants in the last commit's wire-facing code. On CI they
@@ -334,25 +333,6 @@ fn workflow_schema() -> Result<(), String> {
             &[("PYTHONPATH", &lib.to_string_lossy())],
         )
     }
-}
-
-/// The crates with features (`json`, `postcard`, `tower`), tested with all
-/// of them on; the others have none, so the test step covers them. Not
-/// `--workspace`: weft-transform's one feature is the fuzz-only null
-/// cipher, which its tests (rightly) fail under.
-fn all_features() -> Result<(), String> {
-    cmd::run(
-        "cargo",
-        &[
-            "test",
-            "--locked",
-            "--all-features",
-            "-p",
-            "weft-rpc",
-            "-p",
-            "weft",
-        ],
-    )
 }
 
 /// The headless browser `crates/cli/tests/report_browser.rs` will use:

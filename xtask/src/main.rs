@@ -24,7 +24,7 @@ commands:
               lint      fmt check, clippy -D warnings, rustdoc -D warnings,
                         cargo package of each published crate, the GitHub
                         workflow against its schema
-              test      tests, tests with all features (weft-rpc, weft),
+              test      the workspace tests with every feature on,
                         loom tests of weft-mux (--cfg loom, target/loom),
                         mutants --in-diff, bench --check, instr --check
                         (the instruction gate; after coverage when every

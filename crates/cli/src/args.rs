@@ -71,8 +71,8 @@ pub(crate) struct Security {
     pub(crate) key: Option<PathBuf>,
 }
 
-/// A 32-byte pre-shared key. Debug never prints it.
-#[derive(Clone, PartialEq, Eq)]
+/// A 32-byte pre-shared key. Debug never prints it; zeroed on drop.
+#[derive(Clone, PartialEq, Eq, zeroize::Zeroize, zeroize::ZeroizeOnDrop)]
 pub(crate) struct Psk(pub [u8; 32]);
 
 impl std::fmt::Debug for Psk {
@@ -87,23 +87,25 @@ pub(crate) fn parse_psk(s: &str) -> Result<Psk, String> {
     if s.len() != 64 || !s.is_ascii() {
         return Err("a pre-shared key is 64 hex digits (32 bytes)".into());
     }
-    let mut key = [0u8; 32];
-    for (i, k) in key.iter_mut().enumerate() {
+    // Parsed in place: a failure part-way drops (and zeroes) the bytes read.
+    let mut key = Psk([0u8; 32]);
+    for (i, k) in key.0.iter_mut().enumerate() {
         *k = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
             .map_err(|_| "a pre-shared key is 64 hex digits (32 bytes)".to_string())?;
     }
-    Ok(Psk(key))
+    Ok(key)
 }
 
 impl Security {
-    /// The key from `--psk`, else from `WEFT_PSK`.
-    pub(crate) fn key(&self) -> Result<Option<[u8; 32]>, String> {
+    /// The key from `--psk`, else from `WEFT_PSK` (our copy of the
+    /// variable's text is zeroed; the process environment keeps its own).
+    pub(crate) fn key(&self) -> Result<Option<Psk>, String> {
         if let Some(k) = &self.psk {
-            return Ok(Some(k.0));
+            return Ok(Some(k.clone()));
         }
-        match std::env::var("WEFT_PSK") {
+        match std::env::var("WEFT_PSK").map(zeroize::Zeroizing::new) {
             Ok(v) => parse_psk(&v)
-                .map(|k| Some(k.0))
+                .map(Some)
                 .map_err(|e| format!("WEFT_PSK: {e}")),
             Err(_) => Ok(None),
         }
@@ -366,6 +368,13 @@ mod tests {
         assert!(parse_psk("abc").is_err());
         assert!(parse_psk(&"zz".repeat(32)).is_err());
         assert!(parse_psk(&"é".repeat(32)).is_err());
+        // Our copies of the key are zeroed when dropped (the trait is the
+        // guarantee; `zeroize` is what drop runs).
+        fn zeroed_on_drop<T: zeroize::ZeroizeOnDrop>(_: &T) {}
+        zeroed_on_drop(&k);
+        let mut k = k;
+        zeroize::Zeroize::zeroize(&mut k);
+        assert_eq!(k.0, [0; 32]);
     }
 
     #[test]

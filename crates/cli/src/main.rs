@@ -30,7 +30,8 @@ pub(crate) fn security_config(s: &Security) -> Result<Config, String> {
         })
         .compression(s.compress.on());
     if let Some(k) = s.key()? {
-        c = c.psk(k);
+        // `Config` keeps its own zeroizing copy; `k` is zeroed as it drops.
+        c = c.psk(k.0);
     }
     if let Some(path) = &s.key {
         c = c.identity(keys::read_private_key(path)?);
@@ -166,7 +167,7 @@ async fn load(a: LoadArgs) -> Result<(), String> {
 /// names the key).
 fn default_log_filter(command: &Command) -> &'static str {
     match command {
-        Command::Serve(_) => "warn,weft::net=debug",
+        Command::Serve(_) => "warn,weft::net=debug,weft::allow=info",
         _ => "warn",
     }
 }
@@ -243,7 +244,10 @@ mod tests {
     fn serve_logs_failed_handshakes_by_default_and_the_others_only_warn() {
         let filter =
             |argv: &[&str]| default_log_filter(&Cli::try_parse_from(argv).unwrap().command);
-        assert_eq!(filter(&["weft", "serve"]), "warn,weft::net=debug");
+        assert_eq!(
+            filter(&["weft", "serve"]),
+            "warn,weft::net=debug,weft::allow=info"
+        );
         assert_eq!(filter(&["weft", "load"]), "warn");
         assert_eq!(filter(&["weft", "call", "echo"]), "warn");
     }

@@ -2,6 +2,7 @@
 
 use weft_frame::Limits;
 
+use crate::error::{HandshakeError, HandshakeErrorKind};
 use crate::identity::KeyHex;
 use crate::noise::StaticKey;
 use crate::{AllowList, Psk, RekeyLimits};
@@ -115,8 +116,10 @@ pub struct HandshakeConfig {
     pub server_key: Option<[u8; 32]>,
     /// Responder only: the client public keys accepted. `None` accepts any
     /// client key pair (the handler still sees which); `Some` rejects every
-    /// key not on the list with an error naming it. Shared and reloadable
-    /// ([`AllowList::replace`]). Default `None`.
+    /// key not on the list with an error naming it, and needs an
+    /// [`identity`](Self::identity) (so every client must prove a key; see
+    /// [`check`](Self::check)). An initiator with one is a configuration
+    /// error. Shared and reloadable ([`AllowList::replace`]). Default `None`.
     pub allow: Option<AllowList>,
     /// Frame limits our decoder enforces. Default [`Limits::default`].
     pub limits: Limits,
@@ -149,6 +152,45 @@ impl Default for HandshakeConfig {
     }
 }
 
+/// Why a configuration cannot run: texts that say what to add or remove.
+const PIN_NEEDS_IDENTITY: &str = "a pinned server key needs a key pair of our own (identity)";
+const ALLOW_ON_A_CLIENT: &str = "an allow-list is for servers and a client would ignore it: \
+     to check the server, pin its public key (server_key, with an identity of our own)";
+const ALLOW_NEEDS_IDENTITY: &str = "an allow-list needs a key pair of our own (identity): \
+     without one no client proves a key and the list would check nothing";
+
+impl HandshakeConfig {
+    /// Whether this configuration can run in `role`; every handshake checks
+    /// it first, and `weft::serve` before it accepts anything. Refused: a
+    /// pinned [`server_key`](Self::server_key) without an
+    /// [`identity`](Self::identity); an [`allow`](Self::allow)-list on an
+    /// initiator (it would be ignored); an allow-list on a responder
+    /// without an identity (no client would prove a key, so the list would
+    /// admit everyone). Limits are checked as the handshake starts.
+    pub fn check(&self, role: Role) -> Result<(), HandshakeError> {
+        let what = match role {
+            Role::Initiator if self.allow.is_some() => ALLOW_ON_A_CLIENT,
+            Role::Initiator if self.server_key.is_some() && self.identity.is_none() => {
+                PIN_NEEDS_IDENTITY
+            }
+            Role::Responder if self.allow.is_some() && self.identity.is_none() => {
+                ALLOW_NEEDS_IDENTITY
+            }
+            _ => return Ok(()),
+        };
+        Err(HandshakeError::new(HandshakeErrorKind::Config(what)))
+    }
+
+    /// The configuration a handshake runs with: checked for `role`, and the
+    /// pinned key in its canonical encoding ([`crate::canonical_key`]), so
+    /// the transcript hashes the key the server hashes for itself.
+    pub(crate) fn checked(mut self, role: Role) -> Result<HandshakeConfig, HandshakeError> {
+        self.check(role)?;
+        self.server_key = self.server_key.map(crate::canonical_key);
+        Ok(self)
+    }
+}
+
 impl std::fmt::Debug for HandshakeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandshakeConfig")
@@ -174,8 +216,18 @@ pub struct Negotiated {
     pub compressed: bool,
     /// The Noise handshake hash (channel binding); `None` after a plain hello.
     pub handshake_hash: Option<[u8; 32]>,
-    /// The peer is authenticated: it proved it holds our pre-shared key, or
-    /// a static key that our allow-list (server) or pin (client) accepted.
+    /// The peer proved, in the handshake, that it holds our pre-shared key,
+    /// or a static key that our allow-list (server) or pin (client)
+    /// accepted. It says who finished the handshake, not what protects the
+    /// records after it: with [`encrypted`](Self::encrypted) false (a PSK
+    /// session with encryption off) records are plain frames, which an
+    /// active attacker can read, change or inject undetected, so
+    /// `authenticated` holds while nothing after the handshake is
+    /// authenticated. Only [`records_authenticated`](Self::records_authenticated)
+    /// (both true) means every record comes from the authenticated peer.
+    /// A server without an allow-list (XX, IK) is not authenticated by this
+    /// flag, though it sees the client's proven key in
+    /// [`peer_key`](Self::peer_key).
     pub authenticated: bool,
     /// The peer's static public key, which it proved to hold (XX and IK);
     /// `None` without identities.
@@ -186,6 +238,17 @@ pub struct Negotiated {
     pub peer_max_message: u32,
     /// The peer's decompression ratio limit.
     pub peer_max_ratio: u32,
+}
+
+impl Negotiated {
+    /// Every record is sealed under keys only the authenticated peer shares
+    /// with us: [`authenticated`](Self::authenticated) and
+    /// [`encrypted`](Self::encrypted) both. False for a PSK session with
+    /// encryption off (the handshake was authenticated, its records are
+    /// not) and for `Noise_NN` (records sealed, peer unknown).
+    pub fn records_authenticated(&self) -> bool {
+        self.authenticated && self.encrypted
+    }
 }
 
 impl Default for Negotiated {

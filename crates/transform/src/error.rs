@@ -424,6 +424,15 @@ impl HandshakeError {
         matches!(self.kind, HandshakeErrorKind::Config(_))
     }
 
+    /// What is wrong with our configuration (and what to add), when
+    /// [`is_config`](Self::is_config).
+    pub fn config_problem(&self) -> Option<&'static str> {
+        match self.kind {
+            HandshakeErrorKind::Config(what) => Some(what),
+            _ => None,
+        }
+    }
+
     /// Whether the responder refused the connection before any handshake
     /// work (its admission limits: busy, connection cap, per-address limit).
     pub fn is_refused(&self) -> bool {

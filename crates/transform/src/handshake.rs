@@ -158,6 +158,7 @@ impl Handshake {
         config: HandshakeConfig,
         keys: KeySource,
     ) -> Result<Handshake, HandshakeError> {
+        let config = config.checked(role)?;
         let ours = WireOffer::from_config(&config)?;
         let mut hs = Handshake {
             role,
@@ -173,11 +174,6 @@ impl Handshake {
             config,
         };
         if role == Role::Initiator {
-            if hs.config.server_key.is_some() && hs.config.identity.is_none() {
-                return Err(err(HandshakeErrorKind::Config(
-                    "a pinned server key needs a key pair of our own (identity)",
-                )));
-            }
             hs.kind = kind::choose(
                 hs.config.psk.is_some(),
                 hs.config.identity.is_some(),
@@ -259,7 +255,8 @@ impl Handshake {
             Some(n) => Some(n.split().map_err(from_noise)?),
             None => None,
         };
-        let (seal, open) = match (&keys, encrypted) {
+        let handshake_hash = keys.as_ref().map(|k| k.handshake_hash);
+        let (seal, open) = match (keys, encrypted) {
             (Some(k), true) => {
                 let (s, o) = k.ciphers(initiator, u64::MAX);
                 (
@@ -279,7 +276,7 @@ impl Handshake {
         let negotiated = Negotiated {
             encrypted,
             compressed,
-            handshake_hash: keys.as_ref().map(|k| k.handshake_hash),
+            handshake_hash,
             authenticated: pattern.is_some_and(Pattern::has_psk) || (identities && checked),
             peer_key: peer_key.filter(|_| identities),
             peer_limits: theirs.limits,

@@ -34,13 +34,37 @@ impl std::fmt::Debug for Psk {
     }
 }
 
-/// Prints a public key as 64 lower-case hex digits.
+/// The one encoding of an X25519 public key: the u-coordinate as X25519
+/// reads it (RFC 7748 section 5: bit 255 masked, a value at or above
+/// p = 2^255 - 19 reduced modulo p), written back in 32 little-endian bytes.
+///
+/// X25519 ignores bit 255 and reduces modulo p, so `K` and `K | 1 << 255`
+/// (and, for the 19 smallest values, `K + p`) are one key pair: same shared
+/// secrets, same handshake. Comparing raw bytes would give its holder two
+/// identities, so weft canonicalises every public key it compares, stores
+/// or shows (the peer's key, allow-lists, pinned keys, [`KeyHex`]). Keys
+/// that X25519 produces are already canonical, so this changes nothing for
+/// an honest peer (docs/SECURITY.md, "One key, one encoding").
+pub fn canonical_key(mut key: [u8; 32]) -> [u8; 32] {
+    key[31] &= 0x7f;
+    // p = 2^255 - 19 is ed ff .. ff 7f (little-endian): the only values at
+    // or above it are p + k for k < 19, whose canonical form is k.
+    if key[31] == 0x7f && key[1..31].iter().all(|&b| b == 0xff) && key[0] >= 0xed {
+        let low = key[0] - 0xed;
+        key = [0; 32];
+        key[0] = low;
+    }
+    key
+}
+
+/// Prints a public key as 64 lower-case hex digits, in its canonical
+/// encoding ([`canonical_key`]): one key pair always prints the same.
 #[derive(Clone, Copy)]
 pub struct KeyHex<'a>(pub &'a [u8; 32]);
 
 impl std::fmt::Display for KeyHex<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for b in self.0 {
+        for b in canonical_key(*self.0) {
             write!(f, "{b:02x}")?;
         }
         Ok(())
@@ -53,7 +77,9 @@ impl std::fmt::Debug for KeyHex<'_> {
     }
 }
 
-/// Parses a 32-byte key written as 64 hex digits (either case).
+/// Parses a 32-byte key written as 64 hex digits (either case), as it is
+/// (a private key's bytes are kept whole). A public key is canonicalised
+/// wherever weft uses it; [`parse_public_key_hex`] does it at once.
 pub fn parse_key_hex(text: &str) -> Result<[u8; 32], KeyParseError> {
     let text = text.trim();
     if text.len() != 64 {
@@ -65,6 +91,12 @@ pub fn parse_key_hex(text: &str) -> Result<[u8; 32], KeyParseError> {
         out[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
     }
     Ok(out)
+}
+
+/// Parses a public key written as 64 hex digits, in its canonical encoding
+/// ([`canonical_key`]).
+pub fn parse_public_key_hex(text: &str) -> Result<[u8; 32], KeyParseError> {
+    parse_key_hex(text).map(canonical_key)
 }
 
 /// Why a key or an allow-list did not parse.
@@ -97,7 +129,10 @@ impl std::error::Error for KeyParseError {}
 /// the server, and replaceable at any time ([`replace`](Self::replace)):
 /// the next handshake sees the new set, connections already open keep
 /// running. Revoking a key therefore stops new connections with it; close
-/// open ones separately if needed.
+/// open ones separately if needed. An empty list accepts nobody
+/// ([`deny_all`](Self::deny_all)). Keys are held and looked up in their
+/// canonical encoding ([`canonical_key`]), so a key listed or presented
+/// with bit 255 set is the same key.
 #[derive(Clone, Default)]
 pub struct AllowList {
     keys: Arc<RwLock<HashSet<[u8; 32]>>>,
@@ -124,7 +159,7 @@ impl AllowList {
     /// A list of these keys.
     pub fn new(keys: impl IntoIterator<Item = [u8; 32]>) -> AllowList {
         AllowList {
-            keys: Arc::new(RwLock::new(keys.into_iter().collect())),
+            keys: Arc::new(RwLock::new(keys.into_iter().map(canonical_key).collect())),
         }
     }
 
@@ -145,16 +180,24 @@ impl AllowList {
 
     /// Replaces the whole set (a reload); handshakes from now on use it.
     pub fn replace(&self, keys: impl IntoIterator<Item = [u8; 32]>) {
-        let new: HashSet<[u8; 32]> = keys.into_iter().collect();
+        let new: HashSet<[u8; 32]> = keys.into_iter().map(canonical_key).collect();
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = new;
     }
 
-    /// Whether `key` is allowed.
+    /// Empties the list: from now on every handshake is refused, while
+    /// connections already open keep running. What a reload that cannot
+    /// read its source must do (fail closed): a list left as it was would
+    /// keep a key its administrator meant to revoke.
+    pub fn deny_all(&self) {
+        self.replace([]);
+    }
+
+    /// Whether `key` (in any encoding) is allowed.
     pub fn contains(&self, key: &[u8; 32]) -> bool {
         self.keys
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .contains(key)
+            .contains(&canonical_key(*key))
     }
 
     /// How many keys are allowed.

@@ -61,7 +61,9 @@ pub use config::{
 pub use error::{HandshakeError, TransformError};
 pub use handshake::{Handshake, MAX_HANDSHAKE_MESSAGE};
 pub use handshake_kind::RejectReason;
-pub use identity::{AllowList, KeyHex, KeyParseError, Psk, parse_key_hex};
+pub use identity::{
+    AllowList, KeyHex, KeyParseError, Psk, canonical_key, parse_key_hex, parse_public_key_hex,
+};
 pub use noise::StaticKey;
 pub use pipeline::{Inbound, Outbound, Session, passthrough};
 pub use refusal::{MAX_REFUSAL_TEXT, refusal};

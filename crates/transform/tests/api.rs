@@ -1,9 +1,9 @@
 //! The public API's edges: configuration checks, malformed handshake
 //! messages that are not in the hostile catalogue, Noise misuse, error
 //! texts and predicates, and the in-memory helpers.
-// These checks need real AES-256-GCM: the fuzz-only null cipher feature
-// (see Cargo.toml) authenticates nothing, so they do not build with it.
-#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+// These checks need real AES-256-GCM: the fuzz-only null cipher (compiled only
+// under `cfg(fuzzing)`) authenticates nothing, so they do not build with it.
+#![cfg(not(fuzzing))]
 
 mod common;
 
@@ -64,6 +64,67 @@ fn in_memory_helpers_complete_a_handshake() {
     )
     .unwrap();
     assert!(fixed.0.negotiated.encrypted);
+}
+
+#[test]
+fn allow_lists_that_would_check_nothing_are_config_errors_saying_what_to_add() {
+    use weft_transform::{AllowList, StaticKey};
+    let allow = || Some(AllowList::new([]));
+    let identity = || Some(StaticKey::from_private([3; 32]));
+    let cases = [
+        (
+            Role::Responder,
+            HandshakeConfig {
+                allow: allow(),
+                ..HandshakeConfig::default()
+            },
+            "invalid configuration: an allow-list needs a key pair of our own (identity): \
+             without one no client proves a key and the list would check nothing",
+        ),
+        (
+            Role::Initiator,
+            HandshakeConfig {
+                allow: allow(),
+                identity: identity(),
+                ..HandshakeConfig::default()
+            },
+            "invalid configuration: an allow-list is for servers and a client would ignore it: \
+             to check the server, pin its public key (server_key, with an identity of our own)",
+        ),
+        (
+            Role::Initiator,
+            HandshakeConfig {
+                server_key: Some([9; 32]),
+                ..HandshakeConfig::default()
+            },
+            "invalid configuration: a pinned server key needs a key pair of our own (identity)",
+        ),
+    ];
+    for (role, config, text) in cases {
+        let e = config.check(role).unwrap_err();
+        assert!(e.is_config());
+        assert_eq!(
+            e.config_problem(),
+            text.strip_prefix("invalid configuration: ")
+        );
+        assert_eq!(e.to_string(), format!("handshake failed: {text}"));
+        // Every handshake checks it first.
+        let e = Handshake::new(role, config).unwrap_err();
+        assert_eq!(e.to_string(), format!("handshake failed: {text}"));
+    }
+    // What is fine: an allow-list with an identity on a server.
+    let server = HandshakeConfig {
+        allow: allow(),
+        identity: identity(),
+        ..HandshakeConfig::default()
+    };
+    assert!(server.check(Role::Responder).is_ok());
+    assert_eq!(
+        HandshakeConfig::default()
+            .check(Role::Initiator)
+            .map_err(|e| e.is_config()),
+        Ok(())
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Boundaries a mutation run (cargo-mutants, see docs/TESTING.md) showed no
 //! other test would notice if they moved: one behaviour per test.
 // Encrypted records need real AES-256-GCM (not the fuzz-only null cipher).
-#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+#![cfg(not(fuzzing))]
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! Static-key identities through weft's whole handshake (in memory): XX and
 //! IK with and without a PSK, the allow-list, the pinned server key, the
 //! rejections and what each side reports, and downgrade attempts.
-#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+#![cfg(not(fuzzing))]
 
 mod common;
 

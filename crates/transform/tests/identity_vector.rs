@@ -5,7 +5,7 @@
 //! must an independent initiator and responder built from snow and the
 //! layouts of docs/PROTOCOL.md 3.1-3.3 (kinds `03` and `05`).
 // Real AES-256-GCM only (see weft_vector.rs).
-#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+#![cfg(not(fuzzing))]
 
 mod common;
 mod known_answers;

@@ -2,7 +2,11 @@
 //! `--allow FILE` rely on, tested at the library (the CLI's own tests go
 //! through files and flags).
 
-use weft_transform::{AllowList, KeyHex, KeyParseError, Psk, parse_key_hex};
+use weft_transform::noise::CipherState;
+use weft_transform::{
+    AllowList, KeyHex, KeyParseError, Psk, StaticKey, canonical_key, parse_key_hex,
+    parse_public_key_hex,
+};
 
 const KEY: [u8; 32] = [
     0x00, 0x01, 0x02, 0x0a, 0x0f, 0x10, 0x7f, 0x80, 0xab, 0xcd, 0xef, 0xff, 1, 2, 3, 4, 5, 6, 7, 8,
@@ -81,4 +85,80 @@ fn a_psk_keeps_its_bytes_and_never_prints_them() {
     let shown = format!("{psk:?}");
     assert_eq!(shown, "Psk(<redacted>)");
     assert!(!shown.contains("0001"));
+}
+
+/// p = 2^255 - 19, little-endian.
+const P: [u8; 32] = {
+    let mut p = [0xff; 32];
+    p[0] = 0xed;
+    p[31] = 0x7f;
+    p
+};
+
+#[test]
+fn a_public_key_has_one_encoding_bit_255_cleared_and_reduced_mod_p() {
+    let real = StaticKey::from_private([5; 32]).public_key();
+    assert_eq!(canonical_key(real), real, "X25519's own keys are canonical");
+    let mut high = real;
+    high[31] |= 0x80;
+    assert_eq!(canonical_key(high), real);
+    // p + k is k, for each of the 19 values at or above p (with or without
+    // bit 255 set); p - 1 is already canonical.
+    for k in 0..19u8 {
+        let mut above = P;
+        above[0] += k;
+        let mut want = [0; 32];
+        want[0] = k;
+        assert_eq!(canonical_key(above), want, "p + {k}");
+        above[31] |= 0x80;
+        assert_eq!(canonical_key(above), want, "p + {k} with bit 255");
+    }
+    let mut below = P;
+    below[0] -= 1;
+    assert_eq!(canonical_key(below), below);
+    // Shown, parsed, listed and looked up canonically.
+    assert_eq!(KeyHex(&high).to_string(), KeyHex(&real).to_string());
+    assert_eq!(parse_public_key_hex(&hex::encode(high)), Ok(real));
+    assert_eq!(
+        parse_key_hex(&hex::encode(high)),
+        Ok(high),
+        "private keys stay whole"
+    );
+    let list = AllowList::new([high]);
+    assert!(list.contains(&real) && list.contains(&high));
+    list.replace([real]);
+    assert!(list.contains(&high));
+    list.deny_all();
+    assert!(list.is_empty() && !list.contains(&real));
+}
+
+#[test]
+fn a_private_key_prints_whole_as_hex_and_reads_back() {
+    let private: [u8; 32] = std::array::from_fn(|i| 0xf0 ^ i as u8);
+    let key = StaticKey::from_private(private);
+    assert_eq!(key.private_hex().as_str(), hex::encode(private));
+    assert_eq!(parse_key_hex(&key.private_hex()), Ok(private));
+}
+
+#[test]
+fn a_failed_encryption_leaves_no_plaintext_behind() {
+    let secret = b"do not leave me in the buffer";
+    // A cipher at its nonce limit: every operation fails.
+    let mut spent = CipherState::with_limit(&[1; 32], 0);
+    let mut out = b"prefix".to_vec();
+    assert!(spent.encrypt(b"", secret, &mut out).is_err());
+    assert_eq!(out, b"prefix");
+    // `encrypt` zeroes its copy through `encrypt_in_place` before it
+    // truncates; the zeroing itself is visible in place.
+    let mut buf = secret.to_vec();
+    assert!(spent.encrypt_in_place(b"", &mut buf).is_err());
+    assert_eq!(buf, vec![0; secret.len()], "in place: zeroed on failure");
+    // A record that does not open leaves nothing readable, whether it
+    // failed the tag or met a spent key.
+    for mut cipher in [CipherState::new(&[1; 32]), spent] {
+        let mut ct = secret.to_vec();
+        ct.extend_from_slice(&[0; 16]);
+        assert!(cipher.decrypt_in_place(b"", &mut ct).is_err());
+        assert!(ct.iter().all(|&b| b == 0), "unauthenticated bytes zeroed");
+    }
 }

@@ -3,7 +3,7 @@
 //! open (NNpsk0: the first message; XXpsk3: the third), while in IKpsk2 the
 //! key is mixed in only at the end of the responder's reply, so the
 //! responder completes and the initiator fails on reading that reply.
-#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+#![cfg(not(fuzzing))]
 
 mod common;
 

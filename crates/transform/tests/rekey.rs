@@ -2,7 +2,7 @@
 //! each direction on its own, records in flight across an update, and the
 //! hostile cases (forged, replayed, out of order, malformed, sent by the
 //! caller).
-#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+#![cfg(not(fuzzing))]
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! Handshake outcomes across policies and round trips through every mode.
-// These checks need real AES-256-GCM: the fuzz-only null cipher feature
-// (see Cargo.toml) authenticates nothing, so they do not build with it.
-#![cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+// These checks need real AES-256-GCM: the fuzz-only null cipher (compiled only
+// under `cfg(fuzzing)`) authenticates nothing, so they do not build with it.
+#![cfg(not(fuzzing))]
 
 mod common;
 
@@ -59,9 +59,29 @@ fn psk_configs_authenticate() {
     );
     assert!(a.negotiated.authenticated && b.negotiated.authenticated);
     assert!(a.negotiated.encrypted && !a.negotiated.compressed);
+    assert!(a.negotiated.records_authenticated() && b.negotiated.records_authenticated());
     let frame = sample(json_payload());
     let wire_len = round_trip(&mut a, &mut b, &frame);
     assert_eq!(wire_len, frame.encoded_len() + 16, "sealed, not compressed");
+}
+
+#[test]
+fn a_psk_session_with_encryption_off_authenticates_the_handshake_not_the_records() {
+    let key = Some([7u8; 32]);
+    let (mut a, mut b) = pair(
+        config(EncryptionPolicy::Off, false, key),
+        config(EncryptionPolicy::Preferred, false, key),
+    );
+    for n in [&a.negotiated, &b.negotiated] {
+        assert!(n.authenticated && !n.encrypted, "{n:?}");
+        assert!(!n.records_authenticated(), "{n:?}");
+    }
+    // Records are plain frames: anyone on the path could have written them.
+    let frame = sample(json_payload());
+    assert_eq!(round_trip(&mut a, &mut b, &frame), frame.encoded_len());
+    // NN: records sealed, but nobody was authenticated.
+    let (a, _) = pair(HandshakeConfig::default(), HandshakeConfig::default());
+    assert!(a.negotiated.encrypted && !a.negotiated.records_authenticated());
 }
 
 #[test]

@@ -102,23 +102,30 @@ impl Config {
         self
     }
 
-    /// Client: the server's public key, pinned. Needs an
+    /// Client: the server's public key, pinned (kept in its canonical
+    /// encoding, [`canonical_key`](crate::transform::canonical_key)). Needs an
     /// [`identity`](Self::identity); runs `Noise_IK` (one round trip) and
     /// fails, naming the key, unless the server proves it holds it.
     /// Ignored by servers. Default none (XX: the server's key is learnt,
     /// not checked).
     #[must_use]
     pub fn server_key(mut self, key: [u8; 32]) -> Config {
-        self.handshake.server_key = Some(key);
+        self.handshake.server_key = Some(weft_transform::canonical_key(key));
         self
     }
 
     /// Server: the client public keys accepted. A client with another key
-    /// fails its handshake with an error naming the key, on both sides.
-    /// The list is shared: [`AllowList::replace`](crate::transform::AllowList::replace)
-    /// changes it for every later handshake, without a restart. Ignored by
-    /// clients. Default none: any client key pair is accepted (handlers
-    /// see it in `ctx.peer().public_key`).
+    /// fails its handshake with an error naming the key, on both sides;
+    /// an empty list accepts nobody. Needs an [`identity`](Self::identity):
+    /// without one no client proves a key, so [`serve`](crate::serve)
+    /// refuses to start ([`Error::Config`](crate::Error::Config)). A client
+    /// with an allow-list fails to connect with a config error (it would
+    /// ignore it; a client checks its server with
+    /// [`server_key`](Self::server_key)). The list is shared:
+    /// [`AllowList::replace`](crate::transform::AllowList::replace)
+    /// changes it for every later handshake, without a restart. Default
+    /// none: any client key pair is accepted (handlers see it in
+    /// `ctx.peer().public_key`).
     #[must_use]
     pub fn allow(mut self, list: weft_transform::AllowList) -> Config {
         self.handshake.allow = Some(list);

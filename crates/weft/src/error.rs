@@ -19,6 +19,10 @@ pub enum Error {
     Connection(MuxError),
     /// The address is not `host:port` or `unix:/path`.
     Address(String),
+    /// The configuration cannot run in this role (for example an allow-list
+    /// without a key pair of our own); the text says what to add. Found
+    /// before anything is sent or accepted.
+    Config(weft_transform::HandshakeError),
 }
 
 impl Error {
@@ -31,7 +35,7 @@ impl Error {
         match self {
             Error::Connection(e) => e.is_refused(),
             Error::Connect(_) => true,
-            Error::Io(_) | Error::Address(_) => false,
+            Error::Io(_) | Error::Address(_) | Error::Config(_) => false,
         }
     }
 
@@ -40,7 +44,7 @@ impl Error {
         match self {
             Error::Connection(e) => e.is_timeout(),
             Error::Io(e) | Error::Connect(e) => e.kind() == io::ErrorKind::TimedOut,
-            Error::Address(_) => false,
+            Error::Address(_) | Error::Config(_) => false,
         }
     }
 }
@@ -52,6 +56,10 @@ impl fmt::Display for Error {
             Error::Connect(e) => write!(f, "could not connect: {e}"),
             Error::Connection(e) => write!(f, "{e}"),
             Error::Address(a) => write!(f, "bad address {a:?}: use host:port or unix:/path"),
+            Error::Config(e) => match e.config_problem() {
+                Some(what) => write!(f, "invalid configuration: {what}"),
+                None => write!(f, "{e}"),
+            },
         }
     }
 }
@@ -62,6 +70,7 @@ impl std::error::Error for Error {
             Error::Io(e) | Error::Connect(e) => Some(e),
             Error::Connection(e) => Some(e),
             Error::Address(_) => None,
+            Error::Config(e) => Some(e),
         }
     }
 }

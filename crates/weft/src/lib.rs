@@ -50,6 +50,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+// `cfg(fuzzing)` swaps weft-transform's AES-256-GCM for a null cipher so a
+// fuzzer gets past record authentication. Only the fuzz targets (which use
+// the layers below, never this crate) may be built that way: anything that
+// dials or serves real peers refuses to compile.
+#[cfg(fuzzing)]
+compile_error!(
+    "weft was built with `--cfg fuzzing`, which replaces record encryption with \
+     weft-transform's fuzz-only null cipher; build without it (only fuzz/ sets it)"
+);
+
 mod admission;
 pub mod channel;
 mod config;

@@ -270,6 +270,11 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    // Fail at start, not on every handshake, for a config no client could pass.
+    config
+        .handshake_config()
+        .check(weft_transform::Role::Responder)
+        .map_err(Error::Config)?;
     let shared = Arc::new(PerServer {
         server: rpc_server(service.into(), &config),
         live: Live::default(),

@@ -1,6 +1,6 @@
 //! Noise's `CipherState` for AESGCM: a key and a 64-bit counter nonce.
 
-#[cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+#[cfg(not(fuzzing))]
 use ring::aead::Aad;
 use ring::aead::{AES_256_GCM, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 
@@ -15,8 +15,12 @@ pub const TAG_LEN: usize = 16;
 
 /// A Noise `CipherState` (AESGCM): key `k` and counter nonce `n`.
 ///
-/// With the `dangerous-null-cipher-for-fuzzing` feature (fuzz builds only)
-/// it encrypts nothing and its tag is 16 zero bytes.
+/// Only when compiled with `--cfg fuzzing` (which cargo-fuzz sets, and
+/// nothing else does) it encrypts nothing and its tag is 16 zero bytes, so a
+/// fuzzer can reach what lies behind record authentication. There is no
+/// cargo feature for it: `--all-features` cannot turn it on, and the `weft`
+/// facade refuses to compile under `cfg(fuzzing)` (docs/SECURITY.md, "The
+/// fuzz-only null cipher").
 ///
 /// The nonce is 4 zero bytes followed by `n` as a big-endian u64 (Noise
 /// section 12.4). `n` starts at 0, grows by one per successful operation,
@@ -95,32 +99,53 @@ impl CipherState {
     }
 
     /// Encrypts `in_out` in place with associated data `ad`; returns the tag
-    /// (which goes after the ciphertext). Allocates nothing.
+    /// (which goes after the ciphertext). On failure `in_out` is zeroed, so
+    /// a caller that sends the buffer anyway sends no plaintext. Allocates
+    /// nothing.
     pub fn encrypt_in_place(
         &mut self,
         ad: &[u8],
         in_out: &mut [u8],
     ) -> Result<[u8; TAG_LEN], NoiseError> {
-        let nonce = self.next_nonce()?;
-        let tag = self.seal(nonce, ad, in_out)?;
-        self.n += 1;
-        Ok(tag)
+        let sealed = self
+            .next_nonce()
+            .and_then(|nonce| self.seal(nonce, ad, in_out));
+        match sealed {
+            Ok(tag) => {
+                self.n += 1;
+                Ok(tag)
+            }
+            Err(e) => {
+                in_out.zeroize();
+                Err(e)
+            }
+        }
     }
 
     /// Decrypts ciphertext-then-tag in place; returns the plaintext length
     /// (the plaintext is `in_out[..len]`). On failure the nonce does not
-    /// advance and `in_out` holds garbage. Allocates nothing.
+    /// advance and `in_out` is zeroed (nothing unauthenticated stays
+    /// readable). Allocates nothing.
     pub fn decrypt_in_place(&mut self, ad: &[u8], in_out: &mut [u8]) -> Result<usize, NoiseError> {
-        if in_out.len() < TAG_LEN {
-            return Err(NoiseError::Decrypt);
+        let opened = if in_out.len() < TAG_LEN {
+            Err(NoiseError::Decrypt)
+        } else {
+            self.next_nonce()
+                .and_then(|nonce| self.open(nonce, ad, in_out))
+        };
+        match opened {
+            Ok(len) => {
+                self.n += 1;
+                Ok(len)
+            }
+            Err(e) => {
+                in_out.zeroize();
+                Err(e)
+            }
         }
-        let nonce = self.next_nonce()?;
-        let len = self.open(nonce, ad, in_out)?;
-        self.n += 1;
-        Ok(len)
     }
 
-    #[cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+    #[cfg(not(fuzzing))]
     fn seal(
         &self,
         nonce: Nonce,
@@ -136,7 +161,7 @@ impl CipherState {
         Ok(out)
     }
 
-    #[cfg(not(feature = "dangerous-null-cipher-for-fuzzing"))]
+    #[cfg(not(fuzzing))]
     fn open(&self, nonce: Nonce, ad: &[u8], in_out: &mut [u8]) -> Result<usize, NoiseError> {
         self.key
             .open_in_place(nonce, Aad::from(ad), in_out)
@@ -145,14 +170,14 @@ impl CipherState {
     }
 
     /// Fuzzing only: no encryption, an all-zero tag.
-    #[cfg(feature = "dangerous-null-cipher-for-fuzzing")]
+    #[cfg(fuzzing)]
     fn seal(&self, _: Nonce, _: &[u8], _: &mut [u8]) -> Result<[u8; TAG_LEN], NoiseError> {
         let _ = &self.key;
         Ok([0; TAG_LEN])
     }
 
     /// Fuzzing only: accepts any record whose tag is all zero.
-    #[cfg(feature = "dangerous-null-cipher-for-fuzzing")]
+    #[cfg(fuzzing)]
     fn open(&self, _: Nonce, _: &[u8], in_out: &mut [u8]) -> Result<usize, NoiseError> {
         let len = in_out.len() - TAG_LEN;
         if in_out[len..] == [0; TAG_LEN] {
@@ -163,6 +188,8 @@ impl CipherState {
     }
 
     /// Appends the encryption of `plaintext` (ciphertext then tag) to `out`.
+    /// On failure `out` is left as it was: the copy of the plaintext it
+    /// held meanwhile is zeroed and removed.
     pub fn encrypt(
         &mut self,
         ad: &[u8],
@@ -171,13 +198,22 @@ impl CipherState {
     ) -> Result<(), NoiseError> {
         let start = out.len();
         out.extend_from_slice(plaintext);
-        let tag = self.encrypt_in_place(ad, &mut out[start..])?;
-        out.extend_from_slice(&tag);
-        Ok(())
+        match self.encrypt_in_place(ad, &mut out[start..]) {
+            Ok(tag) => {
+                out.extend_from_slice(&tag);
+                Ok(())
+            }
+            Err(e) => {
+                // `encrypt_in_place` zeroed the copy; drop it.
+                out.truncate(start);
+                Err(e)
+            }
+        }
     }
 
     /// Appends the decryption of `ciphertext` (ciphertext then tag) to `out`.
-    /// On failure `out` is left as it was.
+    /// On failure `out` is left as it was (what was decrypted into it
+    /// meanwhile is zeroed first).
     pub fn decrypt(
         &mut self,
         ad: &[u8],

@@ -115,8 +115,23 @@ impl std::fmt::Debug for TransportKeys {
 }
 
 impl TransportKeys {
-    /// The two transport ciphers as (ours to send, ours to receive).
-    pub fn ciphers(&self, initiator: bool, limit: u64) -> (CipherState, CipherState) {
+    /// The two transport ciphers as (ours to send, ours to receive). Takes
+    /// the keys, which are zeroed as they go: two cipher pairs from one
+    /// `TransportKeys` would seal two streams under one key and nonce
+    /// sequence, which breaks AES-GCM. Read
+    /// [`handshake_hash`](Self::handshake_hash) first if it is needed.
+    ///
+    /// ```compile_fail
+    /// # use weft_transform::noise::TransportKeys;
+    /// let keys = TransportKeys {
+    ///     initiator_to_responder: [1; 32],
+    ///     responder_to_initiator: [2; 32],
+    ///     handshake_hash: [3; 32],
+    /// };
+    /// let first = keys.ciphers(true, u64::MAX);
+    /// let second = keys.ciphers(true, u64::MAX); // error: `keys` was moved
+    /// ```
+    pub fn ciphers(self, initiator: bool, limit: u64) -> (CipherState, CipherState) {
         let c1 = CipherState::with_limit(&self.initiator_to_responder, limit);
         let c2 = CipherState::with_limit(&self.responder_to_initiator, limit);
         if initiator { (c1, c2) } else { (c2, c1) }
@@ -247,9 +262,12 @@ impl HandshakeState {
         self.ss.handshake_hash()
     }
 
-    /// The peer's static public key, once known (received, or given for IK).
+    /// The peer's static public key, once known (received, or given for
+    /// IK), in its canonical encoding ([`crate::canonical_key`]): a peer
+    /// that sends its key with bit 255 set is still one identity. The
+    /// transcript hashes the bytes as sent.
     pub fn remote_static(&self) -> Option<[u8; DH_LEN]> {
-        self.rs
+        self.rs.map(crate::canonical_key)
     }
 
     /// Appends the next message, carrying `payload`, to `out`.

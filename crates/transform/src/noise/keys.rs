@@ -28,9 +28,9 @@ impl std::fmt::Debug for StaticKey {
 }
 
 impl PartialEq for StaticKey {
-    /// Key pairs are equal when their public keys are.
+    /// Key pairs are equal when their public keys are (canonically).
     fn eq(&self, other: &StaticKey) -> bool {
-        self.public == other.public
+        crate::canonical_key(self.public) == crate::canonical_key(other.public)
     }
 }
 
@@ -63,6 +63,30 @@ impl StaticKey {
     /// The private bytes, for writing a key file; zeroed when dropped.
     pub fn private_bytes(&self) -> Zeroizing<[u8; DH_LEN]> {
         Zeroizing::new(self.secret.to_bytes())
+    }
+
+    /// The private bytes as 64 lower-case hex digits (a key file's text,
+    /// read back by [`crate::parse_key_hex`]); zeroed when dropped. Written
+    /// into one allocation of its final size, so no copy is left behind.
+    pub fn private_hex(&self) -> Zeroizing<String> {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let private = self.private_bytes();
+        let mut text = Zeroizing::new(String::with_capacity(2 * DH_LEN));
+        for b in private.iter() {
+            text.push(char::from(DIGITS[usize::from(b >> 4)]));
+            text.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        }
+        text
+    }
+
+    /// Test support only: the same key pair, presenting its public key with
+    /// bit 255 set, which X25519 ignores (the other encoding a hostile key
+    /// holder could send). weft canonicalises keys, so this is still one
+    /// identity; hostile tests use it to prove that.
+    #[doc(hidden)]
+    pub fn with_bit_255_set_for_testing(mut self) -> StaticKey {
+        self.public[31] |= 0x80;
+        self
     }
 
     /// X25519 with a peer's public key. Rejects an all-zero result.
