@@ -266,3 +266,35 @@ async fn hostile_silent_and_slow_connections_at_5x_the_slots_per_200ms_do_not_ke
         "{admitted} of {TRIES}: {refusals:?}"
     );
 }
+
+/// A replay evicted after the server's reply (its first record is what is
+/// missing) ends with a clean end of file and nothing after the reply: no
+/// refusal in clear that a client holding keys could not read, and no
+/// reset (a real client evicted there reports its calls retry-safe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_replay_evicted_after_the_reply_ends_cleanly_with_nothing_more() {
+    let secure = || {
+        Config::new()
+            .encryption(EncryptionPolicy::Required)
+            .psk([9; 32])
+    };
+    let (addr, _stop) = start(secure().max_pending_handshakes(1)).await;
+    let flight = capture_first_flight(&secure()).await;
+    let mut replay = TcpStream::connect(&addr).await.unwrap();
+    replay.write_all(&flight).await.unwrap();
+    // The server's preface and its reply (header, then the message).
+    let mut head = [0u8; 8 + 16];
+    replay.read_exact(&mut head).await.unwrap();
+    let len = u32::from_be_bytes(head[8 + 12..].try_into().unwrap()) as usize;
+    let mut reply = vec![0u8; len];
+    replay.read_exact(&mut reply).await.unwrap();
+    // A real client takes the only slot.
+    let c = weft::connect(&addr, &secure()).await.unwrap();
+    echo(&c).await;
+    let mut rest = Vec::new();
+    let end = tokio::time::timeout(Duration::from_secs(5), replay.read_to_end(&mut rest))
+        .await
+        .expect("the replay kept its slot");
+    assert!(end.is_ok(), "a reset, not a clean end: {end:?}");
+    assert!(rest.is_empty(), "bytes after the reply: {rest:?}");
+}
