@@ -1,4 +1,5 @@
-//! `connect`: handshake under its deadline, then spawn the driver.
+//! `connect`: handshake under its deadline, then (a server) the client's
+//! first frame under the same deadline, then spawn the driver.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,12 +12,20 @@ use crate::error::MuxError;
 use crate::handle::{Connection, Incoming};
 use crate::pipeline::{Established, Handshake, HandshakeRole};
 use crate::session::{Role, Session};
+use weft_frame::{Frame, HEADER_LEN, Header};
 
 static CONNECTION_IDS: AtomicU64 = AtomicU64::new(1);
 
+/// The largest first record a server reads from a peer not yet proven: the
+/// client's settings frame is under 100 bytes (docs/PROTOCOL.md 6.1), so
+/// an unproven peer never makes a server buffer more than this.
+pub const MAX_FIRST_RECORD: usize = 1024;
+
 /// Runs the handshake under `config`'s deadline, then spawns the
 /// connection's driver on the current tokio runtime; returns the handle and
-/// the queue of streams the peer opens.
+/// the queue of streams the peer opens. A server (`Role::Server`) returns
+/// only once the client's first frame has arrived (see
+/// [`Handshaken::start`]).
 ///
 /// For TCP, set `TCP_NODELAY` on the socket first (the facade does): the
 /// writer already coalesces, and Nagle's algorithm would delay every small
@@ -32,8 +41,18 @@ pub async fn connect<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let conn_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
-    let span = tracing::debug_span!("weft_mux::connection", conn = conn_id, ?role);
+    handshake(io, role, config).await?.start().await
+}
+
+/// The first half of [`connect`]: the handshake messages, under `config`'s
+/// handshake deadline. The result is not a connection yet: see
+/// [`Handshaken::start`]. A server's admission control uses the split to
+/// know when the handshake made progress.
+pub async fn handshake<T>(io: T, role: Role, config: Config) -> Result<Handshaken<T>, MuxError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let deadline = tokio::time::Instant::now() + config.handshake_timeout;
     let mut io = io;
     // Sized on demand (issue 19): the handshake's messages are small, and
     // the driver grows the buffer as frames need.
@@ -42,37 +61,155 @@ where
     // otherwise sit inline in this future, and so in the task of every
     // caller that awaits it, for the connection's whole life. One
     // allocation per connection, freed once the handshake is done.
-    let est = tokio::time::timeout(
-        config.handshake_timeout,
-        Box::pin(handshake(&mut io, &mut buf, role, &config)),
+    let est = tokio::time::timeout_at(
+        deadline,
+        Box::pin(run_handshake(&mut io, &mut buf, role, &config)),
     )
     .await
     .map_err(|_| MuxError::handshake_timeout())??;
-    tracing::debug!(parent: &span, negotiated = ?est.negotiated, "handshake complete");
-
-    let mut session = Session::new(role, &config, now());
-    // Never send frames larger than the peer accepts.
-    session.set_peer_max_payload(est.negotiated.peer_limits.max_payload);
-    let shared = shared(
-        session,
-        Box::new(io),
-        (est.inbound, est.outbound),
+    Ok(Handshaken {
+        io,
         buf,
-        est.negotiated,
-        config.write_coalesce,
-        span,
-    );
-    shared.lock().start(); // the settings frame
-    tokio::spawn(Driver::new(shared.clone()));
-    Ok((
-        Connection {
-            shared: shared.clone(),
-        },
-        Incoming { shared },
-    ))
+        est,
+        role,
+        config,
+        deadline,
+    })
 }
 
-async fn handshake<T>(
+/// A connection whose handshake messages are done, before its driver runs.
+///
+/// A server's peer is not proven yet: in NN, NNpsk0, IK and IKpsk2 the
+/// client's only message can be a replay of one captured earlier, and only
+/// its first record under the new keys shows it holds them
+/// (docs/SECURITY.md, "Replayed first messages"). Dropping this closes the
+/// transport.
+pub struct Handshaken<T> {
+    io: T,
+    buf: BytesMut,
+    est: Established,
+    role: Role,
+    config: Config,
+    deadline: tokio::time::Instant,
+}
+
+impl<T> std::fmt::Debug for Handshaken<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handshaken")
+            .field("role", &self.role)
+            .field("negotiated", &self.est.negotiated)
+            .field("awaits_first_record", &self.est.awaits_first_record())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Handshaken<T>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    /// Spawns the connection's driver and returns the handle and the queue
+    /// of streams the peer opens. A server first reads the client's first
+    /// frame (its settings, which a client sends at once), within what is
+    /// left of the handshake deadline: until that record has opened the
+    /// peer may be replaying a captured handshake message, so nothing of the
+    /// connection is handed out, and `negotiated().authenticated` is final
+    /// once it is. A first record that does not open, is over
+    /// [`MAX_FIRST_RECORD`] bytes, or does not come fails like a handshake,
+    /// with nothing sent. A client sends its settings at once and waits for
+    /// nothing.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (it spawns a task).
+    pub async fn start(self) -> Result<(Connection, Incoming), MuxError> {
+        let Handshaken {
+            mut io,
+            mut buf,
+            mut est,
+            role,
+            config,
+            deadline,
+        } = self;
+        let first = match role {
+            Role::Server => Some(
+                tokio::time::timeout_at(deadline, first_frame(&mut io, &mut buf, &mut est))
+                    .await
+                    .map_err(|_| MuxError::handshake_timeout())??,
+            ),
+            Role::Client => None,
+        };
+        let conn_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::debug_span!("weft_mux::connection", conn = conn_id, ?role);
+        tracing::debug!(parent: &span, negotiated = ?est.negotiated, "handshake complete");
+        let mut session = Session::new(role, &config, now());
+        // Never send frames larger than the peer accepts.
+        session.set_peer_max_payload(est.negotiated.peer_limits.max_payload);
+        if let Some(frame) = first {
+            session.handle_frame(frame, now());
+        }
+        let shared = shared(
+            session,
+            Box::new(io),
+            (est.inbound, est.outbound),
+            buf,
+            est.negotiated,
+            config.write_coalesce,
+            span,
+        );
+        shared.lock().start(); // the settings frame
+        tokio::spawn(Driver::new(shared.clone()));
+        Ok((
+            Connection {
+                shared: shared.clone(),
+            },
+            Incoming { shared },
+        ))
+    }
+}
+
+/// Server: reads until the client's first frame has been decoded (its
+/// record opened, when encrypted), refusing to buffer more than
+/// [`MAX_FIRST_RECORD`] for it.
+async fn first_frame<T>(
+    io: &mut T,
+    buf: &mut BytesMut,
+    est: &mut Established,
+) -> Result<Frame, MuxError>
+where
+    T: AsyncRead + Unpin,
+{
+    loop {
+        if let Some(raw) = buf.first_chunk::<HEADER_LEN>()
+            && let Ok(h) = Header::parse(raw)
+            && HEADER_LEN + h.metadata_len as usize + h.payload_len as usize > MAX_FIRST_RECORD
+        {
+            return Err(MuxError::handshake(FirstRecordTooLarge));
+        }
+        if let Some(frame) = est.read_first_frame(buf).map_err(MuxError::handshake)? {
+            return Ok(frame);
+        }
+        buf.reserve(READ_FIRST);
+        if io.read_buf(buf).await.map_err(MuxError::io)? == 0 {
+            return Err(MuxError::io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
+}
+
+/// A client's first record announced more than [`MAX_FIRST_RECORD`] bytes.
+#[derive(Debug)]
+struct FirstRecordTooLarge;
+
+impl std::fmt::Display for FirstRecordTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the peer's first record is over {MAX_FIRST_RECORD} bytes (a settings frame is under 100)"
+        )
+    }
+}
+
+impl std::error::Error for FirstRecordTooLarge {}
+
+async fn run_handshake<T>(
     io: &mut T,
     buf: &mut BytesMut,
     role: Role,

@@ -204,6 +204,10 @@ pub(crate) enum StreamKind {
     Reset { reason: Reason, remote: bool },
     /// The connection ended.
     Closed(CloseCause),
+    /// The connection ended cleanly before the peer's settings frame
+    /// arrived: the peer processed nothing (docs/PROTOCOL.md 6.1), so the
+    /// stream is safe to retry on another connection.
+    Unprocessed(CloseCause),
     /// Refused before processing (REFUSED_STREAM, or above GOAWAY's last id).
     Refused,
     /// Local misuse: sending after `end`.
@@ -242,14 +246,24 @@ impl StreamError {
     pub fn is_remote(&self) -> bool {
         match &self.kind {
             StreamKind::Reset { remote, .. } => *remote,
-            StreamKind::Closed(c) => c.by_peer(),
+            StreamKind::Closed(c) | StreamKind::Unprocessed(c) => c.by_peer(),
             StreamKind::Refused => true,
             StreamKind::SendClosed | StreamKind::MetadataTooLarge => false,
         }
     }
     /// The connection is gone.
     pub fn is_closed(&self) -> bool {
-        matches!(self.kind, StreamKind::Closed(_))
+        matches!(
+            self.kind,
+            StreamKind::Closed(_) | StreamKind::Unprocessed(_)
+        )
+    }
+    /// The connection ended cleanly before the peer's settings frame
+    /// arrived, so the peer processed nothing: safe to retry on a new
+    /// connection (a server that evicts a connection whose first record
+    /// had not yet come ends it so).
+    pub fn is_unprocessed(&self) -> bool {
+        matches!(self.kind, StreamKind::Unprocessed(_))
     }
     /// A keepalive or idle deadline closed the connection.
     pub fn is_timeout(&self) -> bool {
@@ -272,7 +286,7 @@ impl StreamError {
     pub fn reason(&self) -> Option<Reason> {
         match &self.kind {
             StreamKind::Reset { reason, .. } => Some(*reason),
-            StreamKind::Closed(c) => Some(c.reason),
+            StreamKind::Closed(c) | StreamKind::Unprocessed(c) => Some(c.reason),
             StreamKind::Refused => Some(Reason::REFUSED_STREAM),
             StreamKind::SendClosed | StreamKind::MetadataTooLarge => None,
         }
@@ -287,6 +301,10 @@ impl std::fmt::Display for StreamError {
                 write!(f, "stream reset {who}: {reason}")
             }
             StreamKind::Closed(c) => write!(f, "connection closed: {c}"),
+            StreamKind::Unprocessed(c) => write!(
+                f,
+                "connection closed before the peer processed anything (safe to retry): {c}"
+            ),
             StreamKind::Refused => f.write_str("stream refused (safe to retry)"),
             StreamKind::SendClosed => f.write_str("stream already ended by this side"),
             StreamKind::MetadataTooLarge => f.write_str("metadata larger than the frame limit"),

@@ -60,7 +60,7 @@ pub mod pipeline;
 pub mod session;
 
 pub use config::{BASELINE_WINDOW, Config, MAX_WINDOW};
-pub use connect::connect;
+pub use connect::{Handshaken, MAX_FIRST_RECORD, connect, handshake};
 pub use error::{CloseCause, MuxError, Origin, StreamError};
 pub use handle::{BufferCapacity, Connection, Incoming, Stream};
 pub use pipeline::Negotiated;

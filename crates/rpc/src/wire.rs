@@ -91,6 +91,9 @@ pub(crate) fn from_stream(e: &StreamError) -> Status {
     if e.is_refused() {
         return Status::unavailable(format!("{e}")).stream_refused();
     }
+    if e.is_unprocessed() {
+        return Status::unavailable(format!("{e}")).retry_safe();
+    }
     if e.is_closed() {
         return Status::unavailable(format!("{e}"));
     }

@@ -16,6 +16,7 @@ use crate::offer::{
     OFFER_LEN, SELECT_COMPRESSED, SELECT_ENCRYPTED, SELECT_REFUSED, WireOffer, select,
 };
 use crate::pipeline::PipelineParams;
+use crate::proof::Proof;
 use crate::refusal;
 use crate::rekey::{OpenKey, SendKey};
 use crate::{EncryptionPolicy, HandshakeConfig, Negotiated, Role, Session};
@@ -273,11 +274,20 @@ impl Handshake {
             Role::Initiator => self.config.server_key.is_some(),
         };
         let peer_key = self.noise.as_ref().and_then(HandshakeState::remote_static);
+        let authenticated = pattern.is_some_and(Pattern::has_psk) || (identities && checked);
+        // The initiator's only message may be a replay: a responder of a
+        // one-message pattern is proven by the first record (crate::proof).
+        let proof = match (self.role, self.kind) {
+            (Role::Responder, k) if !matches!(k, kind::XX | kind::XX_PSK3) => {
+                Proof::FirstRecord { authenticated }
+            }
+            _ => Proof::Proven,
+        };
         let negotiated = Negotiated {
             encrypted,
             compressed,
             handshake_hash,
-            authenticated: pattern.is_some_and(Pattern::has_psk) || (identities && checked),
+            authenticated: authenticated && proof == Proof::Proven,
             peer_key: peer_key.filter(|_| identities),
             peer_limits: theirs.limits,
             peer_max_message: theirs.max_message,
@@ -305,6 +315,7 @@ impl Handshake {
             outbound,
             inbound,
             negotiated,
+            proof,
         })
     }
 

@@ -50,6 +50,7 @@ mod identity;
 pub mod noise;
 mod offer;
 mod pipeline;
+mod proof;
 mod refusal;
 mod rekey;
 

@@ -33,6 +33,8 @@ pub struct Session {
     pub inbound: Inbound,
     /// What was negotiated, and the peer's limits.
     pub negotiated: Negotiated,
+    /// Whether the peer is proven yet (see `crate::proof`).
+    pub(crate) proof: crate::proof::Proof,
 }
 
 /// Settings the pipeline halves are built from (the handshake's result plus

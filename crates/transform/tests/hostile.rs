@@ -381,12 +381,17 @@ fn item_16_replayed_first_message_or_session_yields_no_keys_and_no_frames() {
         "a first message alone proves nothing"
     );
     let mut replayed = responder.into_session().unwrap();
-    let err = replayed.inbound.decode(&mut captured).unwrap_err();
+    // Complete, but the peer is not proven: not authenticated, and its
+    // first record (which a replayer cannot make) is what would prove it.
+    assert!(replayed.awaits_first_record());
+    assert!(!replayed.negotiated.authenticated);
+    let err = replayed.read_first_frame(&mut captured).unwrap_err();
     assert!(err.is_authentication() && err.is_fatal());
     assert!(
         replayed.inbound.decode(&mut captured).is_err(),
         "stays closed"
     );
+    assert!(replayed.awaits_first_record() && !replayed.negotiated.authenticated);
 }
 
 #[test]

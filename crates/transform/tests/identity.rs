@@ -132,6 +132,16 @@ fn xx_and_ik_with_and_without_psk_authenticate_both_keys() {
         assert_eq!(a.negotiated.peer_key, Some(s.public_key()), "{name}");
         assert_eq!(b.negotiated.peer_key, Some(c.public_key()), "{name}");
         assert_eq!(a.negotiated.handshake_hash, b.negotiated.handshake_hash);
+        // A one-message pattern's responder is proven by the client's
+        // first record (its message could be a replay); XX's third
+        // message already proved it.
+        let xx = matches!(kind, 0x03 | 0x04);
+        assert_eq!(b.awaits_first_record(), !xx, "{name}");
+        assert_eq!(b.negotiated.authenticated, xx, "{name}");
+        let mut first = BytesMut::new();
+        let hello = weft_frame::Frame::ping([2; 8], false);
+        a.outbound.encode(&hello, &mut first).unwrap();
+        assert_eq!(b.read_first_frame(&mut first).unwrap(), Some(hello));
         // The server checked the client against its allow-list.
         assert!(b.negotiated.authenticated, "{name}");
         // The client checked the server only when it pinned it (IK) or

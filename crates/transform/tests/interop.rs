@@ -289,7 +289,13 @@ fn weft_handshake_interoperates_with_a_snow_peer_in_both_roles() {
             let (mut session, mut send, mut recv, hash) = weft_against_snow(role, psk);
             assert_eq!(session.negotiated.handshake_hash.unwrap().to_vec(), hash);
             assert!(session.negotiated.encrypted && !session.negotiated.compressed);
-            assert_eq!(session.negotiated.authenticated, psk.is_some());
+            // A responder is proven by the initiator's first record.
+            let responder = role == Role::Responder;
+            assert_eq!(session.awaits_first_record(), responder);
+            assert_eq!(
+                session.negotiated.authenticated,
+                psk.is_some() && !responder
+            );
             let frame = Frame {
                 ty: FrameType::DATA,
                 flags: Flags::END_STREAM,
@@ -309,7 +315,9 @@ fn weft_handshake_interoperates_with_a_snow_peer_in_both_roles() {
             assert_eq!(&body[frame.metadata.len()..], &frame.payload[..]);
             // The snow side to weft.
             let mut wire = send.seal(&frame);
-            assert_eq!(session.inbound.decode(&mut wire).unwrap().unwrap(), frame);
+            assert_eq!(session.read_first_frame(&mut wire).unwrap().unwrap(), frame);
+            assert!(!session.awaits_first_record());
+            assert_eq!(session.negotiated.authenticated, psk.is_some());
         }
     }
 }

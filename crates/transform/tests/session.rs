@@ -57,10 +57,17 @@ fn psk_configs_authenticate() {
         config(EncryptionPolicy::Required, false, key),
         config(EncryptionPolicy::Preferred, true, key),
     );
-    assert!(a.negotiated.authenticated && b.negotiated.authenticated);
+    // The responder's peer is proven only by its first record: the
+    // initiator's handshake message could be a replay.
+    assert!(a.negotiated.authenticated && !b.negotiated.authenticated);
+    assert!(b.awaits_first_record() && !a.awaits_first_record());
     assert!(a.negotiated.encrypted && !a.negotiated.compressed);
     assert!(a.negotiated.records_authenticated() && b.negotiated.records_authenticated());
     let frame = sample(json_payload());
+    let mut wire = BytesMut::new();
+    a.outbound.encode(&frame, &mut wire).unwrap();
+    assert_eq!(b.read_first_frame(&mut wire).unwrap().unwrap(), frame);
+    assert!(b.negotiated.authenticated && !b.awaits_first_record());
     let wire_len = round_trip(&mut a, &mut b, &frame);
     assert_eq!(wire_len, frame.encoded_len() + 16, "sealed, not compressed");
 }

@@ -1,17 +1,18 @@
 //! Server admission: which accepted connections may run a handshake, and
 //! what happens when there is no room.
 //!
-//! Handshakes in progress form a bounded *pending set*. When it is full (or
-//! the connection cap is reached) a newcomer is not turned away while a
-//! stalled handshake holds a slot: the pending handshake that has sent the
-//! fewest bytes, the oldest among equals, is evicted once it has been
-//! pending for [`MIN_AGE_TO_EVICT`]. A silent TCP connection has sent
-//! nothing, a legitimate client sends its whole first flight at once, so an
-//! attacker holding every slot with silent or trickling connections loses
-//! them to the first real client. Only when every pending handshake is
-//! younger than that (a genuine burst) is the newcomer refused, with the
-//! retry-safe refusal of docs/PROTOCOL.md section 3.10; an evicted client
-//! receives the same refusal. See docs/SECURITY.md, "Admission".
+//! Connections not yet proven form a bounded *pending set*: those in their
+//! handshake, and those whose handshake is done but whose client has not
+//! yet sent a record under the new keys (a replayed first message stops
+//! there for ever; docs/SECURITY.md, "Replayed first messages"). When the
+//! set is full, or the connection cap is reached, a pending connection is
+//! always evicted for the newcomer, whatever its age: ranked by progress (a
+//! protocol step, never a byte count, so trickling bytes buys nothing),
+//! then by how long it has gone without progress (see [`rank`]).
+//! An evicted client still in its handshake reads the retry-safe refusal
+//! of docs/PROTOCOL.md section 3.10. Established connections are never
+//! evicted: at the connection cap with nothing pending, the newcomer is
+//! refused. See docs/SECURITY.md, "Admission".
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -26,12 +27,6 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use weft_frame::Reason;
 use weft_frame::preface::PREFACE_LEN;
-
-/// How long a handshake is safe from eviction. A legitimate handshake on a
-/// local network takes about a millisecond; this leaves room for a loaded
-/// server and a distant client while still freeing a slot held by a silent
-/// connection well within a second.
-pub const MIN_AGE_TO_EVICT: Duration = Duration::from_millis(200);
 
 /// How long a refused or evicted connection is kept to let the refusal
 /// reach the client (the server half-closes and reads until the client
@@ -52,9 +47,7 @@ pub(crate) struct Limits {
 /// Why a connection was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// Every pending handshake is recent: a burst.
-    Busy,
-    /// The connection cap is reached.
+    /// The connection cap is reached by established connections.
     ConnectionCap,
     /// The source address has its share.
     PerAddress,
@@ -66,7 +59,6 @@ impl Refusal {
     /// The text the client reads in its error.
     pub(crate) fn text(self) -> &'static str {
         match self {
-            Refusal::Busy => "server busy: too many handshakes in progress",
             Refusal::ConnectionCap => "server at its connection limit",
             Refusal::PerAddress => "too many connections from this address",
             Refusal::Evicted => "handshake too slow while the server is busy",
@@ -74,9 +66,20 @@ impl Refusal {
     }
 }
 
-/// One pending handshake as the table sees it.
+/// How far a pending connection has come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Waiting for the client's handshake message(s).
+    Handshake,
+    /// Our reply is out; waiting for the client's first record.
+    FirstRecord,
+}
+
+/// One pending connection as the table sees it.
 struct Pending {
-    started: Instant,
+    /// When it was admitted or last made progress.
+    since: Instant,
+    stage: Stage,
     ip: Option<IpAddr>,
     slot: Arc<Slot>,
 }
@@ -100,14 +103,44 @@ impl Table {
         }
     }
 
-    /// The pending handshake to evict: fewest bytes received, oldest first,
-    /// pending at least [`MIN_AGE_TO_EVICT`].
+    /// The pending connection to evict, whatever its age (see [`rank`]).
     fn victim(&self, now: Instant) -> Option<u64> {
         self.pending
             .iter()
-            .filter(|(_, p)| now.saturating_duration_since(p.started) >= MIN_AGE_TO_EVICT)
-            .min_by_key(|(_, p)| (p.slot.received.load(Ordering::Relaxed), p.started))
-            .map(|(id, _)| *id)
+            .map(|(id, p)| (rank(p.stage, p.since, now), p.since, *id))
+            .min()
+            .map(|(_, _, id)| id)
+    }
+}
+
+/// How long after our reply a client's first record may take before its
+/// connection counts as stalled: a round trip, with room for a distant
+/// client or a loaded server.
+pub(crate) const FIRST_RECORD_GRACE: Duration = Duration::from_millis(500);
+
+/// The eviction order, lowest first (then the time since the connection
+/// last made progress, oldest first):
+///
+/// 0. our reply is out and the client's first record is overdue: a
+///    replayed handshake message, or a client that went silent;
+/// 1. still in the handshake, whatever its age: silent, slow, or a real
+///    client whose message is on its way (evicted, it reads the
+///    retry-safe refusal);
+/// 2. our reply went out less than [`FIRST_RECORD_GRACE`] ago: a real
+///    client here is one record from done and has returned from `connect`,
+///    so it goes last; evicted, its connection ends cleanly before our
+///    settings frame, which its calls report as retry-safe.
+///
+/// Progress is a protocol step, never a byte count, so trickling bytes buys
+/// nothing; age buys nothing either: whatever the rate at which an attacker
+/// re-opens connections, each newcomer evicts one of them. A real client
+/// loses its slot only to a stream of newcomers that outnumbers the pending
+/// set within its own round trip (docs/SECURITY.md, "Admission").
+fn rank(stage: Stage, since: Instant, now: Instant) -> u8 {
+    match stage {
+        Stage::FirstRecord if now.saturating_duration_since(since) >= FIRST_RECORD_GRACE => 0,
+        Stage::Handshake => 1,
+        Stage::FirstRecord => 2,
     }
 }
 
@@ -129,8 +162,8 @@ impl Admission {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits a connection from `ip` into the pending set, evicting a
-    /// stalled handshake if that makes room, or says why not.
+    /// Admits a connection from `ip` into the pending set, evicting the
+    /// stalest pending connection if there is no room, or says why not.
     pub(crate) fn admit(self: &Arc<Self>, ip: Option<IpAddr>) -> Result<Ticket, Refusal> {
         let now = Instant::now();
         let mut t = self.lock();
@@ -144,13 +177,8 @@ impl Admission {
             .connections
             .is_some_and(|cap| t.pending.len() + t.established >= cap);
         if at_cap || t.pending.len() >= self.limits.pending {
-            let Some(id) = t.victim(now) else {
-                return Err(if at_cap {
-                    Refusal::ConnectionCap
-                } else {
-                    Refusal::Busy
-                });
-            };
+            // Nothing pending: every connection under the cap is established.
+            let id = t.victim(now).ok_or(Refusal::ConnectionCap)?;
             let evicted = t.pending.remove(&id).expect("the victim is pending");
             t.release_ip(evicted.ip);
             evicted.slot.evict();
@@ -161,7 +189,8 @@ impl Admission {
         t.pending.insert(
             id,
             Pending {
-                started: now,
+                since: now,
+                stage: Stage::Handshake,
                 ip,
                 slot: slot.clone(),
             },
@@ -189,7 +218,6 @@ impl Admission {
 /// What a connection's handshake and the table share.
 #[derive(Default)]
 pub(crate) struct Slot {
-    received: AtomicU64,
     written: AtomicU64,
     evicted: AtomicBool,
     wake: Notify,
@@ -226,6 +254,17 @@ impl Ticket {
         &self.slot
     }
 
+    /// The handshake messages are done and our reply is out: the client's
+    /// first record is next. Counts as progress: the connection is ranked
+    /// as if admitted now.
+    pub(crate) fn replied(&self) {
+        let mut t = self.admission.lock();
+        if let Some(p) = t.pending.get_mut(&self.id) {
+            p.since = Instant::now();
+            p.stage = Stage::FirstRecord;
+        }
+    }
+
     /// The handshake completed: the connection now counts as established.
     pub(crate) fn established(&mut self) {
         let mut t = self.admission.lock();
@@ -253,7 +292,7 @@ impl Drop for Ticket {
 }
 
 /// The transport of an admitted connection: counts the bytes the handshake
-/// reads and writes (for eviction and for the refusal), and hands the
+/// writes (so a refusal knows whether our preface went out), and hands the
 /// transport back through `rescue` when it is dropped after an eviction, so
 /// the refusal can still be sent.
 pub(crate) struct Tracked<T> {
@@ -297,13 +336,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = self.io().poll_read(cx, buf);
-        if r.is_ready() {
-            let n = (buf.filled().len() - before) as u64;
-            self.slot.received.fetch_add(n, Ordering::Relaxed);
-        }
-        r
+        self.io().poll_read(cx, buf)
     }
 }
 
@@ -353,13 +386,23 @@ pub(crate) fn preface_sent(slot: &Slot) -> bool {
 /// Sends the retry-safe refusal for `why`, half-closes, and (when `linger`)
 /// reads until the client closes (at most [`LINGER`] and 64 KiB), so the
 /// client reads the refusal instead of a reset.
-pub(crate) async fn refuse<T>(mut io: T, why: Refusal, preface_sent: bool, linger: bool)
+pub(crate) async fn refuse<T>(io: T, why: Refusal, preface_sent: bool, linger: bool)
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let bytes = weft_transform::refusal(Reason::REFUSED_STREAM, why.text(), preface_sent);
+    close_after(io, &bytes, linger).await;
+}
+
+/// Writes `bytes`, half-closes, and (when `linger`) reads until the client
+/// closes (at most [`LINGER`] and 64 KiB): the client reads an end of file
+/// after `bytes`, not a reset, even with our receive buffer holding data.
+pub(crate) async fn close_after<T>(mut io: T, bytes: &[u8], linger: bool)
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
     let linger = async {
-        io.write_all(&bytes).await?;
+        io.write_all(bytes).await?;
         io.shutdown().await?;
         if !linger {
             return Ok(());
@@ -390,20 +433,33 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_full_pending_set_evicts_the_stalled_handshake_that_sent_least() {
+    async fn a_full_pending_set_evicts_by_progress_then_staleness_whatever_the_age() {
         let a = Admission::new(limits(2, None, None));
-        let silent = a.admit(None).unwrap();
-        let talker = a.admit(None).unwrap();
-        talker.slot().received.store(93, Ordering::Relaxed);
-        // Both are young: a burst, the newcomer is refused.
-        assert_eq!(a.admit(None).err(), Some(Refusal::Busy));
-        tokio::time::advance(MIN_AGE_TO_EVICT).await;
-        let newcomer = a.admit(None).unwrap();
-        assert!(silent.slot().is_evicted() && !talker.slot().is_evicted());
+        let first = a.admit(None).unwrap();
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let second = a.admit(None).unwrap();
+        tokio::time::advance(Duration::from_millis(1)).await;
+        // The first one's reply is out: its first record is due any moment.
+        first.replied();
+        // Both are a millisecond old: the newcomer still gets in, and the
+        // one still in its handshake makes room.
+        let third = a.admit(None).unwrap();
+        assert!(second.slot().is_evicted() && !first.slot().is_evicted());
         assert_eq!(a.counts(), (2, 0));
-        drop(silent);
+        drop(second);
         assert_eq!(a.counts(), (2, 0), "an evicted ticket frees nothing twice");
-        drop((talker, newcomer));
+        // Among handshakes, the stalest goes first.
+        let fourth = a.admit(None).unwrap();
+        assert!(third.slot().is_evicted() && !first.slot().is_evicted());
+        // Only records due any moment left: the stalest of them goes.
+        fourth.replied();
+        let fifth = a.admit(None).unwrap();
+        assert!(first.slot().is_evicted() && !fourth.slot().is_evicted());
+        // A first record overdue goes before any handshake.
+        tokio::time::advance(FIRST_RECORD_GRACE).await;
+        let sixth = a.admit(None).unwrap();
+        assert!(fourth.slot().is_evicted() && !fifth.slot().is_evicted());
+        drop((first, third, fourth, fifth, sixth));
         assert_eq!(a.counts(), (0, 0));
     }
 
@@ -418,13 +474,29 @@ mod tests {
         let mut second = a.admit(Some(other)).unwrap();
         second.established();
         assert_eq!(a.counts(), (0, 2));
-        tokio::time::advance(MIN_AGE_TO_EVICT).await;
         // Established connections are never evicted.
         let third: IpAddr = [127, 0, 0, 3].into();
         assert_eq!(a.admit(Some(third)).err(), Some(Refusal::ConnectionCap));
         drop(first);
         assert!(a.admit(Some(ip)).is_ok());
         drop(second);
+        assert_eq!(a.counts(), (0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_the_cap_an_unproven_connection_goes_before_an_established_one() {
+        let a = Admission::new(limits(8, Some(2), None));
+        let mut established = a.admit(None).unwrap();
+        established.established();
+        tokio::time::advance(Duration::from_secs(60)).await;
+        // Replied, its first record never came: pending, though younger.
+        let unproven = a.admit(None).unwrap();
+        unproven.replied();
+        tokio::time::advance(FIRST_RECORD_GRACE).await;
+        let newcomer = a.admit(None).unwrap();
+        assert!(unproven.slot().is_evicted() && !established.slot().is_evicted());
+        assert_eq!(a.counts(), (1, 1));
+        drop((established, unproven, newcomer));
         assert_eq!(a.counts(), (0, 0));
     }
 }

@@ -254,12 +254,16 @@ impl Config {
         self
     }
 
-    /// Accepted connections allowed in their handshake at once. Default
-    /// 256. When the set is full, the pending handshake that has sent the
-    /// fewest bytes (oldest first) is evicted to make room once it has been
-    /// pending for 200 ms, so silent or trickling connections cannot lock
-    /// real clients out; when all are younger (a burst), the newcomer gets a
-    /// retry-safe refusal ([`Error::is_retry_safe`](crate::Error::is_retry_safe)).
+    /// Accepted connections allowed at once before they are established:
+    /// in their handshake, or waiting for the client's first record (which
+    /// a replayed handshake message never sends). Default 256. When the
+    /// set is full a pending connection is always evicted for the
+    /// newcomer, whatever its age: one whose first record is overdue, else
+    /// the one in its handshake without progress for longest, so silent,
+    /// trickling or replaying connections cannot lock real clients out at
+    /// any rate. A client evicted in its handshake gets a retry-safe refusal
+    /// ([`Error::is_retry_safe`](crate::Error::is_retry_safe)); one evicted
+    /// after it (the rarest case) sees its first calls fail retry-safe.
     /// Memory: about 20 KiB per pending handshake.
     #[must_use]
     pub fn max_pending_handshakes(mut self, n: usize) -> Config {
@@ -267,11 +271,12 @@ impl Config {
         self
     }
 
-    /// Connections a server holds at once, in their handshake or
-    /// established. Default `None` (no cap: the file descriptor limit is the
-    /// cap, and at it new clients wait in the listen backlog). Past the
-    /// cap a stalled handshake is evicted as above, else the newcomer gets a
-    /// retry-safe refusal saying the server is at its connection limit.
+    /// Connections a server holds at once, pending or established. Default
+    /// `None` (no cap: the file descriptor limit is the cap, and at it new
+    /// clients wait in the listen backlog). Past the cap a pending
+    /// connection is evicted as above; when every one is established the
+    /// newcomer gets a retry-safe refusal saying the server is at its
+    /// connection limit.
     #[must_use]
     pub fn max_connections(mut self, n: Option<usize>) -> Config {
         self.max_connections = n.map(|n| n.max(1));

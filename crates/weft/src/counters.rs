@@ -5,7 +5,7 @@
 //! | metric | labels | counts |
 //! |---|---|---|
 //! | `weft_handshake_failures_total` | `side` (`client`, `server`), `reason` | handshakes that failed, by [`handshake_reason`] |
-//! | `weft_admission_refusals_total` | `reason` (`busy`, `connection_cap`, `per_address`, `evicted`) | connections the server refused, retry-safe, before their handshake |
+//! | `weft_admission_refusals_total` | `reason` (`connection_cap`, `per_address`, `evicted`) | connections the server refused or evicted before they were established (retry-safe while still in the handshake) |
 //!
 //! With the call metrics (`weft_rpc_*`, including open connections and
 //! calls in flight), key updates (`weft_key_updates_total`, from
@@ -43,7 +43,6 @@ pub(crate) fn refused(config: &crate::Config, why: Refusal) {
         return;
     }
     let reason = match why {
-        Refusal::Busy => "busy",
         Refusal::ConnectionCap => "connection_cap",
         Refusal::PerAddress => "per_address",
         Refusal::Evicted => "evicted",

@@ -69,7 +69,6 @@ pub mod health;
 mod live;
 mod net;
 
-pub use admission::MIN_AGE_TO_EVICT;
 pub use channel::{Backoff, Channel, ChannelBuilder, Endpoint};
 pub use config::Config;
 pub use counters::handshake_reason;

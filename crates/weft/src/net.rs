@@ -131,7 +131,8 @@ where
 }
 
 /// The server handshake on `io`: the connection, the streams its peer
-/// opens, and who the peer is.
+/// opens, and who the peer is. Returns once the client's first record has
+/// opened (see [`weft_mux::Handshaken::start`]).
 async fn server_handshake<T>(
     io: T,
     config: &Config,
@@ -140,7 +141,20 @@ async fn server_handshake<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (conn, incoming) = weft_mux::connect(io, Role::Server, config.mux_config()).await?;
+    let hs = weft_mux::handshake(io, Role::Server, config.mux_config()).await?;
+    server_start(hs, peer_addr).await
+}
+
+/// The second half of [`server_handshake`]: waits for the client's first
+/// record and starts the connection.
+async fn server_start<T>(
+    hs: weft_mux::Handshaken<T>,
+    peer_addr: Option<String>,
+) -> Result<(Connection, Incoming, PeerInfo), Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (conn, incoming) = hs.start().await?;
     let n = conn.negotiated();
     let peer = PeerInfo::new(peer_addr, n.encrypted, n.compressed).with_public_key(n.peer_key);
     Ok((conn, incoming, peer))
@@ -260,9 +274,12 @@ fn bind_unix(path: &std::path::Path, backlog: u32) -> std::io::Result<tokio::net
 ///
 /// Admission (see [`Config::max_pending_handshakes`],
 /// [`Config::max_connections`], [`Config::max_connections_per_address`]):
-/// a full handshake set makes room by evicting a stalled handshake, and a
-/// connection that cannot be admitted gets a retry-safe refusal rather than
-/// a bare close. Connections, refusals and failures are logged at INFO
+/// a connection is pending until the client's first record after the
+/// handshake has opened (a replayed handshake message never gets that
+/// far); a full pending set makes room by evicting the pending connection
+/// without progress for longest, and a connection that cannot be admitted
+/// gets a retry-safe refusal rather than a bare close. Connections,
+/// refusals and failures are logged at INFO
 /// through `tracing` (target `weft::net`).
 pub async fn serve(
     listener: Listener,

@@ -57,6 +57,25 @@ async fn connect_retrying(addr: &str, config: &Config, salt: u64) -> (Client, us
     }
 }
 
+/// [`connect_retrying`], then one echo call, both retried after a
+/// retry-safe failure: a client evicted after the handshake (its first
+/// record not yet read by the server) sees its first call fail so.
+async fn connect_and_echo_retrying(addr: &str, config: &Config, salt: u64) -> (Client, usize) {
+    let mut refusals = 0;
+    loop {
+        let (c, refused) = connect_retrying(addr, config, salt + refusals as u64).await;
+        refusals += refused;
+        match c.unary("echo", Bytes::from_static(b"hi")).await {
+            Ok(r) => {
+                assert_eq!(r, "hi");
+                return (c, refusals);
+            }
+            Err(s) if s.is_retry_safe() => refusals += 1,
+            Err(s) => panic!("the call failed without a retry-safe status: {s}"),
+        }
+    }
+}
+
 /// Clients in a burst test: WEFT_BURST_CLIENTS, else `default`.
 fn burst_clients(default: usize) -> usize {
     std::env::var("WEFT_BURST_CLIENTS")
@@ -72,8 +91,8 @@ async fn echo(c: &Client) {
 
 /// Item 42: as many silent TCP connections as there are handshake slots,
 /// each re-opened as soon as the server drops it. A good client's single
-/// connect attempt still succeeds: the slot of the silent connection that
-/// sent least is given to it.
+/// connect attempt still succeeds: the slot of the silent connection
+/// without progress for longest is given to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item_42_silent_connections_in_every_handshake_slot_do_not_lock_out_a_good_client() {
     const SLOTS: usize = 16;
@@ -101,11 +120,10 @@ async fn item_42_silent_connections_in_every_handshake_slot_do_not_lock_out_a_go
         }));
     }
     // Every silent connection made (so admitted before the good client:
-    // the server admits connections in the order they were made), then
-    // aged past the point where they may be evicted.
+    // the server admits connections in the order they were made). Their
+    // age does not matter: the one without progress for longest is evicted.
     let all = u32::try_from(SLOTS).unwrap();
     connected.acquire_many(all).await.unwrap().forget();
-    tokio::time::sleep(weft::MIN_AGE_TO_EVICT + Duration::from_millis(300)).await;
     let good = tokio::time::timeout(Duration::from_secs(30), weft::connect(&addr, &secure()))
         .await
         .expect("the good client's handshake never finished")
@@ -127,7 +145,7 @@ async fn item_42_silent_connections_in_every_handshake_slot_do_not_lock_out_a_go
 /// Item 43: 1,000 clients (5,000 with WEFT_BURST_CLIENTS=5000) connect at
 /// once (encrypted, the default
 /// handshake set of 256). Every one ends up connected and served; those
-/// refused see a retry-safe refusal and back off.
+/// refused or evicted see a retry-safe failure and back off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item_43_a_burst_of_simultaneous_connects_all_connect() {
     // WEFT_BURST_CLIENTS=5000 runs the full storm (needs a file
@@ -139,7 +157,7 @@ async fn item_43_a_burst_of_simultaneous_connects_all_connect() {
     for i in 0..clients_n {
         let (addr, all_in) = (addr.clone(), all_in.clone());
         clients.push(tokio::spawn(async move {
-            let (c, refusals) = connect_retrying(&addr, &Config::new(), i as u64).await;
+            let (c, refusals) = connect_and_echo_retrying(&addr, &Config::new(), i as u64).await;
             echo(&c).await;
             // Hold the connection until every client is in.
             all_in.wait().await;

@@ -29,6 +29,19 @@ impl Session {
         let cause = self.peer_ended(
             CloseCause::peer(Reason::NO_ERROR, "transport closed by peer").into_transport(),
         );
+        if !self.peer.settings_received {
+            // A peer processes no stream before it has sent its settings
+            // frame, and a clean end of file comes after all it sent: it
+            // processed nothing (a server evicting a connection whose
+            // first record it had not yet read ends it so).
+            for (_, s) in self.streams.iter_mut() {
+                if s.failed.is_none() {
+                    s.failed = Some(StreamKind::Unprocessed(cause.clone()));
+                }
+            }
+            self.fail(cause, false);
+            return;
+        }
         let owed = self
             .streams
             .values()

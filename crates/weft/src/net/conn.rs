@@ -16,13 +16,14 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
-use weft_mux::{Connection, Incoming};
+use tokio::sync::oneshot;
+use weft_mux::{Connection, Incoming, Role};
 use weft_rpc::{PeerInfo, Server};
 
-use super::{Io, Live, lock, server_handshake};
-use crate::Config;
-use crate::admission::{Refusal, Ticket, Tracked, preface_sent, refuse};
+use super::{Io, Live, lock, server_start};
+use crate::admission::{Refusal, Stage, Ticket, Tracked, close_after, preface_sent, refuse};
 use crate::counters::{self, Side};
+use crate::{Config, Error};
 
 /// What every connection of one server shares.
 pub(super) struct PerServer {
@@ -76,10 +77,13 @@ pub(super) fn serve_accepted(
 }
 
 impl ConnTask {
-    /// The handshake, raced against an eviction from the pending set: the
-    /// connection, its incoming streams and its peer, with the ticket now
-    /// counted as established; `None` if it failed or was evicted (the
-    /// evicted client gets the retry-safe refusal).
+    /// The handshake, then the client's first record, each raced against an
+    /// eviction from the pending set: the connection, its incoming streams
+    /// and its peer, with the ticket now counted as established; `None` if
+    /// it failed or was evicted. Until the first record has opened the
+    /// client may be replaying a captured handshake message, so the
+    /// connection stays pending (evictable, under the handshake deadline,
+    /// invisible to handlers).
     async fn establish<T>(
         &self,
         io: T,
@@ -88,27 +92,35 @@ impl ConnTask {
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let PerServer {
-            config, lingering, ..
-        } = &*self.shared;
+        let config = &self.shared.config;
         let peer = &self.peer;
         let slot = ticket.slot().clone();
         let (io, rescue) = Tracked::new(io, slot.clone());
+        let handshake = weft_mux::handshake(io, Role::Server, config.mux_config());
+        // Eviction first: a handshake evicted before its task ran must not
+        // send its reply after all (the client could not read the refusal
+        // then). Once the reply is out, the first record wins a tie.
         let r = tokio::select! {
             biased;
-            r = server_handshake(io, config, Some(peer.clone())) => r,
             () = slot.evicted() => {
-                drop(ticket);
-                tracing::info!(%peer, "handshake evicted to make room (retry-safe refusal sent)");
-                counters::refused(config, Refusal::Evicted);
-                if let Ok(io) = rescue.await {
-                    // Evictions are bounded by accepts; linger only within
-                    // the shared cap, else close after the refusal.
-                    let linger = lingering.try_acquire().ok();
-                    refuse(io, Refusal::Evicted, preface_sent(&slot), linger.is_some()).await;
-                }
+                self.evicted(ticket, rescue, Stage::Handshake).await;
                 return None;
             }
+            r = handshake => r.map_err(Error::from),
+        };
+        let r = match r {
+            Ok(hs) => {
+                ticket.replied();
+                tokio::select! {
+                        biased;
+                        r = server_start(hs, Some(peer.clone())) => r,
+                        () = slot.evicted() => {
+                    self.evicted(ticket, rescue, Stage::FirstRecord).await;
+                    return None;
+                }
+                    }
+            }
+            Err(e) => Err(e),
         };
         let (conn, incoming, peer_info) = match r {
             Ok(x) => x,
@@ -128,6 +140,40 @@ impl ConnTask {
             "connection established"
         );
         Some((conn, incoming, peer_info, ticket))
+    }
+
+    /// Evicted from the pending set. Still in its handshake, the client
+    /// gets the retry-safe refusal; after our reply, when only its first
+    /// record was missing, the connection ends cleanly with nothing sent
+    /// (the client holds keys now and could not read a refusal in clear;
+    /// an end of file before our settings frame tells it nothing was
+    /// processed, so its calls fail retry-safe). Either lingers only
+    /// within the shared cap.
+    async fn evicted<T>(&self, ticket: Ticket, rescue: oneshot::Receiver<T>, stage: Stage)
+    where
+        T: AsyncRead + AsyncWrite + Unpin,
+    {
+        let PerServer {
+            config, lingering, ..
+        } = &*self.shared;
+        let peer = &self.peer;
+        let slot = ticket.slot().clone();
+        drop(ticket);
+        counters::refused(config, Refusal::Evicted);
+        let Ok(io) = rescue.await else { return };
+        // Evictions are bounded by accepts; linger only within the shared
+        // cap, else close after the refusal.
+        let linger = lingering.try_acquire().ok();
+        match stage {
+            Stage::Handshake => {
+                tracing::info!(%peer, "handshake evicted to make room (retry-safe refusal sent)");
+                refuse(io, Refusal::Evicted, preface_sent(&slot), linger.is_some()).await;
+            }
+            Stage::FirstRecord => {
+                tracing::info!(%peer, "unproven connection evicted to make room (closed)");
+                close_after(io, &[], linger.is_some()).await;
+            }
+        }
     }
 }
 
