@@ -67,7 +67,10 @@ mod typed;
 mod wire;
 mod within;
 
-pub use client::{BidiCall, Client, ClientStreamingCall, Streaming};
+pub use client::{
+    BidiCall, Caller, Client, ClientInterceptors, ClientStreamingCall, OpenCall, Outgoing,
+    Streaming,
+};
 pub use context::{CancelSignal, Context, PeerInfo, propagates};
 pub use meter::Metrics;
 pub use middleware::Interceptor;

@@ -126,6 +126,13 @@ serde_codec!(
 /// [`Metadata::codec`](weft_frame::Metadata::codec)).
 pub use weft_frame::metadata::CODEC_KEY;
 
+/// The codec a call of `C` names on the wire: none for [`Raw`] (bytes as
+/// they are, which any method takes, as the raw API always did), the
+/// codec's name for the others.
+pub(crate) fn wire_codec<C: Codec<T>, T>() -> Option<&'static str> {
+    (C::NAME != Raw::NAME).then_some(C::NAME)
+}
+
 /// The status of a call whose codec is not the method's.
 pub(crate) fn codec_mismatch(method: &str, want: &str, got: &[u8]) -> Status {
     Status::unimplemented(format!(
