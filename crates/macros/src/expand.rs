@@ -190,7 +190,7 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
                 &self,
                 request: #request,
             ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + ::core::marker::Send + use<'_, C> {
-                #rpc::Caller::call_unary(&self.inner, #wire, #codec, request, #rpc::CallOptions::none())
+                self.#with(request, #rpc::CallOptions::none())
             }
 
             #[doc = #opts_doc]
