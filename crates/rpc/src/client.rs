@@ -26,10 +26,14 @@ mod caller;
 mod client_streaming;
 mod intercept;
 mod settings;
+#[cfg(feature = "tower")]
+mod tower_caller;
 
 pub use caller::{Caller, OpenCall};
 pub use client_streaming::ClientStreamingCall;
 pub use intercept::{ClientInterceptors, Outgoing};
+#[cfg(feature = "tower")]
+pub use tower_caller::{OpenRequest, OpenService, TowerCaller};
 
 /// Method metadata kept for calls without deadline or custom entries, so
 /// the common call builds no metadata. Bounded: past it, calls build their own.

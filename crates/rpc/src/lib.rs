@@ -71,6 +71,8 @@ pub use client::{
     BidiCall, Caller, Client, ClientInterceptors, ClientStreamingCall, OpenCall, Outgoing,
     Streaming,
 };
+#[cfg(feature = "tower")]
+pub use client::{OpenRequest, OpenService, TowerCaller};
 pub use context::{CancelSignal, Context, PeerInfo, propagates};
 pub use meter::Metrics;
 pub use middleware::Interceptor;

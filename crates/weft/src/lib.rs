@@ -88,7 +88,10 @@ pub use weft_rpc::{
     Streaming, TRACEPARENT, TraceContext,
 };
 #[cfg(feature = "tower")]
-pub use weft_rpc::{CallService, IncomingCall, TypedRequest, TypedService, UnaryRequest};
+pub use weft_rpc::{
+    CallService, IncomingCall, OpenRequest, OpenService, TowerCaller, TypedRequest, TypedService,
+    UnaryRequest,
+};
 
 /// Makes a trait a service: a typed client `FooClient` and a server
 /// adapter `FooServer` (see `weft_macros` for the contract).

@@ -295,3 +295,54 @@ async fn interceptors_on_a_channel_and_on_a_generated_client_see_every_shape() {
         .unwrap_err();
     assert_eq!(e.code(), Code::PERMISSION_DENIED, "{e}");
 }
+
+#[cfg(feature = "tower")]
+#[tokio::test]
+async fn a_generated_client_runs_over_a_tower_stack_around_a_channel_or_a_client() {
+    use tower::ServiceBuilder;
+    use weft::{OpenRequest, TowerCaller};
+
+    let (addr, hits) = serve(Config::new(), true).await;
+    let channel = Channel::new(&addr, &Config::new()).unwrap();
+    // A layer that sees every call it opens, and adds the token.
+    let opened = Arc::new(AtomicUsize::new(0));
+    let stack = ServiceBuilder::new().map_request({
+        let opened = opened.clone();
+        move |mut r: OpenRequest| {
+            opened.fetch_add(1, Ordering::Relaxed);
+            let with_token = r.options().clone().metadata(TOKEN, b"t");
+            *r.options_mut() = with_token;
+            r
+        }
+    });
+    let on_channel = UsersClient::new(TowerCaller::new(stack.clone().service(channel.clone())));
+    every_shape(&on_channel).await.unwrap();
+    assert_eq!(
+        opened.load(Ordering::Relaxed),
+        4,
+        "every shape passed the layer"
+    );
+    let client = channel.client().await.unwrap();
+    let on_client = UsersClient::new(TowerCaller::new(stack.service(client.open_service())));
+    every_shape(&on_client).await.unwrap();
+    assert_eq!(opened.load(Ordering::Relaxed), 8);
+    let r = on_client
+        .get_response(3, &CallOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(r.message(), "user 3");
+
+    // Its interceptors run before the stack: a refusal sends nothing.
+    let before = hits.load(Ordering::Relaxed);
+    let refusing = UsersClient::with_interceptor(on_channel.into_inner(), refuse);
+    assert_eq!(
+        refusing.get(1).await.unwrap_err().code(),
+        Code::PERMISSION_DENIED
+    );
+    assert_eq!(
+        refusing.chat().await.unwrap_err().code(),
+        Code::PERMISSION_DENIED
+    );
+    assert_eq!(opened.load(Ordering::Relaxed), 9, "only get_response since");
+    assert_eq!(hits.load(Ordering::Relaxed), before);
+}

@@ -86,3 +86,36 @@ impl Caller for Channel {
         self
     }
 }
+
+/// The channel as the innermost service of a tower stack of callers
+/// (`weft::TowerCaller`, feature `tower`): each call is intercepted and
+/// given its deadline once, then opened on a live connection and retried
+/// as [`Caller::open_call`] is.
+#[cfg(feature = "tower")]
+impl tower::Service<weft_rpc::OpenRequest> for Channel {
+    type Response = OpenCall;
+    type Error = Status;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<OpenCall, Status>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Status>> {
+        // The channel waits for a connection inside the call.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: weft_rpc::OpenRequest) -> Self::Future {
+        let channel = self.clone();
+        Box::pin(async move {
+            let (deadline, opts) = channel.fix(req.method(), req.options())?;
+            let (method, opts) = (req.method(), &*opts);
+            let attempt = |c: weft_rpc::Client| {
+                let mut req = req.clone();
+                *req.options_mut() = opts.clone();
+                async move { tower::Service::call(&mut c.open_service(), req).await }
+            };
+            channel.run(method, deadline, attempt).await
+        })
+    }
+}
