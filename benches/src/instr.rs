@@ -197,7 +197,7 @@ impl Caller for Client {
     }
 }
 
-impl Caller for CountClient {
+impl Caller for CountClient<Client> {
     async fn call(&self) {
         assert_eq!(self.one(()).await.expect("typed call"), 1);
     }

@@ -32,11 +32,13 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     let client_fns = methods.iter().map(|m| client_fn(m, &rpc, vis));
     let routes = methods.iter().map(|m| route(m, &rpc));
     let wires = methods.iter().map(|m| &m.wire);
+    let caller = opts.default_caller();
     let client_doc = format!(
-        "The typed client of [`{name}`]: one method per call, each with a `_with` \
-         variant taking `CallOptions` (and, for a unary call, a `_response` variant \
-         returning the response's headers and trailers too). Cheap to clone (clones \
-         share the connection)."
+        "The typed client of [`{name}`] over any `Caller` `C` (a `Channel`, which \
+         reconnects and balances, by default; or a one-connection `Client`): one \
+         method per call, each with a `_with` variant taking `CallOptions` (and, for \
+         a unary call, a `_response` variant returning the response's headers and \
+         trailers too). Cheap to clone (clones share the caller's connections)."
     );
     let server_doc = format!(
         "Serves an implementation of [`{name}`]: add it to a `Router` with \
@@ -49,19 +51,36 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
 
         #[doc = #client_doc]
         #[derive(Clone, Debug)]
-        #vis struct #client {
-            inner: #rpc::Client,
+        #vis struct #client<C = #caller> {
+            inner: C,
         }
 
-        impl #client {
-            /// A client making its calls on `client`'s connection.
-            #vis fn new(client: #rpc::Client) -> Self {
-                #client { inner: client }
+        impl<C: #rpc::Caller> #client<C> {
+            /// A client making its calls through `caller` (a `Channel`, a
+            /// `Client`, or any other `Caller`).
+            #vis fn new(caller: C) -> Self {
+                #client { inner: caller }
             }
 
-            /// The untyped client underneath.
-            #vis fn inner(&self) -> &#rpc::Client {
+            /// A client whose every call first passes `interceptor`, which
+            /// can add metadata or refuse the call with a `Status`
+            /// (`Caller::with_interceptor`).
+            #vis fn with_interceptor<F>(caller: C, interceptor: F) -> Self
+            where
+                F: ::core::ops::Fn(&mut #rpc::Outgoing<'_>) -> ::core::result::Result<(), #rpc::Status>
+                    + ::core::marker::Send + ::core::marker::Sync + 'static,
+            {
+                #client { inner: #rpc::Caller::with_interceptor(caller, interceptor) }
+            }
+
+            /// The caller underneath.
+            #vis fn inner(&self) -> &C {
                 &self.inner
+            }
+
+            /// The caller underneath, by value.
+            #vis fn into_inner(self) -> C {
+                self.inner
             }
 
             #(#client_fns)*
@@ -170,26 +189,26 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
             #vis fn #ident(
                 &self,
                 request: #request,
-            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + use<'_> {
-                self.inner.unary_codec(#wire, #codec, &request, &#rpc::CallOptions::new())
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + ::core::marker::Send + use<'_, C> {
+                self.#with(request, #rpc::CallOptions::none())
             }
 
             #[doc = #opts_doc]
-            #vis fn #with<'a>(
+            #vis fn #with<'a, 'o>(
                 &'a self,
                 request: #request,
-                opts: &#rpc::CallOptions,
-            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + use<'a> {
-                self.inner.unary_codec(#wire, #codec, &request, opts)
+                opts: &'o #rpc::CallOptions,
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + ::core::marker::Send + use<'a, 'o, C> {
+                #rpc::Caller::call_unary(&self.inner, #wire, #codec, request, opts)
             }
 
             #[doc = #response_doc]
-            #vis fn #with_response<'a>(
+            #vis fn #with_response<'a, 'o>(
                 &'a self,
                 request: #request,
-                opts: &#rpc::CallOptions,
-            ) -> impl ::core::future::Future<Output = ::core::result::Result<#rpc::Response<#response>, #rpc::Status>> + use<'a> {
-                self.inner.unary_codec_response(#wire, #codec, &request, opts)
+                opts: &'o #rpc::CallOptions,
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<#rpc::Response<#response>, #rpc::Status>> + ::core::marker::Send + use<'a, 'o, C> {
+                #rpc::Caller::call_unary_response(&self.inner, #wire, #codec, request, opts)
             }
         },
         Shape::ServerStreaming { .. } => quote_spanned! {span=>
@@ -207,14 +226,14 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
                 request: #request,
                 opts: &#rpc::CallOptions,
             ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status> {
-                self.inner.server_streaming_codec(#wire, #codec, &request, opts).await
+                #rpc::Caller::call_server_streaming(&self.inner, #wire, #codec, &request, opts).await
             }
         },
         // Both open the call and hand back its handle.
         Shape::ClientStreaming { .. } | Shape::Bidi { .. } => {
             let (handle, open) = match &m.shape {
-                Shape::Bidi { .. } => (quote!(BidiCall), quote!(bidi_codec)),
-                _ => (quote!(ClientStreamingCall), quote!(client_streaming_codec)),
+                Shape::Bidi { .. } => (quote!(BidiCall), quote!(call_bidi)),
+                _ => (quote!(ClientStreamingCall), quote!(call_client_streaming)),
             };
             quote_spanned! {span=>
                 #docs
@@ -229,7 +248,7 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
                     &self,
                     opts: &#rpc::CallOptions,
                 ) -> ::core::result::Result<#rpc::#handle<#request, #response, #codec>, #rpc::Status> {
-                    self.inner.#open(#wire, #codec, opts).await
+                    #rpc::Caller::#open(&self.inner, #wire, #codec, opts).await
                 }
             }
         }

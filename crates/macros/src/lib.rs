@@ -47,8 +47,12 @@
 //!   response headers and trailers the handler set (`Context::set_header`,
 //!   `Context::set_trailer`).
 //!
-//! The generated client calls `weft_rpc::Client::unary_codec` and friends
-//! directly: per call it adds nothing to what the codec itself allocates.
+//! - The client, `FooClient<C = weft::Channel>`, makes its calls through
+//!   any `weft_rpc::Caller` (`FooClient::new(channel)`, or a one-connection
+//!   `Client`); `FooClient::with_interceptor(caller, f)` runs `f` on each.
+//!
+//! The generated client calls the `Caller` methods directly: per call it
+//! adds nothing to what the caller and the codec allocate.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 

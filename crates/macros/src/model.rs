@@ -55,6 +55,17 @@ impl Options {
             None => quote!(::weft::rpc),
         }
     }
+
+    /// The caller a generated client holds unless told otherwise: the
+    /// facade's `Channel` (the client that stays up, as tonic's clients
+    /// default to theirs); with `rpc = path` (no facade), the one-connection
+    /// `Client` of that crate.
+    pub(crate) fn default_caller(&self) -> TokenStream {
+        match &self.rpc {
+            Some(p) => quote!(#p::Client),
+            None => quote!(::weft::Channel),
+        }
+    }
 }
 
 /// The four call shapes, with the message types they carry.

@@ -35,10 +35,11 @@ fn every_shape_expands_to_its_router_and_client_calls() {
     )
     .unwrap();
     for want in [
-        "unary_codec",
-        "server_streaming_codec",
-        "client_streaming_codec",
-        "bidi_codec",
+        "Caller :: call_unary",
+        "Caller :: call_server_streaming",
+        "Caller :: call_client_streaming",
+        "Caller :: call_bidi",
+        "SvcClient < C = :: weft_rpc :: Client >",
         "\"p.v1.svc/getone\"",
         "\"p.v1.svc/many\"",
         "\"p.v1.svc/chat\"",
@@ -46,7 +47,7 @@ fn every_shape_expands_to_its_router_and_client_calls() {
         "SvcServer",
         "get_one_with",
         "get_one_response",
-        "unary_codec_response",
+        "call_unary_response",
         "docs travel to the client",
         "other :: Raw",
         "my :: Codec",

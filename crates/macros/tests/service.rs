@@ -92,7 +92,7 @@ impl Calc for CalcImpl {
     }
 }
 
-async fn client() -> CalcClient {
+async fn client() -> CalcClient<weft::Client> {
     let router = Router::new().add_service(CalcServer::new(CalcImpl));
     CalcClient::new(weft::memory(router, &Config::new()).await.unwrap())
 }

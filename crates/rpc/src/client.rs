@@ -17,15 +17,23 @@ use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
 use crate::meter::{ClientMeters, Metrics};
 use crate::observe::{self, Traced};
-use crate::typed::response_error;
+use crate::typed::{response_error, wire_codec};
 use crate::wire::{self, Reader};
 use crate::within::{Within, within};
 use crate::{CallOptions, Codec, Raw, Response, Status, method};
 
+mod caller;
 mod client_streaming;
+mod intercept;
 mod settings;
+#[cfg(feature = "tower")]
+mod tower_caller;
 
+pub use caller::{Caller, OpenCall};
 pub use client_streaming::ClientStreamingCall;
+pub use intercept::{ClientInterceptors, Outgoing};
+#[cfg(feature = "tower")]
+pub use tower_caller::{OpenRequest, OpenService, TowerCaller};
 
 /// Method metadata kept for calls without deadline or custom entries, so
 /// the common call builds no metadata. Bounded: past it, calls build their own.
@@ -57,6 +65,8 @@ struct Shared {
 pub struct Client {
     conn: Connection,
     shared: Arc<Shared>,
+    /// Run on every call before it is prepared ([`Caller::with_interceptor`]).
+    intercept: ClientInterceptors,
     #[cfg(feature = "tower")]
     tower: crate::tower::TowerSlot,
 }
@@ -88,6 +98,7 @@ impl Client {
                 #[cfg(feature = "tower")]
                 credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
             }),
+            intercept: ClientInterceptors::new(),
             #[cfg(feature = "tower")]
             tower: Default::default(),
         }
@@ -118,18 +129,23 @@ impl Client {
     }
 
     /// A call's observers (span and meter, with this client's peer) and
-    /// its options with the `traceparent` to send.
+    /// its options as they are sent: with the `traceparent`, then as this
+    /// client's interceptors leave them (or the status one refused it with).
     fn observed<'a>(
         &self,
         method: &str,
         opts: &'a CallOptions,
-    ) -> (observe::ClientCall, std::borrow::Cow<'a, CallOptions>) {
-        observe::client_call(
+    ) -> (
+        observe::ClientCall,
+        Result<std::borrow::Cow<'a, CallOptions>, Status>,
+    ) {
+        let (obs, opts) = observe::client_call(
             &self.shared.meters,
             self.shared.peer.as_deref(),
             method,
             opts,
-        )
+        );
+        (obs, self.intercept.apply(method, opts))
     }
 
     /// The `OPEN` metadata of a call with no deadline or custom entries
@@ -210,7 +226,8 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
-        self.unary_bytes(method, request, opts, |b, _| Ok(b))
+        let framed = codec::frame(request, self.max());
+        self.unary_framed(method, framed, None, opts, |b, _| Ok(b))
     }
 
     /// A unary call on raw bytes that also returns the response headers
@@ -222,28 +239,8 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Response<Bytes>, Status>> + use<'_> {
-        self.unary_bytes(method, request, opts, |b, r| Ok(Response::read(b, r)))
-    }
-
-    fn unary_bytes<T, F>(
-        &self,
-        method: &str,
-        request: Bytes,
-        opts: &CallOptions,
-        finish: F,
-    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, T, F>>>
-    where
-        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
-    {
-        let (obs, opts) = self.observed(method, opts);
         let framed = codec::frame(request, self.max());
-        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, None));
-        if let Ok(p) = &prepared {
-            obs.sent(&p.framed);
-        }
-        let count = obs.counting(Ok);
-        let finish = move |b, r: &Reader| count(b).and_then(|b| finish(b, r));
-        Traced::new(obs, self.unary_prepared(prepared, finish))
+        self.unary_framed(method, framed, None, opts, |b, r| Ok(Response::read(b, r)))
     }
 
     /// A unary call on JSON values.
@@ -260,7 +257,10 @@ impl Client {
         self.unary_json_with(method, request, &CallOptions::new())
     }
 
-    /// A unary call on JSON values, with options.
+    /// A unary call on JSON values, with options: a call of the [`Json`]
+    /// codec (it names it to the server) whose request may be unsized.
+    ///
+    /// [`Json`]: crate::Json
     #[cfg(feature = "json")]
     pub fn unary_json_with<Req, Resp>(
         &self,
@@ -272,17 +272,11 @@ impl Client {
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let (obs, opts) = self.observed(method, opts);
-        let body = crate::message::to_json(request, self.max());
-        let prepared = body.and_then(|b| self.prepare_unary(method, Framed::One(b), &opts, None));
-        if let Ok(p) = &prepared {
-            obs.sent(&p.framed);
-        }
-        let finish = obs.counting(|b| crate::message::from_json(&b));
-        Traced::new(
-            obs,
-            self.unary_prepared(prepared, move |b, _: &Reader| finish(b)),
-        )
+        let body = crate::message::to_json(request, self.max()).map(Framed::One);
+        let codec = Some(<crate::Json as Codec<()>>::NAME);
+        self.unary_framed(method, body, codec, opts, |b, _| {
+            crate::message::from_json(&b)
+        })
     }
 
     /// A unary call on values carried by `codec` (what `#[weft::service]`
@@ -332,9 +326,27 @@ impl Client {
         C: Codec<Req>,
         F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
     {
-        let (obs, opts) = self.observed(method, opts);
         let framed = C::encode(request, self.max());
-        let prepared = framed.and_then(|f| self.prepare_unary(method, f, &opts, Some(C::NAME)));
+        self.unary_framed(method, framed, wire_codec::<C, Req>(), opts, finish)
+    }
+
+    /// Every unary call: observed, intercepted, prepared here; `finish`
+    /// turns the response into the caller's value (see
+    /// [`unary_prepared`](Self::unary_prepared)).
+    fn unary_framed<T, F>(
+        &self,
+        method: &str,
+        framed: Result<Framed, Status>,
+        codec: Option<&'static str>,
+        opts: &CallOptions,
+        finish: F,
+    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, T, F>>>
+    where
+        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
+    {
+        let (obs, opts) = self.observed(method, opts);
+        let prepared =
+            opts.and_then(|opts| framed.and_then(|f| self.prepare_unary(method, f, &opts, codec)));
         if let Ok(p) = &prepared {
             obs.sent(&p.framed);
         }
@@ -398,55 +410,52 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
-        let framed = codec::frame(request, self.max())?;
-        self.start(method, framed, true, opts, None)
+        self.call_server_streaming(method, crate::Raw, &request, opts)
             .await
-            .map(Streaming::new)
     }
 
     /// A server-streaming call on values carried by `codec`.
     pub async fn server_streaming_codec<C, Req, Resp>(
         &self,
         method: &str,
-        _codec: C,
+        codec: C,
         request: &Req,
         opts: &CallOptions,
     ) -> Result<Streaming<Resp, C>, Status>
     where
         C: Codec<Req> + Codec<Resp>,
+        Req: Sync + 'static,
     {
-        let framed = <C as Codec<Req>>::encode(request, self.max())?;
-        self.start(method, framed, true, opts, Some(<C as Codec<Req>>::NAME))
+        self.call_server_streaming(method, codec, request, opts)
             .await
-            .map(Streaming::new)
     }
 
     /// A client-streaming call on values carried by `codec`.
     pub async fn client_streaming_codec<C, Req, Resp>(
         &self,
         method: &str,
-        _codec: C,
+        codec: C,
         opts: &CallOptions,
     ) -> Result<ClientStreamingCall<Req, Resp, C>, Status>
     where
         C: Codec<Req> + Codec<Resp>,
+        Req: Sync + 'static,
     {
-        self.open_codec::<C, Req, _>(method, opts, ClientStreamingCall::new)
-            .await
+        self.call_client_streaming(method, codec, opts).await
     }
 
     /// A bidirectional call on values carried by `codec`.
     pub async fn bidi_codec<C, Req, Resp>(
         &self,
         method: &str,
-        _codec: C,
+        codec: C,
         opts: &CallOptions,
     ) -> Result<BidiCall<Req, Resp, C>, Status>
     where
         C: Codec<Req> + Codec<Resp>,
+        Req: Sync + 'static,
     {
-        self.open_codec::<C, Req, _>(method, opts, BidiCall::new)
-            .await
+        self.call_bidi(method, codec, opts).await
     }
 
     /// A server-streaming call with a JSON request.
@@ -458,7 +467,8 @@ impl Client {
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
         let framed = Framed::One(crate::message::to_json(request, self.max())?);
-        self.start(method, framed, true, opts, None)
+        let codec = Some(<crate::Json as Codec<()>>::NAME);
+        self.start(method, framed, true, opts, codec)
             .await
             .map(Streaming::new)
     }
@@ -470,38 +480,12 @@ impl Client {
         method: &str,
         opts: &CallOptions,
     ) -> Result<ClientStreamingCall, Status> {
-        self.start_empty(method, opts, None)
-            .await
-            .map(ClientStreamingCall::new)
+        self.call_client_streaming(method, crate::Raw, opts).await
     }
 
     /// A bidirectional call.
     pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
-        self.start_empty(method, opts, None)
-            .await
-            .map(BidiCall::new)
-    }
-
-    /// Opens a call of `codec` whose requests come later, as `handle`.
-    async fn open_codec<C: Codec<Req>, Req, H>(
-        &self,
-        method: &str,
-        opts: &CallOptions,
-        handle: fn(Call) -> H,
-    ) -> Result<H, Status> {
-        self.start_empty(method, opts, Some(C::NAME))
-            .await
-            .map(handle)
-    }
-
-    async fn start_empty(
-        &self,
-        method: &str,
-        opts: &CallOptions,
-        codec: Option<&str>,
-    ) -> Result<Call, Status> {
-        self.start(method, Framed::One(Bytes::new()), false, opts, codec)
-            .await
+        self.call_bidi(method, crate::Raw, opts).await
     }
 
     async fn start(
@@ -514,6 +498,7 @@ impl Client {
     ) -> Result<Call, Status> {
         let (mut obs, opts) = self.observed(method, opts);
         let opened = async {
+            let opts = opts?;
             let (meta, deadline) = self.prepare(method, &opts, codec)?;
             Ok((
                 within(deadline, self.open(meta, first, end)).await?,

@@ -67,7 +67,12 @@ mod typed;
 mod wire;
 mod within;
 
-pub use client::{BidiCall, Client, ClientStreamingCall, Streaming};
+pub use client::{
+    BidiCall, Caller, Client, ClientInterceptors, ClientStreamingCall, OpenCall, Outgoing,
+    Streaming,
+};
+#[cfg(feature = "tower")]
+pub use client::{OpenRequest, OpenService, TowerCaller};
 pub use context::{CancelSignal, Context, PeerInfo, propagates};
 pub use meter::Metrics;
 pub use middleware::Interceptor;

@@ -26,8 +26,20 @@ pub struct CallOptions {
 
 impl CallOptions {
     /// No deadline, no metadata.
-    pub fn new() -> CallOptions {
-        CallOptions::default()
+    pub const fn new() -> CallOptions {
+        CallOptions {
+            deadline: None,
+            timeout: None,
+            metadata: Vec::new(),
+        }
+    }
+
+    /// The empty options ([`new`](Self::new)) as a shared reference, for
+    /// a call whose future may outlive the caller's frame (a temporary
+    /// `&CallOptions::new()` could not be returned in it).
+    pub fn none() -> &'static CallOptions {
+        static NONE: CallOptions = CallOptions::new();
+        &NONE
     }
 
     /// Give up after `timeout`, counted from when the call starts. Longer

@@ -126,6 +126,41 @@ serde_codec!(
 /// [`Metadata::codec`](weft_frame::Metadata::codec)).
 pub use weft_frame::metadata::CODEC_KEY;
 
+/// The codec a call of `C` names on the wire: none for [`Raw`] (bytes as
+/// they are, which any method takes, as the raw API always did), the
+/// codec's name for the others.
+pub(crate) fn wire_codec<C: Codec<T>, T>() -> Option<&'static str> {
+    WireCodec::<C, T>::NAME
+}
+
+/// [`wire_codec`] as a constant of each codec, so a call pays nothing
+/// for it (a string comparison per call would show in the gate).
+struct WireCodec<C, T>(PhantomData<(C, T)>);
+
+impl<C: Codec<T>, T> WireCodec<C, T> {
+    const NAME: Option<&'static str> = if same(C::NAME, Raw::NAME) {
+        None
+    } else {
+        Some(C::NAME)
+    };
+}
+
+/// `a == b`, usable in a constant.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The status of a call whose codec is not the method's.
 pub(crate) fn codec_mismatch(method: &str, want: &str, got: &[u8]) -> Status {
     Status::unimplemented(format!(

@@ -282,3 +282,47 @@ async fn a_unary_call_to_a_streaming_method_is_an_error_not_a_hang() {
     let e = p.client.unary_with("count", req, &opts).await.unwrap_err();
     assert_eq!(e.code(), Code::INTERNAL, "{e}");
 }
+
+/// A codec of its own, so that a call naming another one is refused.
+#[derive(Debug, Clone, Copy)]
+struct Upper;
+
+impl weft_rpc::Codec<Bytes> for Upper {
+    const NAME: &'static str = "upper";
+
+    fn encode(value: &Bytes, max: usize) -> Result<weft_rpc::codec::Framed, Status> {
+        weft_rpc::codec::frame(value.to_ascii_uppercase().into(), max)
+    }
+
+    fn decode(body: Bytes) -> Result<Bytes, Status> {
+        Ok(body)
+    }
+}
+
+#[tokio::test]
+async fn json_calls_name_their_codec_and_raw_calls_name_none() {
+    let p =
+        pair(Router::new().unary_codec("up", Upper, |_ctx, b: Bytes| async move { Ok(b) })).await;
+    // unary_json names `json`, like the streaming JSON calls: refused.
+    let e = p
+        .client
+        .unary_json::<_, String>("up", "x")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::UNIMPLEMENTED, "{e}");
+    assert!(e.message().contains("json"), "{e}");
+    // Raw (untyped bytes) names none: any method takes it, through every
+    // surface that carries it (the server answers in its codec).
+    let raw = Bytes::from_static(b"raw");
+    assert_eq!(p.client.unary("up", raw.clone()).await.unwrap(), "RAW");
+    let opts = CallOptions::new();
+    let typed_raw = p.client.unary_codec("up", weft_rpc::Raw, &raw, &opts);
+    assert_eq!(typed_raw.await.unwrap(), "RAW");
+    // The codec's own name is accepted.
+    let upper: Bytes = p
+        .client
+        .unary_codec("up", Upper, &raw, &opts)
+        .await
+        .unwrap();
+    assert_eq!(upper, "RAW");
+}

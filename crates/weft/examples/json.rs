@@ -24,8 +24,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Ok(Quotient { q: r.a / r.b })
     });
-    // An in-memory pair keeps the example short; see `echo` for TCP.
-    let client = weft::memory(router, &Config::new()).await?;
+    // A Channel over in-memory pipes keeps the example short; over TCP,
+    // `weft::Channel::new(addr, &config)`.
+    let client = weft::Channel::builder().endpoint(weft::Endpoint::from_fn("memory", move || {
+        let router = router.clone();
+        async move { weft::memory(router, &Config::new()).await }
+    }));
 
     let q: Quotient = client
         .unary_json("math/divide", &Divide { a: 1.0, b: 8.0 })

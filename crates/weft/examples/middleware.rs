@@ -1,5 +1,6 @@
 //! Server middleware as tower layers: token auth for every method, and a
-//! rate limit on one method, around a `#[weft::service]`.
+//! rate limit on one method, around a `#[weft::service]`; on the client, a
+//! generated client on a `Channel` with an interceptor that adds the token.
 //!
 //! Run: `cargo run -p weft --features tower --example middleware` (also
 //! run by `cargo test -p weft --features tower`).
@@ -138,8 +139,12 @@ fn server() -> Server {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let client = BankClient::new(weft::memory(server(), &Config::new()).await?);
-    let authed = CallOptions::new().metadata(b"authorization", b"Bearer s3cret");
+    // A Channel whose connection is an in-memory pipe to `server()`.
+    let endpoint = weft::Endpoint::from_fn("memory", || async {
+        weft::memory(server(), &Config::new()).await
+    });
+    let channel = weft::Channel::builder().endpoint(endpoint);
+    let client = BankClient::new(channel.clone());
 
     // No token: refused before the handler runs.
     let e = client.balance("ada".into()).await.unwrap_err();
@@ -154,23 +159,27 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         Code::UNAUTHENTICATED
     );
 
+    // A client interceptor adds the token to every call of this client
+    // (tonic's `with_interceptor`); it could also refuse a call.
+    let client = BankClient::with_interceptor(channel, |call| {
+        call.set_metadata(b"authorization", b"Bearer s3cret");
+        Ok(())
+    });
+
     // With it: served; `statement` within its burst, then limited.
-    assert_eq!(client.balance_with("ada".into(), &authed).await?, 42);
+    assert_eq!(client.balance("ada".into()).await?, 42);
     for _ in 0..BURST {
-        assert_eq!(client.statement_with("ada".into(), &authed).await?, [40, 2]);
+        assert_eq!(client.statement("ada".into()).await?, [40, 2]);
     }
-    let e = client
-        .statement_with("ada".into(), &authed)
-        .await
-        .unwrap_err();
+    let e = client.statement("ada".into()).await.unwrap_err();
     assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED);
     println!("limited: {e}");
     // The other method is not limited.
-    assert_eq!(client.balance_with("ada".into(), &authed).await?, 42);
+    assert_eq!(client.balance("ada".into()).await?, 42);
 
     // The next window admits calls again.
     tokio::time::sleep(WINDOW).await;
-    assert_eq!(client.statement_with("ada".into(), &authed).await?, [40, 2]);
+    assert_eq!(client.statement("ada".into()).await?, [40, 2]);
     println!("auth and rate limit behave");
     Ok(())
 }

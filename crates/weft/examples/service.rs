@@ -81,7 +81,13 @@ impl Greeter for Polite {
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let router = Router::new().add_service(GreeterServer::new(Polite));
-    let client = GreeterClient::new(weft::memory(router, &Config::new()).await?);
+    // A Channel (reconnects, retries refused calls) whose connections are
+    // in-memory pipes to the router; over TCP, `Channel::new(addr, &config)`.
+    let endpoint = weft::Endpoint::from_fn("memory", move || {
+        let router = router.clone();
+        async move { weft::memory(router, &Config::new()).await }
+    });
+    let client = GreeterClient::new(weft::Channel::builder().endpoint(endpoint));
 
     let opts = CallOptions::new().timeout(Duration::from_secs(5));
     let hi = client

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use weft::{Bytes, CallOptions, Config, Router};
+use weft::{Bytes, CallOptions, Caller, Channel, Config, Endpoint, Json, Router, Streaming};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,11 +33,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(())
         });
-    let client = weft::memory(router, &Config::new()).await?;
+    // A Channel whose connections are in-memory pipes to the router.
+    let client = Channel::builder().endpoint(Endpoint::from_fn("memory", move || {
+        let router = router.clone();
+        async move { weft::memory(router, &Config::new()).await }
+    }));
     let opts = CallOptions::new().timeout(Duration::from_secs(5));
 
-    let mut counts = client.server_streaming_json("count", &3u32, &opts).await?;
-    while let Some(i) = counts.message_json::<u32>().await? {
+    // Any codec through `Caller`: the responses arrive decoded.
+    let mut counts: Streaming<u32, Json> = client
+        .call_server_streaming("count", Json, &3u32, &opts)
+        .await?;
+    while let Some(i) = counts.message().await? {
         println!("count: {i}");
     }
 

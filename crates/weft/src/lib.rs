@@ -90,14 +90,17 @@ pub use weft_transform::EncryptionPolicy;
 #[cfg(feature = "postcard")]
 pub use weft_rpc::Postcard;
 pub use weft_rpc::{
-    Ascii, BidiCall, BidiReceiver, BidiSender, BidiStream, Binary, CallOptions, CancelSignal,
-    Client, ClientStreamingCall, Code, Codec, Context, Interceptor, IntoRoutes, InvalidMetadata,
-    Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, PeerInfo, Raw, RequestStream, Requests,
-    Response, ResponseSink, Responses, Router, Server, Shape, Status, Streaming, TRACEPARENT,
-    TraceContext,
+    Ascii, BidiCall, BidiReceiver, BidiSender, BidiStream, Binary, CallOptions, Caller,
+    CancelSignal, Client, ClientStreamingCall, Code, Codec, Context, Interceptor, IntoRoutes,
+    InvalidMetadata, Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, Outgoing, PeerInfo, Raw,
+    RequestStream, Requests, Response, ResponseSink, Responses, Router, Server, Shape, Status,
+    Streaming, TRACEPARENT, TraceContext,
 };
 #[cfg(feature = "tower")]
-pub use weft_rpc::{CallService, IncomingCall, TypedRequest, TypedService, UnaryRequest};
+pub use weft_rpc::{
+    CallService, IncomingCall, OpenRequest, OpenService, TowerCaller, TypedRequest, TypedService,
+    UnaryRequest,
+};
 
 /// Makes a trait a service: a typed client `FooClient` and a server
 /// adapter `FooServer` (see `weft_macros` for the contract).

@@ -29,11 +29,13 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
 use weft_rpc::{
-    BidiCall, CallOptions, Client, ClientStreamingCall, Code, Status, Streaming, method,
+    BidiCall, CallOptions, Caller, Client, ClientInterceptors, ClientStreamingCall, Code, Raw,
+    Status, Streaming, method,
 };
 
 mod backoff;
 mod balance;
+mod caller;
 mod discover;
 mod ejection;
 mod endpoint;
@@ -245,12 +247,16 @@ struct Shared {
 /// A client that stays up: see the [module docs](self). Cheap to clone,
 /// `Send + Sync`; clones share connections and the retry budget.
 ///
-/// Its calls mirror [`Client`]'s. A call's deadline (its options, or the
-/// channel's [`call_timeout`](ChannelBuilder::call_timeout)) covers the
-/// wait for a connection and every retry.
+/// Its calls mirror [`Client`]'s, and it is a [`Caller`]: a
+/// `#[weft::service]` client sits on it (`FooClient::new(channel)`), and
+/// [`Caller::with_interceptor`] adds client interceptors that every call
+/// passes once (not once per retry). A call's deadline (its options, or
+/// the channel's [`call_timeout`](ChannelBuilder::call_timeout)) covers
+/// the wait for a connection and every retry.
 #[derive(Debug, Clone)]
 pub struct Channel {
     shared: Arc<Shared>,
+    intercept: ClientInterceptors,
 }
 
 /// Each thread's preferred slot among an endpoint's connections.
@@ -282,6 +288,7 @@ impl Channel {
                 budget: TpsBudget::new(ttl, min, ratio),
                 settings,
             }),
+            intercept: ClientInterceptors::new(),
         }
     }
 
@@ -339,15 +346,22 @@ impl Channel {
             && method::canonicalize(method).is_ok_and(|m| idem.contains(m.as_ref()))
     }
 
-    /// The call's deadline, and its options with that deadline fixed so
-    /// that every attempt shares it (not a fresh timeout each).
-    fn fix<'o>(&self, opts: &'o CallOptions) -> (Option<Instant>, Cow<'o, CallOptions>) {
-        let deadline = self.deadline(opts);
+    /// The call's deadline, and its options as every attempt sends them:
+    /// through the channel's interceptors (once per call), with the
+    /// deadline fixed so that every attempt shares it (not a fresh timeout
+    /// each). An interceptor's refusal is the call's error.
+    fn fix<'o>(
+        &self,
+        method: &str,
+        opts: &'o CallOptions,
+    ) -> Result<(Option<Instant>, Cow<'o, CallOptions>), Status> {
+        let opts = self.intercept.apply(method, Cow::Borrowed(opts))?;
+        let deadline = self.deadline(&opts);
         let opts = match deadline {
-            Some(d) if opts.deadline_at() != Some(d) => Cow::Owned(opts.clone().deadline(d)),
-            _ => Cow::Borrowed(opts),
+            Some(d) if opts.deadline_at() != Some(d) => Cow::Owned(opts.into_owned().deadline(d)),
+            _ => opts,
         };
-        (deadline, opts)
+        Ok((deadline, opts))
     }
 
     /// Runs `attempt` on a live connection until it succeeds, fails in a
@@ -408,24 +422,23 @@ impl Channel {
     }
 
     /// A unary call on raw bytes.
-    pub async fn unary(&self, method: &str, request: Bytes) -> Result<Bytes, Status> {
-        self.unary_with(method, request, &CallOptions::new()).await
+    pub fn unary<'a>(
+        &'a self,
+        method: &'a str,
+        request: Bytes,
+    ) -> impl Future<Output = Result<Bytes, Status>> + Send + 'a {
+        self.call_unary(method, Raw, request, CallOptions::none())
     }
 
-    /// A unary call with options (deadline, metadata).
-    pub async fn unary_with(
-        &self,
-        method: &str,
+    /// A unary call with options (deadline, metadata). Its timeout counts
+    /// from this call, not from the future's first poll.
+    pub fn unary_with<'a>(
+        &'a self,
+        method: &'a str,
         request: Bytes,
-        opts: &CallOptions,
-    ) -> Result<Bytes, Status> {
-        let (deadline, opts) = self.fix(opts);
-        let opts = &*opts;
-        self.run(method, deadline, |c| {
-            let request = request.clone();
-            async move { c.unary_with(method, request, opts).await }
-        })
-        .await
+        opts: &'a CallOptions,
+    ) -> impl Future<Output = Result<Bytes, Status>> + Send + 'a {
+        self.call_unary(method, Raw, request, opts)
     }
 
     /// A unary call on JSON values.
@@ -435,8 +448,23 @@ impl Channel {
         Req: serde::Serialize + Sync + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let plain = CallOptions::new();
-        let (deadline, opts) = self.fix(&plain);
+        self.unary_json_with(method, request, CallOptions::none())
+            .await
+    }
+
+    /// A unary call on JSON values, with options (deadline, metadata).
+    #[cfg(feature = "json")]
+    pub async fn unary_json_with<Req, Resp>(
+        &self,
+        method: &str,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> Result<Resp, Status>
+    where
+        Req: serde::Serialize + Sync + ?Sized,
+        Resp: serde::de::DeserializeOwned,
+    {
+        let (deadline, opts) = self.fix(method, opts)?;
         let opts = &*opts;
         self.run(method, deadline, |c| async move {
             c.unary_json_with(method, request, opts).await
@@ -452,13 +480,8 @@ impl Channel {
         request: Bytes,
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
-        let (deadline, opts) = self.fix(opts);
-        let opts = &*opts;
-        self.run(method, deadline, |c| {
-            let request = request.clone();
-            async move { c.server_streaming(method, request, opts).await }
-        })
-        .await
+        self.call_server_streaming(method, Raw, &request, opts)
+            .await
     }
 
     /// A client-streaming call (its start is retried when retry-safe).
@@ -467,24 +490,12 @@ impl Channel {
         method: &str,
         opts: &CallOptions,
     ) -> Result<ClientStreamingCall, Status> {
-        let (deadline, opts) = self.fix(opts);
-        let opts = &*opts;
-        self.run(method, deadline, |c| async move {
-            c.client_streaming(method, opts).await
-        })
-        .await
+        self.call_client_streaming(method, Raw, opts).await
     }
 
     /// A bidirectional call (its start is retried when retry-safe).
     pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
-        let (deadline, opts) = self.fix(opts);
-        let opts = &*opts;
-        self.run(
-            method,
-            deadline,
-            |c| async move { c.bidi(method, opts).await },
-        )
-        .await
+        self.call_bidi(method, Raw, opts).await
     }
 }
 

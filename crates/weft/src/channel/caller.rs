@@ -1,0 +1,121 @@
+//! The [`Channel`] as a [`Caller`]: each call is intercepted and given its
+//! deadline once, then attempted on a live connection's [`Client`](weft_rpc::Client) (see
+//! `Channel::run`) until it succeeds or may not be retried. What
+//! `#[weft::service]` clients and the channel's own raw methods call.
+
+use std::future::Future;
+
+use weft_rpc::{CallOptions, Caller, Codec, OpenCall, Outgoing, Response, Status};
+
+use super::Channel;
+
+impl Caller for Channel {
+    fn call_unary<C, Req, Resp>(
+        &self,
+        method: &str,
+        codec: C,
+        request: Req,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Resp, Status>> + Send
+    where
+        C: Codec<Req> + Codec<Resp>,
+        Req: Send + Sync,
+        Resp: Send,
+    {
+        let fixed = self.fix(method, opts);
+        async move {
+            let (deadline, opts) = fixed?;
+            let (opts, request) = (&*opts, &request);
+            let attempt = |c: weft_rpc::Client| async move {
+                c.unary_codec(method, codec, request, opts).await
+            };
+            self.run(method, deadline, attempt).await
+        }
+    }
+
+    fn call_unary_response<C, Req, Resp>(
+        &self,
+        method: &str,
+        codec: C,
+        request: Req,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Response<Resp>, Status>> + Send
+    where
+        C: Codec<Req> + Codec<Resp>,
+        Req: Send + Sync,
+        Resp: Send,
+    {
+        let fixed = self.fix(method, opts);
+        async move {
+            let (deadline, opts) = fixed?;
+            let (opts, request) = (&*opts, &request);
+            let attempt = |c: weft_rpc::Client| async move {
+                c.unary_codec_response(method, codec, request, opts).await
+            };
+            self.run(method, deadline, attempt).await
+        }
+    }
+
+    fn open_call<C, Req>(
+        &self,
+        method: &str,
+        codec: C,
+        request: Option<&Req>,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<OpenCall, Status>> + Send
+    where
+        C: Codec<Req>,
+        Req: Sync + 'static,
+    {
+        let fixed = self.fix(method, opts);
+        async move {
+            let (deadline, opts) = fixed?;
+            let opts = &*opts;
+            let attempt = |c: weft_rpc::Client| async move {
+                c.open_call(method, codec, request, opts).await
+            };
+            self.run(method, deadline, attempt).await
+        }
+    }
+
+    fn with_interceptor<F>(mut self, interceptor: F) -> Self
+    where
+        F: Fn(&mut Outgoing<'_>) -> Result<(), Status> + Send + Sync + 'static,
+    {
+        self.intercept.push(interceptor);
+        self
+    }
+}
+
+/// The channel as the innermost service of a tower stack of callers
+/// (`weft::TowerCaller`, feature `tower`): each call is intercepted and
+/// given its deadline once, then opened on a live connection and retried
+/// as [`Caller::open_call`] is.
+#[cfg(feature = "tower")]
+impl tower::Service<weft_rpc::OpenRequest> for Channel {
+    type Response = OpenCall;
+    type Error = Status;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<OpenCall, Status>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Status>> {
+        // The channel waits for a connection inside the call.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: weft_rpc::OpenRequest) -> Self::Future {
+        let channel = self.clone();
+        Box::pin(async move {
+            let (deadline, opts) = channel.fix(req.method(), req.options())?;
+            let (method, opts) = (req.method(), &*opts);
+            let attempt = |c: weft_rpc::Client| {
+                let mut req = req.clone();
+                *req.options_mut() = opts.clone();
+                async move { tower::Service::call(&mut c.open_service(), req).await }
+            };
+            channel.run(method, deadline, attempt).await
+        })
+    }
+}
