@@ -63,6 +63,7 @@ pub use handshake::{Handshake, MAX_HANDSHAKE_MESSAGE};
 pub use handshake_kind::RejectReason;
 pub use identity::{AllowList, KeyHex, KeyParseError, Psk, parse_key_hex};
 pub use noise::StaticKey;
+pub use offer::MIN_MAX_METADATA;
 pub use pipeline::{Inbound, Outbound, Session, passthrough};
 pub use refusal::{MAX_REFUSAL_TEXT, refusal};
 pub use rekey::{

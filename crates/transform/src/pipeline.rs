@@ -45,6 +45,8 @@ pub(crate) struct PipelineParams {
     pub(crate) local_max_message: u32,
     pub(crate) local_max_ratio: u32,
     pub(crate) peer_max_ratio: u32,
+    /// The largest payload the peer inflates (its offer's max message).
+    pub(crate) peer_max_message: u32,
     pub(crate) seal: Option<SendKey>,
     pub(crate) open: Option<OpenKey>,
 }
@@ -65,6 +67,7 @@ impl PipelineParams {
             compressor: self.compression.then(Compressor::new),
             min_size: self.compression_min_size.max(1),
             peer_max_ratio: self.peer_max_ratio,
+            peer_max_message: self.peer_max_message as usize,
             seal: self.seal,
             poisoned: false,
         };
@@ -95,6 +98,7 @@ pub fn passthrough(limits: Limits) -> (Outbound, Inbound) {
         local_max_message: u32::MAX,
         local_max_ratio: 1,
         peer_max_ratio: 1,
+        peer_max_message: u32::MAX,
         seal: None,
         open: None,
     }
@@ -110,6 +114,9 @@ pub struct Outbound {
     compressor: Option<Compressor>,
     min_size: usize,
     peer_max_ratio: u32,
+    /// Payloads longer than this go uncompressed: the peer would not
+    /// inflate them (docs/PROTOCOL.md 4, a sender's rules).
+    peer_max_message: usize,
     seal: Option<SendKey>,
     poisoned: bool,
 }
@@ -129,8 +136,9 @@ impl std::fmt::Debug for Outbound {
 impl Outbound {
     /// Encodes `frame` into `dst`: header, metadata and payload, the payload
     /// deflated when compression was negotiated, the payload is at least the
-    /// minimum size and deflate shrinks it (the frame then carries
-    /// `COMPRESSED`), and the whole sealed when encryption was negotiated.
+    /// minimum size and at most the peer's max message, and deflate shrinks
+    /// it within the peer's max ratio (the frame then carries `COMPRESSED`),
+    /// and the whole sealed when encryption was negotiated.
     /// A `COMPRESSED` flag set by the caller is ignored: this half owns it.
     ///
     /// When the send key is due for an update (its [`RekeyLimits`](crate::RekeyLimits)
@@ -180,7 +188,11 @@ impl Outbound {
         dst.put_slice(frame.metadata.as_bytes());
         let payload = &frame.payload[..];
         let compressed = match &mut self.compressor {
-            Some(c) if payload.len() >= self.min_size && compressible(frame.ty) => {
+            Some(c)
+                if payload.len() >= self.min_size
+                    && payload.len() <= self.peer_max_message
+                    && compressible(frame.ty) =>
+            {
                 c.compress_into(payload, self.peer_max_ratio, dst)
             }
             _ => None,
