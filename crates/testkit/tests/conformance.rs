@@ -609,9 +609,14 @@ async fn no_frame_inflates_beyond_the_peers_max_message() {
     client.offer.max_message = 300;
     let mut p = RawPeer::connect(server.addr(), client).await.unwrap();
     let body = compressible().slice(..1_000);
-    p.send(&Frame::new(FrameType::OPEN, Flags::END_STREAM, 1, body.clone()))
-        .await
-        .unwrap();
+    p.send(&Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        body.clone(),
+    ))
+    .await
+    .unwrap();
     let (mut buf, mut got) = (Vec::new(), Vec::new());
     loop {
         let f = wire_frame(&mut p, &mut buf).await;

@@ -184,7 +184,10 @@ fn a_peer_offer_below_the_minimum_max_metadata_is_rejected_by_name() {
     input.extend_from_slice(&handshake_frame(&hello(MIN_MAX_METADATA)));
     hs.handle_input(&mut input).unwrap();
     assert!(hs.is_complete());
-    assert!(hs.into_session().is_ok(), "the smallest allowed is accepted");
+    assert!(
+        hs.into_session().is_ok(),
+        "the smallest allowed is accepted"
+    );
     // Our own offer is held to the same range before anything is sent.
     let mut small = HandshakeConfig::default();
     small.limits.max_metadata = 39;
