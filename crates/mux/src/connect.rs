@@ -35,8 +35,10 @@ where
     let conn_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
     let span = tracing::debug_span!("weft_mux::connection", conn = conn_id, ?role);
     let mut io = io;
-    // Sized on demand (issue 19): the handshake's messages are small, and
-    // the driver grows the buffer as frames need.
+    // Sized on demand, as the driver's buffers are: the handshake's
+    // messages are small, the driver grows the buffer as frames need, and
+    // a buffer reserved up front costs allocator peak mapping per idle
+    // connection even untouched.
     let mut buf = BytesMut::new();
     // Boxed: the handshake's state (Noise, offers: over 1 KiB) would
     // otherwise sit inline in this future, and so in the task of every
