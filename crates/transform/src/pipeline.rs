@@ -65,9 +65,12 @@ impl PipelineParams {
             plain: self.seal.is_none() && !self.compression,
             codec: out_codec,
             compressor: self.compression.then(Compressor::new),
-            min_size: self.compression_min_size.max(1),
+            // u32 like the peer's limit: the two share one word, and the
+            // write half sits in every connection's shared state, whose
+            // size class a test holds.
+            min_size: u32::try_from(self.compression_min_size.max(1)).unwrap_or(u32::MAX),
             peer_max_ratio: self.peer_max_ratio,
-            peer_max_message: self.peer_max_message as usize,
+            peer_max_message: self.peer_max_message,
             seal: self.seal,
             poisoned: false,
         };
@@ -112,11 +115,12 @@ pub struct Outbound {
     plain: bool,
     codec: FrameCodec,
     compressor: Option<Compressor>,
-    min_size: usize,
+    /// Payloads shorter than this go uncompressed.
+    min_size: u32,
     peer_max_ratio: u32,
     /// Payloads longer than this go uncompressed: the peer would not
     /// inflate them (docs/PROTOCOL.md 4, a sender's rules).
-    peer_max_message: usize,
+    peer_max_message: u32,
     seal: Option<SendKey>,
     poisoned: bool,
 }
@@ -189,8 +193,8 @@ impl Outbound {
         let payload = &frame.payload[..];
         let compressed = match &mut self.compressor {
             Some(c)
-                if payload.len() >= self.min_size
-                    && payload.len() <= self.peer_max_message
+                if (self.min_size as usize..=self.peer_max_message as usize)
+                    .contains(&payload.len())
                     && compressible(frame.ty) =>
             {
                 c.compress_into(payload, self.peer_max_ratio, dst)

@@ -14,9 +14,11 @@ impl Session {
     /// peer half-closed and will send nothing more (docs/PROTOCOL.md 6.6).
     ///
     /// A stream *owes the peer an answer* while this side has not ended
-    /// its half of it: neither its `END_STREAM` nor a `RESET` has been
-    /// sent. With no stream owing one the connection closes at once: a
-    /// transport close, with no reason from the peer, and nothing sent.
+    /// its half of it (neither its `END_STREAM` nor a `RESET` has been
+    /// sent) and the peer waits for it: the peer opened the stream (its
+    /// request, finished or not), or ended its own half of it. With no
+    /// stream owing one the connection closes at once: a transport close,
+    /// with no reason from the peer, and nothing sent.
     ///
     /// Otherwise the peer learns the fate of each: streams it ended (a
     /// request followed by the half-close) go on, and the connection
@@ -33,10 +35,12 @@ impl Session {
         let cause = self.peer_ended(
             CloseCause::peer(Reason::NO_ERROR, "transport closed by peer").into_transport(),
         );
-        let owed = self
-            .streams
-            .values()
-            .any(|s| s.failed.is_none() && s.send.state != SendState::EndSent);
+        let role = self.role;
+        let owed = self.streams.iter().any(|(id, s)| {
+            s.failed.is_none()
+                && s.send.state != SendState::EndSent
+                && (!role.owns(*id) || s.recv_ended())
+        });
         if !owed {
             self.fail(cause, false);
             return;
