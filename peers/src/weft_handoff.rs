@@ -2,8 +2,8 @@
 //! connection, they pass a reply slot (a tokio `oneshot`) to one dispatch
 //! task over a bounded `mpsc`, and that task makes every call itself,
 //! joined (`FuturesUnordered`), so the connection's state stays on the
-//! dispatch task's thread. This is the ownership model issue 13 asks of
-//! weft-mux, built from outside with off-the-shelf channels (one `oneshot`
+//! dispatch task's thread. This is the ownership model proposed for
+//! weft-mux (one task owns the connection), built from outside with off-the-shelf channels (one `oneshot`
 //! and one `FuturesUnordered` task per call, which weft-mux itself would
 //! not need): it
 //! measures what the placement alone buys on a multi-thread runtime.

@@ -18,7 +18,7 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Serve the demo service (methods: echo, add, count).
+    /// Serve the demo service (methods: echo, ping, add, count, status).
     Serve(ServeArgs),
     /// Call one method and print the response.
     Call(CallArgs),

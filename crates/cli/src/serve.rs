@@ -36,6 +36,25 @@ pub(crate) struct ServeLimits {
     /// Listen backlog (TCP; the kernel caps it at net.core.somaxconn).
     #[arg(long, default_value_t = weft::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) backlog: u32,
+    /// Ping each client after this long without a frame from it, and close
+    /// the connection (`GOAWAY(TIMEOUT)`) if the answer takes longer than
+    /// --keepalive-timeout; `off` (default): never ping.
+    #[arg(long, value_parser = parse_optional_duration, default_value = "off")]
+    pub(crate) keepalive: MaybeDuration,
+    /// How long a keepalive PING may wait for its answer.
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    pub(crate) keepalive_timeout: Duration,
+    /// On encrypted connections, replace the send key (a KEY_UPDATE record)
+    /// after this many plaintext bytes under one key (1 to 2^37; default
+    /// 2^30). Small values let outside checks see key updates.
+    #[arg(long, default_value_t = weft::transform::DEFAULT_REKEY_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 37))]
+    pub(crate) key_update_bytes: u64,
+    /// Likewise after this many records under one key (2 to 2^24; default
+    /// 2^20), whichever limit comes first.
+    #[arg(long, default_value_t = weft::transform::DEFAULT_REKEY_RECORDS,
+          value_parser = clap::value_parser!(u64).range(2..=1 << 24))]
+    pub(crate) key_update_records: u64,
 }
 
 /// A duration, or none (`off`).
@@ -61,6 +80,8 @@ impl ServeLimits {
             .max_pending_handshakes(self.max_pending_handshakes as usize)
             .max_connections(n(self.max_connections))
             .max_connections_per_address(n(self.max_connections_per_address))
+            .keepalive(self.keepalive.0, self.keepalive_timeout)
+            .rekey_after(self.key_update_records, self.key_update_bytes)
     }
 }
 
@@ -120,6 +141,49 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["weft", "serve", "--max-connections", "0"]).is_err());
         let _ = s.limits.apply(weft::Config::new());
+    }
+
+    /// Keepalive and the key-update interval reach the configuration, so
+    /// an outside client can watch pings and KEY_UPDATE records.
+    #[test]
+    fn keepalive_and_key_update_flags_reach_the_config() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["weft", "serve"];
+            argv.extend_from_slice(extra);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Serve(s)) => Ok(s),
+                Ok(_) => panic!("not serve"),
+                Err(e) => Err(e),
+            }
+        };
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.limits.keepalive.0, None);
+        let defaults = format!("{:?}", s.limits.apply(weft::Config::new()));
+        assert!(defaults.contains("keepalive_interval: None"), "{defaults}");
+        let s = parse(&[
+            "--keepalive",
+            "5s",
+            "--keepalive-timeout",
+            "2s",
+            "--key-update-bytes",
+            "4096",
+            "--key-update-records",
+            "100",
+        ])
+        .unwrap();
+        let config = s.limits.apply(weft::Config::new());
+        let rekey = config.handshake_config().rekey;
+        assert_eq!((rekey.records, rekey.bytes), (100, 4096));
+        let shown = format!("{config:?}");
+        assert!(shown.contains("keepalive_interval: Some(5s)"), "{shown}");
+        assert!(shown.contains("keepalive_timeout: 2s"), "{shown}");
+        for bad in [
+            &["--key-update-bytes", "0"][..],
+            &["--key-update-records", "1"],
+            &["--keepalive", "soon"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     /// `weft call --timeout` against a server that completes TCP connects

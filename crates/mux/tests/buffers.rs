@@ -1,5 +1,5 @@
 //! A connection's read and write buffers are sized on demand and given
-//! back when it goes quiet (issue 19): 10,000 idle connections must not
+//! back when it goes quiet: 10,000 idle connections must not
 //! each hold 16 KiB of read buffer reserved at connect, which doubled the
 //! allocator's peak mapping (and its never-returned metadata) though the
 //! pages were never touched.
@@ -13,8 +13,8 @@ use weft_mux::{BufferCapacity, Config, Connection, Metadata};
 use weft_testkit::{Endpoint, duplex_pair, echo_all};
 
 /// What a connection that only exchanged settings and small calls may
-/// hold per buffer (the first reserve is 1 KiB each; before issue 19 the
-/// read buffer was 16 KiB and the write buffer 8 KiB from the start).
+/// hold per buffer (the first reserve is 1 KiB each; reserved at connect
+/// instead, the read buffer was 16 KiB and the write buffer 8 KiB).
 const SMALL: usize = 2 * 1024;
 
 async fn pair(server: Config) -> (Endpoint, Endpoint) {

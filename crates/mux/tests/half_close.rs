@@ -103,8 +103,12 @@ async fn a_half_closed_peer_cannot_hold_streams_past_the_drain() {
     assert!(e.is_closed(), "{e}");
 }
 
+/// A stream owes the peer an answer until this side has ended its half
+/// (docs/PROTOCOL.md 6.6.1): an unfinished request (the peer's half still
+/// open) followed by a half-close gets `RESET(CANCEL)` and
+/// `GOAWAY(NO_ERROR)`, so the peer learns what became of it.
 #[tokio::test(start_paused = true)]
-async fn a_half_close_with_nothing_owed_closes_at_once_as_a_transport_close() {
+async fn a_half_close_after_an_unfinished_request_resets_it_and_goes_away() {
     let (conn, mut incoming, mut peer) =
         RawPeer::start(Role::Server, Config::default(), 64 * 1024).await;
     peer.send(&open(1, b"a", false)).await.unwrap();
@@ -113,6 +117,39 @@ async fn a_half_close_with_nothing_owed_closes_at_once_as_a_transport_close() {
     assert!(st.recv().await.unwrap().is_some());
     let e = st.recv().await.unwrap_err();
     assert!(e.is_closed(), "{e}");
+    drop(st);
+    let frames = peer.frames_to_eof().await;
+    let resets: Vec<_> = frames
+        .iter()
+        .filter(|f| f.ty == FrameType::RESET)
+        .map(|f| (f.stream_id, f.parse_reset().unwrap()))
+        .collect();
+    assert_eq!(resets, [(1, Reason::CANCEL)], "{frames:?}");
+    assert_eq!(goaway_reason(&frames), Some(Reason::NO_ERROR), "{frames:?}");
+    conn.closed().await;
+    let cause = conn.close_cause().unwrap();
+    assert_eq!(cause.reason, Reason::NO_ERROR, "{cause}");
+}
+
+/// With no stream at all, a half-close closes at once: nothing is owed,
+/// so nothing is sent (a transport close).
+#[tokio::test(start_paused = true)]
+async fn a_half_close_with_nothing_owed_closes_at_once_as_a_transport_close() {
+    let (conn, mut incoming, mut peer) =
+        RawPeer::start(Role::Server, Config::default(), 64 * 1024).await;
+    peer.send(&open(1, b"a", true)).await.unwrap();
+    let mut st = incoming.accept().await.unwrap();
+    assert!(st.recv().await.unwrap().is_some());
+    st.send(Bytes::from_static(b"b"), true).await.unwrap();
+    drop(st);
+    let answer = loop {
+        let f = peer.recv().await.frame().expect("the answer");
+        if f.stream_id == 1 {
+            break f;
+        }
+    };
+    assert!(answer.is_end_stream());
+    peer.shutdown_write().await.unwrap();
     conn.closed().await;
     let cause = conn.close_cause().unwrap();
     assert_eq!(cause.origin, Origin::Transport, "{cause}");

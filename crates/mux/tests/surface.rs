@@ -157,6 +157,24 @@ fn handshake_and_control_frames_out_of_place_are_protocol_errors() {
         Bytes::new(),
     ));
     assert_eq!(goaway(&t.out()), Some(Reason::PROTOCOL_ERROR));
+    assert_eq!(
+        t.s.close_cause().unwrap().detail,
+        "HANDSHAKE frame after the handshake"
+    );
+    // Records consume every KEY_UPDATE, so one the session sees was sent
+    // in clear: the text says so (5.1, 6.8).
+    let mut t = Scripted::server(Config::default());
+    t.feed(Frame::new(
+        FrameType::KEY_UPDATE,
+        Flags::NONE,
+        0,
+        Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0, 1]),
+    ));
+    assert_eq!(goaway(&t.out()), Some(Reason::PROTOCOL_ERROR));
+    assert_eq!(
+        t.s.close_cause().unwrap().detail,
+        "KEY_UPDATE on a connection without encryption"
+    );
     for bad in [
         Frame::new(
             FrameType::PING,

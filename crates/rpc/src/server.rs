@@ -146,8 +146,9 @@ impl Server {
     /// that long (use `tokio::task::spawn_blocking` for heavy work).
     ///
     /// The future lives as long as the connection, so it is kept small
-    /// (issue 19): `peer` is moved behind its `Arc` and the span made
-    /// before it is built, not held inline at every layer of it.
+    /// (every byte of it is paid once per idle connection): `peer` is
+    /// moved behind its `Arc` and the span made before it is built, not
+    /// held inline at every layer of it.
     pub fn serve_connection(
         &self,
         incoming: Incoming,

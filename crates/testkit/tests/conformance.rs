@@ -1,10 +1,12 @@
 //! Conformance of the server with docs/PROTOCOL.md, checked from a raw
-//! peer (the behaviours an independent client found wrong, issue 18): a
-//! streaming call past its deadline ends with `DEADLINE_EXCEEDED` (7.4),
-//! whatever the handler was doing; a bad deflate stream on an `OPEN`
-//! resets that stream with `COMPRESSION_ERROR` and the connection lives
-//! (4); flow-control windows count inflated payload bytes, never wire
-//! bytes or the record tag (6.4).
+//! peer (the behaviours an independent client written from the document
+//! found wrong): a streaming call past its deadline ends with
+//! `DEADLINE_EXCEEDED` (7.4), whatever the handler was doing; a bad
+//! deflate stream on an `OPEN` resets that stream with `COMPRESSION_ERROR`
+//! and the connection lives (4); flow-control windows count inflated
+//! payload bytes, never wire bytes or the record tag (6.4); an offer below
+//! the smallest max metadata is rejected in the handshake (3.4); no frame
+//! inflates beyond the peer's offered max message (4).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -525,12 +527,17 @@ async fn the_receive_window_counts_inflated_bytes() {
 /// message is made with `client`, until it closes (what section 3.9 and
 /// the pre-shared key text of section 3 describe).
 async fn handshake_reply(server: &EchoServer, client: HandshakeConfig) -> Vec<u8> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut hs = Handshake::new(HandshakeRole::Initiator, client).unwrap();
     let mut out = bytes::BytesMut::new();
     hs.poll_transmit(&mut out);
+    reply_to(server, &out).await
+}
+
+/// Everything the server sends after reading `sent`, until it closes.
+async fn reply_to(server: &EchoServer, sent: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
-    tcp.write_all(&out).await.unwrap();
+    tcp.write_all(sent).await.unwrap();
     let mut got = Vec::new();
     tokio::time::timeout(weft_testkit::PEER_PATIENCE, tcp.read_to_end(&mut got))
         .await
@@ -564,4 +571,68 @@ async fn wrong_or_one_sided_psk_gets_the_preface_a_rejection_and_a_close() {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An offer whose max metadata cannot hold the server's 40-byte settings
+/// frame (0, 39 bytes) is refused in the handshake with a rejection
+/// (`ff 06`, malformed: 3.4 gives each field's range), not accepted and
+/// then closed with a bare end of file when the settings do not fit.
+#[tokio::test]
+async fn an_offer_below_the_minimum_max_metadata_is_rejected_in_the_handshake() {
+    let server = EchoServer::with(ServerOptions::mode(&Mode::plain())).await;
+    let hello = |max_metadata: u32| {
+        // A plain hello (kind 00): the offer in clear, 3.2 and 3.4.
+        let mut message = vec![0x00, 0x01, 0x00, 0x00, 0x00];
+        message.extend_from_slice(&65_536u32.to_be_bytes());
+        message.extend_from_slice(&max_metadata.to_be_bytes());
+        message.extend_from_slice(&(4u32 << 20).to_be_bytes());
+        message.extend_from_slice(&100u32.to_be_bytes());
+        let mut sent = weft_frame::preface::PREFACE.to_vec();
+        sent.extend_from_slice(&[1, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 21]);
+        sent.extend_from_slice(&message);
+        sent
+    };
+    let rejection = "574546540100000001060000000000000000000000000002ff06";
+    for max_metadata in [0, 39] {
+        let got = hex(&reply_to(&server, &hello(max_metadata)).await);
+        assert_eq!(got, rejection, "max metadata {max_metadata}");
+    }
+}
+
+/// A client offering max message 300 (3.4) that asks for an echo of 1,000
+/// compressible bytes never gets a `DATA` frame inflating beyond 300: the
+/// server sends such a payload uncompressed (4, a sender's rules).
+#[tokio::test]
+async fn no_frame_inflates_beyond_the_peers_max_message() {
+    let server = EchoServer::with(ServerOptions::mode(&Mode::deflate())).await;
+    let mut client = server.client_handshake();
+    client.offer.max_message = 300;
+    let mut p = RawPeer::connect(server.addr(), client).await.unwrap();
+    let body = compressible().slice(..1_000);
+    p.send(&Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        body.clone(),
+    ))
+    .await
+    .unwrap();
+    let (mut buf, mut got) = (Vec::new(), Vec::new());
+    loop {
+        let f = wire_frame(&mut p, &mut buf).await;
+        if f.stream_id != 1 || f.ty != FrameType::DATA.0 {
+            continue;
+        }
+        if f.flags & Flags::COMPRESSED.0 != 0 {
+            let inflated = miniz_oxide::inflate::decompress_to_vec(&f.payload).unwrap();
+            assert!(inflated.len() <= 300, "inflates to {}", inflated.len());
+            got.extend(inflated);
+        } else {
+            got.extend_from_slice(&f.payload);
+        }
+        if f.flags & Flags::END_STREAM.0 != 0 {
+            break;
+        }
+    }
+    assert_eq!(got, body);
 }

@@ -301,6 +301,7 @@ impl Handshake {
             local_max_message: self.ours.max_message,
             local_max_ratio: self.ours.max_ratio,
             peer_max_ratio: theirs.max_ratio,
+            peer_max_message: theirs.max_message,
             seal,
             open,
         }

@@ -66,6 +66,7 @@ pub use identity::{
     AllowList, KeyHex, KeyParseError, Psk, canonical_key, parse_key_hex, parse_public_key_hex,
 };
 pub use noise::StaticKey;
+pub use offer::MIN_MAX_METADATA;
 pub use pipeline::{Inbound, Outbound, Session, passthrough};
 pub use refusal::{MAX_REFUSAL_TEXT, refusal};
 pub use rekey::{

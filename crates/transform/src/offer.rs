@@ -12,6 +12,11 @@
 //! | 8 | 4 | max metadata |
 //! | 12 | 4 | max message (decompressed) |
 //! | 16 | 4 | max decompression ratio |
+//!
+//! Each limit has a range ([`check_limits`]): an offer outside it is
+//! malformed, and the responder rejects it in the handshake (`ff 06`,
+//! docs/PROTOCOL.md 3.4) instead of failing later on a frame it cannot
+//! send within the peer's limits.
 
 use weft_frame::{Limits, MAX_MAX_PAYLOAD, MIN_MAX_PAYLOAD};
 
@@ -20,6 +25,12 @@ use crate::{EncryptionPolicy, HandshakeConfig};
 
 /// Encoded length of an offer.
 pub(crate) const OFFER_LEN: usize = 20;
+/// Smallest max metadata an offer may carry, in bytes: every block the
+/// protocol itself sends fits in it (the settings frame's 40 bytes; on a
+/// call's `OPEN` the method, up to 259 bytes, the timeout, the codec and a
+/// `traceparent`, under 400 bytes together; a status code and a short
+/// message). Below it a connection could not even exchange settings.
+pub const MIN_MAX_METADATA: u32 = 1024;
 /// The offer format this version writes.
 const OFFER_FORMAT: u8 = 1;
 
@@ -49,14 +60,7 @@ impl WireOffer {
     pub(crate) fn from_config(config: &HandshakeConfig) -> Result<WireOffer, HandshakeError> {
         let max_payload = config.offer.max_payload.min(config.limits.max_payload);
         let config_err = |what| HandshakeError::new(HandshakeErrorKind::Config(what));
-        if !(MIN_MAX_PAYLOAD..=MAX_MAX_PAYLOAD).contains(&max_payload) {
-            return Err(config_err("max payload outside 16 KiB to 1 MiB"));
-        }
-        if config.offer.max_message == 0 || config.max_ratio == 0 {
-            return Err(config_err("max message and max ratio must be positive"));
-        }
-        config.rekey.check().map_err(config_err)?;
-        Ok(WireOffer {
+        let offer = WireOffer {
             encryption: config.offer.encryption,
             compression: config.offer.compression,
             limits: Limits {
@@ -65,7 +69,11 @@ impl WireOffer {
             },
             max_message: config.offer.max_message,
             max_ratio: config.max_ratio,
-        })
+        };
+        // A peer would reject an offer out of range: say so before dialling.
+        check_limits(&offer).map_err(config_err)?;
+        config.rekey.check().map_err(config_err)?;
+        Ok(offer)
     }
 
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
@@ -103,14 +111,30 @@ impl WireOffer {
             max_message: word(12),
             max_ratio: word(16),
         };
-        if !(MIN_MAX_PAYLOAD..=MAX_MAX_PAYLOAD).contains(&offer.limits.max_payload)
-            || offer.max_message == 0
-            || offer.max_ratio == 0
-        {
-            return Err(malformed("offer limits"));
-        }
+        check_limits(&offer).map_err(malformed)?;
         Ok(offer)
     }
+}
+
+/// The range of each limit in an offer (docs/PROTOCOL.md 3.4); `Err`
+/// names the first one outside it. Max payload: 16 KiB to 1 MiB; max
+/// metadata: at least [`MIN_MAX_METADATA`]; max message and max ratio:
+/// at least 1 (no upper bound: a frame's payload is bounded by max
+/// payload anyway).
+pub(crate) fn check_limits(offer: &WireOffer) -> Result<(), &'static str> {
+    if !(MIN_MAX_PAYLOAD..=MAX_MAX_PAYLOAD).contains(&offer.limits.max_payload) {
+        return Err("offer max payload outside 16 KiB to 1 MiB");
+    }
+    if offer.limits.max_metadata < MIN_MAX_METADATA {
+        return Err("offer max metadata below 1,024 bytes");
+    }
+    if offer.max_message == 0 {
+        return Err("offer max message of 0");
+    }
+    if offer.max_ratio == 0 {
+        return Err("offer max ratio of 0");
+    }
+    Ok(())
 }
 
 /// The selection rule: encryption on iff neither side is off, compression on

@@ -47,6 +47,8 @@ pub(crate) struct PipelineParams {
     pub(crate) local_max_message: u32,
     pub(crate) local_max_ratio: u32,
     pub(crate) peer_max_ratio: u32,
+    /// The largest payload the peer inflates (its offer's max message).
+    pub(crate) peer_max_message: u32,
     pub(crate) seal: Option<SendKey>,
     pub(crate) open: Option<OpenKey>,
 }
@@ -65,8 +67,12 @@ impl PipelineParams {
             plain: self.seal.is_none() && !self.compression,
             codec: out_codec,
             compressor: self.compression.then(Compressor::new),
-            min_size: self.compression_min_size.max(1),
+            // u32 like the peer's limit: the two share one word, and the
+            // write half sits in every connection's shared state, whose
+            // size class a test holds.
+            min_size: u32::try_from(self.compression_min_size.max(1)).unwrap_or(u32::MAX),
             peer_max_ratio: self.peer_max_ratio,
+            peer_max_message: self.peer_max_message,
             seal: self.seal,
             poisoned: false,
         };
@@ -97,6 +103,7 @@ pub fn passthrough(limits: Limits) -> (Outbound, Inbound) {
         local_max_message: u32::MAX,
         local_max_ratio: 1,
         peer_max_ratio: 1,
+        peer_max_message: u32::MAX,
         seal: None,
         open: None,
     }
@@ -110,8 +117,12 @@ pub struct Outbound {
     plain: bool,
     codec: FrameCodec,
     compressor: Option<Compressor>,
-    min_size: usize,
+    /// Payloads shorter than this go uncompressed.
+    min_size: u32,
     peer_max_ratio: u32,
+    /// Payloads longer than this go uncompressed: the peer would not
+    /// inflate them (docs/PROTOCOL.md 4, a sender's rules).
+    peer_max_message: u32,
     seal: Option<SendKey>,
     poisoned: bool,
 }
@@ -131,8 +142,9 @@ impl std::fmt::Debug for Outbound {
 impl Outbound {
     /// Encodes `frame` into `dst`: header, metadata and payload, the payload
     /// deflated when compression was negotiated, the payload is at least the
-    /// minimum size and deflate shrinks it (the frame then carries
-    /// `COMPRESSED`), and the whole sealed when encryption was negotiated.
+    /// minimum size and at most the peer's max message, and deflate shrinks
+    /// it within the peer's max ratio (the frame then carries `COMPRESSED`),
+    /// and the whole sealed when encryption was negotiated.
     /// A `COMPRESSED` flag set by the caller is ignored: this half owns it.
     ///
     /// When the send key is due for an update (its [`RekeyLimits`](crate::RekeyLimits)
@@ -182,7 +194,11 @@ impl Outbound {
         dst.put_slice(frame.metadata.as_bytes());
         let payload = &frame.payload[..];
         let compressed = match &mut self.compressor {
-            Some(c) if payload.len() >= self.min_size && compressible(frame.ty) => {
+            Some(c)
+                if (self.min_size as usize..=self.peer_max_message as usize)
+                    .contains(&payload.len())
+                    && compressible(frame.ty) =>
+            {
                 c.compress_into(payload, self.peer_max_ratio, dst)
             }
             _ => None,

@@ -15,8 +15,8 @@ use weft_transform::noise::{
     CipherState, HandshakeState, NoiseError, Pattern, RingEphemeral, StaticKeys,
 };
 use weft_transform::{
-    EncryptionPolicy, Handshake, HandshakeConfig, Offer, Role, StaticKey, drive_pair,
-    handshake_in_memory, passthrough,
+    EncryptionPolicy, Handshake, HandshakeConfig, MIN_MAX_METADATA, Offer, Role, StaticKey,
+    drive_pair, handshake_in_memory, passthrough,
 };
 
 fn responder_error(message: &[u8], config: HandshakeConfig) -> weft_transform::HandshakeError {
@@ -218,6 +218,42 @@ fn a_peer_offer_with_either_message_limit_zero_is_rejected() {
         let err = responder_error(&hello, HandshakeConfig::default());
         assert!(err.is_protocol(), "bytes {zeroed:?} zero: {err}");
     }
+}
+
+/// An offer whose max metadata could not hold even the settings frame
+/// (40 bytes) is refused in the handshake, with a rejection (`ff 06`)
+/// and an error naming the field, not after it (docs/PROTOCOL.md 3.4).
+#[test]
+fn a_peer_offer_below_the_minimum_max_metadata_is_rejected_by_name() {
+    let hello = |max_metadata: u32| {
+        let mut hello = vec![0u8];
+        hello.extend_from_slice(&offer_bytes(0, true, 65_536, 100));
+        // Offer bytes 8..12 are max metadata.
+        hello[1 + 8..1 + 12].copy_from_slice(&max_metadata.to_be_bytes());
+        hello
+    };
+    for max_metadata in [0, 39, MIN_MAX_METADATA - 1] {
+        let err = responder_error(&hello(max_metadata), HandshakeConfig::default());
+        assert!(err.is_protocol(), "{max_metadata}: {err}");
+        assert!(
+            err.to_string().contains("max metadata below 1,024 bytes"),
+            "{max_metadata}: {err}"
+        );
+    }
+    let mut hs = Handshake::new(Role::Responder, HandshakeConfig::default()).unwrap();
+    let mut input = BytesMut::from(&PREFACE[..]);
+    input.extend_from_slice(&handshake_frame(&hello(MIN_MAX_METADATA)));
+    hs.handle_input(&mut input).unwrap();
+    assert!(hs.is_complete());
+    assert!(
+        hs.into_session().is_ok(),
+        "the smallest allowed is accepted"
+    );
+    // Our own offer is held to the same range before anything is sent.
+    let mut small = HandshakeConfig::default();
+    small.limits.max_metadata = 39;
+    let err = Handshake::new(Role::Initiator, small).unwrap_err();
+    assert!(err.to_string().contains("max metadata"), "{err}");
 }
 
 #[test]

@@ -61,6 +61,23 @@ fn payloads_below_the_minimum_size_are_sent_uncompressed() {
     assert!(!send(&mut a, &mut b, &at(DEFAULT_COMPRESSION_MIN_SIZE - 1)));
 }
 
+/// A sender compresses only payloads the peer will inflate: at most its
+/// offer's max message (docs/PROTOCOL.md 4). A longer payload goes
+/// uncompressed (it is within max payload), never as deflate that would
+/// inflate beyond the peer's offer.
+#[test]
+fn payloads_over_the_peers_max_message_are_sent_uncompressed() {
+    let mut small = config(EncryptionPolicy::Off, true, None);
+    small.offer.max_message = 300;
+    let (mut a, mut b) = pair(config(EncryptionPolicy::Off, true, None), small);
+    let at = |len| Frame::new(FrameType::DATA, Flags::NONE, 1, vec![b'a'; len].into());
+    assert!(send(&mut a, &mut b, &at(300)));
+    assert!(!send(&mut a, &mut b, &at(301)));
+    assert!(!send(&mut a, &mut b, &at(1_004)));
+    // The other direction still compresses up to the default 4 MiB.
+    assert!(send(&mut b, &mut a, &at(1_004)));
+}
+
 #[test]
 fn only_data_and_open_payloads_are_compressed() {
     // The peer treats a compressed control frame as a protocol error.

@@ -1,8 +1,9 @@
 //! docs/PROTOCOL.md's appendix A, read from the document itself: every
-//! vector in it must be reproduced by weft (the weft v1 handshakes by
-//! weft-transform, the Noise vectors by its Noise layer), and must agree
-//! with the data files in tests/data it was taken from, so the document
-//! cannot drift from what is tested.
+//! vector in it must be reproduced by weft (the weft v1 handshakes and the
+//! key update by weft-transform, the Noise vectors by its Noise layer), and
+//! must agree with the data files in tests/data it was taken from (the key
+//! update with what weft computes), so the document cannot drift from what
+//! is tested.
 // These checks need real AES-256-GCM: the fuzz-only null cipher (compiled only
 // under `cfg(fuzzing)`) authenticates nothing, so they do not build with it.
 #![cfg(not(fuzzing))]
@@ -11,8 +12,8 @@ mod common;
 mod known_answers;
 
 use known_answers::{
-    Fields, check_identity, check_weft, identity_fields, noise_fields, pattern_of, run_noise,
-    weft_fields,
+    Fields, check_identity, check_key_update, check_weft, identity_fields, key_update_vector,
+    noise_fields, pattern_of, run_noise, weft_fields,
 };
 use serde_json::Value;
 
@@ -59,6 +60,8 @@ fn expected() -> Vec<Fields> {
         .map(weft_fields)
         .collect();
     all.extend(data("weft-v1-identity.json").iter().map(identity_fields));
+    // Computed here rather than read from a file: it is weft's own output.
+    all.push(key_update_vector());
     for file in ["nn-aesgcm-sha256.json", "xx-ik-aesgcm-sha256.json"] {
         for v in data(file) {
             let full = noise_fields(&v, None);
@@ -87,7 +90,7 @@ fn the_appendix_holds_the_tested_vectors_exactly() {
 #[test]
 fn weft_reproduces_every_appendix_vector() {
     let vectors = appendix();
-    let mut kinds = (0, 0, 0);
+    let mut kinds = (0, 0, 0, 0);
     for v in &vectors {
         match v["kind"].as_str() {
             "weft-v1" => {
@@ -97,6 +100,10 @@ fn weft_reproduces_every_appendix_vector() {
             "weft-v1-identity" => {
                 check_identity(v);
                 kinds.1 += 1;
+            }
+            "weft-v1-key-update" => {
+                check_key_update(v);
+                kinds.3 += 1;
             }
             "noise" => {
                 let n = run_noise(v);
@@ -108,7 +115,7 @@ fn weft_reproduces_every_appendix_vector() {
     }
     assert_eq!(
         kinds,
-        (2, 2, 6),
-        "NN and NNpsk0; XX and IK; the six Noise patterns"
+        (2, 2, 6, 1),
+        "NN and NNpsk0; XX and IK; the six Noise patterns; a key update"
     );
 }

@@ -87,12 +87,13 @@ async fn item_44_idle_connections_with_compression_cost_little_and_give_it_back(
 
     // Per side: 24 KiB idle and 48 KiB after a few small calls (the
     // targets). Measured about 12.7 KB and 22.8 KB per pair. Before the
-    // buffers were sized on demand (issue 19) each side also reserved a
+    // buffers were sized on demand each side also reserved a
     // 16 KiB read buffer and an 8 KiB write buffer at connect (about 62 KB
     // per idle pair); before the deflate state was pooled, about 720 KB.
     assert!(idle <= 2 * 24 * 1024, "{idle} bytes per idle pair");
     assert!(per_pair <= 2 * 48 * 1024, "{per_pair} bytes per pair");
-    // Tighter, so the savings of issue 19's second pass stay: measured
+    // Tighter, so the savings of the boxed handshake state and the mux's
+    // cold fields stay: measured
     // 12.7 KB per idle pair since the server's connection task dropped the
     // handshake's state (boxed, freed once established) and the mux moved
     // cold fields out of its shared state; 14.1 KB with the handshake

@@ -4,7 +4,7 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p weft-mux --lib -- loom`
 //!
 //! Each test names the bug it guards against; the two `ReadWake` ones are
-//! the lost read wake-ups the soak found (issue #7), written as models.
+//! the lost read wake-ups the soak test found, written as models.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Wake, Waker};
@@ -188,7 +188,7 @@ fn woken(c: &Count) -> usize {
     c.0.load(Ordering::Relaxed)
 }
 
-/// Bug 2 of issue #7: a `recv` that checked for unread bytes before it
+/// Lost wake-up 2 (found by the soak test): a `recv` that checked for unread bytes before it
 /// registered lost the wake-up to the previous waiter (a task that never
 /// reads). Registered first, checked second, the new waiter either reads
 /// or is woken.
@@ -216,7 +216,7 @@ fn loom_a_new_waiter_never_misses_the_socket_wake() {
     });
 }
 
-/// Bug 1 of issue #7: a `recv` woken by the socket that found its data
+/// Lost wake-up 1 (found by the soak test): a `recv` woken by the socket that found its data
 /// already queued returned without reading; with its task gone, nobody
 /// read the socket again. Leaving, it hands reading on.
 #[test]

@@ -255,8 +255,9 @@ pub(crate) fn shared(
 #[cfg(test)]
 mod tests {
     /// The allocator size class the connection's `Shared` (in its `Arc`)
-    /// must fit: the largest allocation every connection holds for its life
-    /// (issue 19). jemalloc (the `weft` binary's allocator) rounds 2,049 to
+    /// must fit: the largest allocation every connection holds for its life,
+    /// so a step up in its size class multiplies across idle connections.
+    /// jemalloc (the `weft` binary's allocator) rounds 2,049 to
     /// 2,560 bytes up to 2,560 and the next 512 bytes up to 3,072.
     const SHARED_CLASS: usize = 2560;
 

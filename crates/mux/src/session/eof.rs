@@ -13,14 +13,20 @@ impl Session {
     /// The transport's read side ended cleanly, after whole frames: the
     /// peer half-closed and will send nothing more (docs/PROTOCOL.md 6.6).
     ///
-    /// Streams the peer ended that still owe their answer (a request
-    /// followed by the half-close) go on: `GOAWAY(NO_ERROR)` is queued
-    /// (nothing new is accepted) and the connection closes once they are
-    /// done, or when `Config::half_close_drain` has passed since `now`.
-    /// Streams the peer left open can never complete: each fails as if the
-    /// connection had closed, and the peer gets `RESET(CANCEL)` for it.
-    /// With no answer owed the connection closes at once, as before this
-    /// rule: a transport close, with no reason from the peer.
+    /// A stream *owes the peer an answer* while this side has not ended
+    /// its half of it (neither its `END_STREAM` nor a `RESET` has been
+    /// sent) and the peer waits for it: the peer opened the stream (its
+    /// request, finished or not), or ended its own half of it. With no
+    /// stream owing one the connection closes at once: a transport close,
+    /// with no reason from the peer, and nothing sent.
+    ///
+    /// Otherwise the peer learns the fate of each: streams it ended (a
+    /// request followed by the half-close) go on, and the connection
+    /// closes once they are done, or when `Config::half_close_drain` has
+    /// passed since `now`; streams it left open (an unfinished request)
+    /// can never complete: each fails as if the connection had closed, and
+    /// the peer gets `RESET(CANCEL)` for it. `GOAWAY(NO_ERROR)` follows
+    /// (nothing new is accepted).
     pub fn handle_peer_eof(&mut self, now: Instant) {
         self.clock = now;
         if self.is_closed() {
@@ -42,10 +48,12 @@ impl Session {
             self.fail(cause, false);
             return;
         }
-        let owed = self
-            .streams
-            .values()
-            .any(|s| s.failed.is_none() && s.recv_ended() && s.send.state != SendState::EndSent);
+        let role = self.role;
+        let owed = self.streams.iter().any(|(id, s)| {
+            s.failed.is_none()
+                && s.send.state != SendState::EndSent
+                && (!role.owns(*id) || s.recv_ended())
+        });
         if !owed {
             self.fail(cause, false);
             return;

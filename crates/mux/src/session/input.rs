@@ -38,7 +38,10 @@ impl Session {
             FrameType::WINDOW_UPDATE => self.on_window_update(&frame, now),
             FrameType::PING => self.on_ping(&frame, now),
             FrameType::GOAWAY => self.on_goaway(&frame),
-            _ => Err(protocol("handshake frame after the handshake")),
+            // With records on, the transform layer consumes every
+            // KEY_UPDATE, so one that reaches the session came in clear.
+            FrameType::KEY_UPDATE => Err(protocol("KEY_UPDATE on a connection without encryption")),
+            _ => Err(protocol("HANDSHAKE frame after the handshake")),
         }
     }
 

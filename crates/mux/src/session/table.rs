@@ -108,10 +108,6 @@ impl StreamTable {
         self.map.keys()
     }
 
-    pub(crate) fn values(&self) -> impl Iterator<Item = &StreamState> {
-        self.map.values().map(|b| &**b)
-    }
-
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&u32, &StreamState)> {
         self.map.iter().map(|(id, b)| (id, &**b))
     }

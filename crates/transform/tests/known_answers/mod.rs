@@ -325,3 +325,69 @@ pub fn check_weft(v: &Fields) {
         first_frame()
     );
 }
+
+/// The key-update vector of docs/PROTOCOL.md appendix A, computed by
+/// weft-transform: the handshake of the `Noise_NN, default offers` vector
+/// (same ephemeral keys), the initiator replacing its send key after
+/// `rekey_records` records, and the initiator's first three records: the
+/// first frame under the handshake's key (counter 0), the `KEY_UPDATE`
+/// record (counter 1, still under that key, generation 1), and the first
+/// frame again under the new key (counter 2).
+pub fn key_update_vector() -> Fields {
+    const INITIATOR_EPHEMERAL: &str =
+        "893e28b9dc6ca8d611ab664754b8ceb7bac5117349a4439a6b0569da977c464a";
+    const RESPONDER_EPHEMERAL: &str =
+        "bbdb4cdbd309f1a1f2e1456967fe288cadd6f712d65dc7b7793d5e63da6b375b";
+    const REKEY_RECORDS: u64 = 2;
+    let mut cfg = HandshakeConfig::default();
+    cfg.rekey.records = REKEY_RECORDS;
+    let ie = FixedEphemeral::from_hex(INITIATOR_EPHEMERAL);
+    let re = FixedEphemeral::from_hex(RESPONDER_EPHEMERAL);
+    let a = Handshake::with_ephemeral(Role::Initiator, cfg, ie.boxed()).unwrap();
+    let b =
+        Handshake::with_ephemeral(Role::Responder, HandshakeConfig::default(), re.boxed()).unwrap();
+    let (mut sa, mut sb) = weft_transform::drive_pair(a, b).unwrap();
+    let mut first = BytesMut::new();
+    sa.outbound.encode(&first_frame(), &mut first).unwrap();
+    let mut second = BytesMut::new();
+    sa.outbound.encode(&first_frame(), &mut second).unwrap();
+    assert_eq!(
+        sa.outbound.key_updates(),
+        1,
+        "the second frame follows an update"
+    );
+    // 16-byte header, 8-byte generation, 16-byte tag.
+    let update = second.split_to(40);
+    // The responder, with no key-update setting, follows.
+    let mut all = first.clone();
+    all.extend_from_slice(&update);
+    all.extend_from_slice(&second);
+    for _ in 0..2 {
+        assert_eq!(sb.inbound.decode(&mut all).unwrap().unwrap(), first_frame());
+    }
+    assert!(all.is_empty());
+    assert_eq!(sb.inbound.key_updates(), 1);
+    let mut f = Fields::new();
+    for (k, v) in [
+        (
+            "name",
+            "Noise_NN, a key update after the first record".to_owned(),
+        ),
+        ("kind", "weft-v1-key-update".to_owned()),
+        ("initiator_ephemeral", INITIATOR_EPHEMERAL.to_owned()),
+        ("responder_ephemeral", RESPONDER_EPHEMERAL.to_owned()),
+        ("rekey_records", hex::encode(REKEY_RECORDS.to_be_bytes())),
+        ("first_record", hex::encode(&first)),
+        ("key_update_record", hex::encode(&update)),
+        ("next_record", hex::encode(&second)),
+    ] {
+        f.insert(k.into(), v);
+    }
+    f
+}
+
+/// A key-update vector must be exactly what weft computes
+/// ([`key_update_vector`], which also checks that a receiver follows it).
+pub fn check_key_update(v: &Fields) {
+    assert_eq!(v, &key_update_vector(), "{}", field(v, "name"));
+}

@@ -3,7 +3,7 @@
 //! closes.
 //!
 //! Its future is one allocation per connection that lives as long as the
-//! connection (the largest of an idle server connection's, issue 19), so
+//! connection (the largest of an idle server connection's), so
 //! it holds only what serving needs: what every connection of a server
 //! shares sits behind one `Arc` ([`PerServer`]), and the handshake's state
 //! (the mux handshake future, the transport wrapper, the eviction watch)

@@ -1,6 +1,7 @@
-//! The ratios a run is read against: issue 13's targets (the default
-//! runtime), the concurrency and one-worker figures it asks to list, and
-//! issue 5's encrypted-vs-plain bounds. Each is printed with its goal and
+//! The ratios a run is read against: the throughput targets against the
+//! compared stacks (the default runtime), the concurrency and one-worker
+//! figures listed beside them, and the bounds on what encryption may cost
+//! against plain. Each is printed with its goal and
 //! whether this run met it; read, never gated (wall time on shared cores).
 
 use crate::stats::three_digits;
