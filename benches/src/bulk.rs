@@ -85,12 +85,17 @@ pub enum Length {
 
 /// The weft configuration of a bulk cell: compression off, messages and
 /// windows raised to the message size (so flow control is not what is
-/// measured), encryption as the mode says.
-pub fn config(size: usize, encrypted: bool) -> Config {
+/// measured), encryption as the mode says, frame payloads up to `frame`
+/// bytes if given (else the default 64 KiB).
+pub fn config(size: usize, encrypted: bool, frame: Option<u32>) -> Config {
     let size = u32::try_from(size).expect("message size fits u32");
     let stream = size.max(256 * 1024).saturating_add(64 * 1024);
     let conn = stream.saturating_mul(IN_FLIGHT as u32).max(1024 * 1024);
-    Config::new()
+    let config = match frame {
+        Some(bytes) => Config::new().max_frame_payload(bytes),
+        None => Config::new(),
+    };
+    config
         .encryption(if encrypted {
             EncryptionPolicy::Required
         } else {
@@ -102,16 +107,19 @@ pub fn config(size: usize, encrypted: bool) -> Config {
         .connection_window(conn)
 }
 
-/// One cell: `size`-byte echoes in `mode` for `length`. Returns the echoes
-/// completed and the time they took.
-pub fn run(mode: Mode, size: usize, length: Length) -> (u64, Duration) {
+/// One cell: `size`-byte echoes in `mode` for `length` (weft's frames up
+/// to `frame` bytes if given). Returns the echoes completed and the time
+/// they took.
+pub fn run(mode: Mode, size: usize, length: Length, frame: Option<u32>) -> (u64, Duration) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime can be built");
     match mode {
         Mode::Raw | Mode::RawSealed => raw(&rt, mode == Mode::RawSealed, size, length),
-        Mode::Plain | Mode::Encrypted => weft_echo(&rt, mode == Mode::Encrypted, size, length),
+        Mode::Plain | Mode::Encrypted => {
+            weft_echo(&rt, mode == Mode::Encrypted, size, length, frame)
+        }
     }
 }
 
@@ -156,8 +164,14 @@ impl Tally {
     }
 }
 
-fn weft_echo(rt: &Runtime, encrypted: bool, size: usize, length: Length) -> (u64, Duration) {
-    let config = config(size, encrypted);
+fn weft_echo(
+    rt: &Runtime,
+    encrypted: bool,
+    size: usize,
+    length: Length,
+    frame: Option<u32>,
+) -> (u64, Duration) {
+    let config = config(size, encrypted, frame);
     let router = Router::new().unary(METHOD, |_ctx, req: Bytes| async move {
         // The echo hands the request's buffer back as the response.
         Ok::<_, Status>(req)

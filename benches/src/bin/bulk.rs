@@ -2,18 +2,19 @@
 //! beside the raw tokio codec in the same run.
 //!
 //! usage: weft-bulk [--sizes 65536,1048576,8388608] [--modes raw,plain,...]
-//!                  [--secs 3] [--rounds 3]
+//!                  [--secs 3] [--rounds 3] [--frame BYTES]
 //!        weft-bulk --profile MODE --size BYTES --echoes N
 //!   Rounds interleave every cell (size × mode) in turn; each cell's median
 //!   and range over the rounds is printed, in GB/s each way, with weft's
 //!   ratio to its baseline (plain to raw, encrypted to raw-sealed).
-//!   --profile runs N echoes of one cell untimed (for callgrind).
+//!   --frame sets weft's largest frame payload (16 KiB-1 MiB; default
+//!   64 KiB). --profile runs N echoes of one cell untimed (for callgrind).
 
 use std::time::Duration;
 
 use weft_benches::bulk::{Length, Mode, run};
 
-const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--secs S] [--rounds R] \
+const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--secs S] [--rounds R] [--frame B] \
                      | --profile MODE --size BYTES --echoes N";
 
 struct Args {
@@ -21,6 +22,7 @@ struct Args {
     modes: Vec<Mode>,
     secs: f64,
     rounds: usize,
+    frame: Option<u32>,
     profile: Option<(Mode, u64)>,
 }
 
@@ -36,6 +38,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         modes: Mode::ALL.to_vec(),
         secs: 3.0,
         rounds: 3,
+        frame: None,
         profile: None,
     };
     let (mut profile_mode, mut echoes) = (None, None);
@@ -47,6 +50,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--modes" => a.modes = list(v, Mode::parse)?,
             "--secs" => a.secs = v.parse().map_err(|_| "--secs: a number")?,
             "--rounds" => a.rounds = v.parse().map_err(|_| "--rounds: a number")?,
+            "--frame" => a.frame = Some(v.parse().map_err(|_| "--frame: a number")?),
             "--profile" => profile_mode = Some(Mode::parse(v).ok_or("--profile: a mode")?),
             "--echoes" => echoes = Some(v.parse().map_err(|_| "--echoes: a number")?),
             other => return Err(format!("unknown option {other:?}")),
@@ -70,7 +74,7 @@ fn main() {
     });
     if let Some((mode, n)) = a.profile {
         let size = a.sizes[0];
-        let (done, took) = run(mode, size, Length::Echoes(n));
+        let (done, took) = run(mode, size, Length::Echoes(n), a.frame);
         println!(
             "{} {size} B: {done} echoes in {took:?}, {:.3} GB/s each way",
             mode.name(),
@@ -84,7 +88,7 @@ fn main() {
     for round in 0..a.rounds {
         for (si, &size) in a.sizes.iter().enumerate() {
             for (mi, &mode) in a.modes.iter().enumerate() {
-                let g = gbps(size, run(mode, size, length));
+                let g = gbps(size, run(mode, size, length, a.frame));
                 eprintln!("round {round} {size} {}: {g:.3} GB/s", mode.name());
                 results[si][mi].push(g);
             }
