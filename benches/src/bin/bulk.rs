@@ -8,11 +8,18 @@
 //!   and range over the rounds is printed, in GB/s each way, with weft's
 //!   ratio to its baseline (plain to raw, encrypted to raw-sealed).
 //!   --frame sets weft's largest frame payload (16 KiB-1 MiB; default
-//!   64 KiB). --profile runs N echoes of one cell untimed (for callgrind).
+//!   64 KiB). --profile runs N echoes of one cell untimed (for callgrind)
+//!   and counts allocations (run it with two N for the cost per echo).
 
+use std::alloc::System;
 use std::time::Duration;
 
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use weft_benches::bulk::{Length, Mode, run};
+
+/// Counts allocations, so `--profile` can say how many an echo costs.
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--secs S] [--rounds R] [--frame B] \
                      | --profile MODE --size BYTES --echoes N";
@@ -74,9 +81,12 @@ fn main() {
     });
     if let Some((mode, n)) = a.profile {
         let size = a.sizes[0];
+        let region = Region::new(GLOBAL);
         let (done, took) = run(mode, size, Length::Echoes(n), a.frame);
+        let allocs = region.change().allocations;
         println!(
-            "{} {size} B: {done} echoes in {took:?}, {:.3} GB/s each way",
+            "{} {size} B: {done} echoes in {took:?}, {:.3} GB/s each way, \
+             {allocs} allocations (start-up included)",
             mode.name(),
             gbps(size, (done, took))
         );
