@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod bulk;
 pub mod drive;
 pub mod e2e;
 pub mod frame;

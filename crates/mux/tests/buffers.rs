@@ -78,6 +78,17 @@ async fn a_burst_grows_the_buffers_and_a_quiet_tick_gives_them_back() {
         .keepalive_interval(Some(Duration::from_secs(1)));
     let ((client, _ci), (server, incoming)) = pair(config).await;
     tokio::spawn(echo_all(incoming));
+    // Large payloads are chained, not copied into the write buffer: what
+    // grows it is many small frames written together.
+    let calls: Vec<_> = (0..32)
+        .map(|_| {
+            let (client, server) = (client.clone(), server.clone());
+            tokio::spawn(async move { call(&client, &server, 1000).await })
+        })
+        .collect();
+    for c in calls {
+        c.await.unwrap();
+    }
     call(&client, &server, 256 * 1024).await;
     let grown = server.buffer_capacity();
     assert!(grown.read > SMALL && grown.write > SMALL, "{grown:?}");

@@ -122,11 +122,17 @@ pub fn frame_with<E>(
     })
 }
 
+/// How far ahead of the bytes that arrived a split message's buffer is
+/// reserved: at most this many times them (and never past the declared
+/// length).
+pub const RESERVE_AHEAD: usize = 32;
+
 /// Reassembles messages from the chunks of one stream.
 ///
 /// Memory is bounded by the limit: a declared length above it fails at
-/// once (`RESOURCE_EXHAUSTED`), and a message split over chunks grows its
-/// buffer only as its bytes arrive, never to the declared length up front.
+/// once (`RESOURCE_EXHAUSTED`), and a message split over chunks reserves
+/// its buffer from the bytes that arrived (at most [`RESERVE_AHEAD`] times
+/// them), never to the declared length on its say-so alone.
 #[derive(Debug)]
 pub struct MessageDecoder {
     max: usize,
@@ -187,6 +193,7 @@ impl MessageDecoder {
             return Ok(Some(msg));
         }
         let n = (want - self.partial.len()).min(chunk.len());
+        self.make_room(want, n);
         self.partial.extend_from_slice(&chunk[..n]);
         chunk.advance(n);
         if self.partial.len() < want {
@@ -194,6 +201,24 @@ impl MessageDecoder {
         }
         self.want = None;
         Ok(Some(self.partial.split().freeze()))
+    }
+
+    /// Makes room in `partial` for `n` more bytes of a `want`-byte
+    /// message: when it must grow, to [`RESERVE_AHEAD`] times what will
+    /// have arrived, capped at `want`. A large message so gets one buffer
+    /// sized from its first chunk (a 64 KiB frame covers 2 MiB) and is
+    /// copied into it once, instead of a buffer doubling (and copying
+    /// itself) as the chunks arrive; a declared length is still never
+    /// reserved on its own say-so.
+    fn make_room(&mut self, want: usize, n: usize) {
+        let len = self.partial.len();
+        if self.partial.capacity() - len >= n {
+            return;
+        }
+        let target = want.min((len + n).saturating_mul(RESERVE_AHEAD));
+        let mut grown = BytesMut::with_capacity(target);
+        grown.extend_from_slice(&self.partial);
+        self.partial = grown;
     }
 
     /// Whether a message has been started but not finished: at the end of
@@ -298,6 +323,33 @@ mod tests {
         let mut c = Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 1]);
         assert!(d.decode(&mut c).is_err());
         assert_eq!(d.partial.capacity(), 0);
+    }
+
+    #[test]
+    fn a_split_message_is_reserved_once_from_its_first_chunk() {
+        let body: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+        let bytes = wire(&[&body]);
+        let mut d = MessageDecoder::new(usize::MAX);
+        let mut buffers = Vec::new();
+        let mut got = None;
+        for c in bytes.chunks(64 * 1024) {
+            let mut c = Bytes::copy_from_slice(c);
+            if let Some(m) = d.decode(&mut c).unwrap() {
+                got = Some(m);
+            }
+            buffers.push(d.partial.as_ptr());
+        }
+        let got = got.expect("the message is whole");
+        assert_eq!(&got[..], &body[..]);
+        // One buffer, allocated at the first chunk, the message's own.
+        buffers.dedup();
+        assert_eq!(buffers.len(), 2, "reserved once, then given away");
+        assert_eq!(got.as_ptr(), buffers[0]);
+        // A declared 4 MiB with 10 bytes sent reserves 32 times those.
+        let mut d = MessageDecoder::new(DEFAULT_MAX_MESSAGE);
+        let mut c = Bytes::from_static(&[0, 0x40, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert!(d.decode(&mut c).unwrap().is_none());
+        assert_eq!(d.partial.capacity(), 10 * RESERVE_AHEAD);
     }
 
     #[test]

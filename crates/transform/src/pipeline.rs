@@ -168,6 +168,28 @@ impl Outbound {
         self.encode_transformed(frame, dst)
     }
 
+    /// Like [`encode`](Self::encode), but on the passthrough (no
+    /// compression, no encryption) a payload of at least
+    /// [`CHAIN_THRESHOLD`](weft_frame::CHAIN_THRESHOLD) bytes is not copied:
+    /// header and metadata go into `dst` and the payload is returned, to be
+    /// written right after `dst`'s bytes (a vectored write). A transformed
+    /// frame is always encoded whole into `dst` (it is compressed or sealed
+    /// there) and `None` returned.
+    #[inline]
+    pub fn encode_chained(
+        &mut self,
+        frame: &Frame,
+        dst: &mut BytesMut,
+    ) -> Result<Option<bytes::Bytes>, TransformError> {
+        if self.plain {
+            return match self.codec.encode_head(frame, dst) {
+                Ok(chained) => Ok(chained),
+                Err(e) => Err(e.into()),
+            };
+        }
+        self.encode_transformed(frame, dst).map(|()| None)
+    }
+
     fn encode_transformed(
         &mut self,
         frame: &Frame,

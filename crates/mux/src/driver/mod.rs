@@ -54,6 +54,7 @@ mod read;
 mod sync;
 mod task;
 mod wake;
+mod wbuf;
 mod write;
 
 use std::sync::Arc;

@@ -1,23 +1,26 @@
 //! The write side: whoever holds the state encodes every queued frame
 //! into one buffer and writes it; with other streams in flight the
 //! connection task does, after one yield, so many calls share a syscall.
+//! Large payloads are chained rather than copied (see [`WriteBuf`]).
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, BytesMut};
 use weft_frame::Reason;
 
 use super::Inner;
+use super::wbuf::WriteBuf;
 use crate::error::CloseCause;
 use crate::pipeline::Outbound;
 
 /// The record pipeline and the coalescing buffer.
 pub(super) struct Writer {
     outbound: Outbound,
-    pub(super) buf: BytesMut,
-    coalesce: usize,
+    buf: WriteBuf,
+    /// Bytes encoded ahead of a write at most (a `u32`, so it packs with
+    /// the flags: the connection's state has a size class to fit).
+    coalesce: u32,
     needs_flush: bool,
     pub(super) shut: bool,
 }
@@ -40,8 +43,8 @@ impl Writer {
     pub(super) fn new(outbound: Outbound, coalesce: usize) -> Writer {
         Writer {
             outbound,
-            buf: BytesMut::with_capacity(WRITE_FIRST),
-            coalesce,
+            buf: WriteBuf::with_capacity(WRITE_FIRST),
+            coalesce: u32::try_from(coalesce).unwrap_or(u32::MAX),
             needs_flush: false,
             shut: false,
         }
@@ -51,14 +54,14 @@ impl Writer {
     /// `Inner::release_quiet_buffers`); the next write reserves
     /// [`WRITE_FIRST`] again.
     pub(super) fn release_if_idle(&mut self) {
-        if self.is_idle() && self.buf.capacity() > 0 {
-            self.buf = BytesMut::new();
+        if self.is_idle() && self.buf.bytes.capacity() > 0 {
+            self.buf = WriteBuf::with_capacity(0);
         }
     }
 
     /// The buffer's capacity (tests watch it stay small while idle).
     pub(super) fn capacity(&self) -> usize {
-        self.buf.capacity()
+        self.buf.bytes.capacity()
     }
 
     /// Whether nothing is buffered or owed a flush.
@@ -143,21 +146,33 @@ impl Inner {
             return Ok(());
         }
         let w = &mut self.writer;
-        if w.buf.capacity() == 0 {
+        if w.buf.bytes.capacity() == 0 {
             // Given back while quiet: the first frames get the first size,
             // not a reserve per frame as the buffer grows from nothing.
-            w.buf.reserve(WRITE_FIRST);
+            w.buf.bytes.reserve(WRITE_FIRST);
         }
         let io = &mut self.io.0;
+        // Large payloads are chained only where writes are vectored: a
+        // transport writing one slice at a time would make each chained
+        // payload a write (and a packet) of its own.
+        let vectored = io.is_write_vectored();
         let mut cx = Context::from_waker(&self.driver_waker);
         loop {
             // `has_transmit` is a few field tests; a `poll_transmit` that
             // finds nothing still moves an `Option<Frame>` around.
-            while w.buf.len() < w.coalesce && self.session.has_transmit() {
+            while w.buf.len() < w.coalesce as usize
+                && w.buf.can_chain()
+                && self.session.has_transmit()
+            {
                 let Some(frame) = self.session.poll_transmit() else {
                     break;
                 };
-                if let Err(e) = w.outbound.encode(&frame, &mut w.buf) {
+                let encoded = if vectored {
+                    w.outbound.encode_chained(&frame, &mut w.buf.bytes)
+                } else {
+                    w.outbound.encode(&frame, &mut w.buf.bytes).map(|()| None)
+                };
+                if let Err(e) = encoded.map(|chained| chained.map(|p| w.buf.chain(p))) {
                     if e.is_record_limit() && !self.session.is_closed() {
                         // The key's last record is kept for this GOAWAY;
                         // the close then shuts the transport (FIN).
@@ -180,18 +195,9 @@ impl Inner {
                 }
                 return Ok(());
             }
-            match Pin::new(&mut **io).poll_write(&mut cx, &w.buf) {
+            match w.buf.poll_write(&mut **io, &mut cx) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(n)) => {
-                    if n == w.buf.len() {
-                        // All written (the usual case): rewind rather than
-                        // advance, so the next encode needs no shift back.
-                        w.buf.clear();
-                    } else {
-                        w.buf.advance(n);
-                    }
-                    w.needs_flush = true;
-                }
+                Poll::Ready(Ok(_)) => w.needs_flush = true,
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => return Ok(()),
             }
