@@ -279,7 +279,11 @@ impl Handshake {
         // one-message pattern is proven by the first record (crate::proof).
         let proof = match (self.role, self.kind) {
             (Role::Responder, k) if !matches!(k, kind::XX | kind::XX_PSK3) => {
-                Proof::FirstRecord { authenticated }
+                // Without encryption the first frame is plain and as
+                // replayable as the handshake message: it proves no key.
+                Proof::FirstRecord {
+                    authenticated: authenticated && encrypted,
+                }
             }
             _ => Proof::Proven,
         };
