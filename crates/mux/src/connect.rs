@@ -179,12 +179,18 @@ async fn first_frame<T>(
 where
     T: AsyncRead + Unpin,
 {
+    // The record's header is checked once, the first time it is whole: the
+    // decoder may take it out of `buf` while it waits for the body, and what
+    // `buf` starts with after that is the body, not a header.
+    let mut header_checked = false;
     loop {
-        if let Some(raw) = buf.first_chunk::<HEADER_LEN>()
-            && let Ok(h) = Header::parse(raw)
-            && HEADER_LEN + h.metadata_len as usize + h.payload_len as usize > MAX_FIRST_RECORD
-        {
-            return Err(MuxError::handshake(FirstRecordTooLarge));
+        if !header_checked && let Some(raw) = buf.first_chunk::<HEADER_LEN>() {
+            header_checked = true;
+            if let Ok(h) = Header::parse(raw)
+                && HEADER_LEN + h.metadata_len as usize + h.payload_len as usize > MAX_FIRST_RECORD
+            {
+                return Err(MuxError::handshake(FirstRecordTooLarge));
+            }
         }
         if let Some(frame) = est.read_first_frame(buf).map_err(MuxError::handshake)? {
             return Ok(frame);
