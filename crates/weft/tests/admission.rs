@@ -9,31 +9,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::AsyncReadExt;
-use weft::{Client, Config, EncryptionPolicy, Listener, Router};
+use weft::{Client, Config, EncryptionPolicy};
 
-fn router() -> Router {
-    Router::new().unary("echo", |_ctx, req: Bytes| async move { Ok(req) })
-}
+mod support;
+use support::serve_with as start;
 
 fn secure() -> Config {
     Config::new()
         .encryption(EncryptionPolicy::Required)
         .psk([9; 32])
-}
-
-/// A server on a loopback port; the returned sender stops it.
-async fn start(config: Config) -> (String, tokio::sync::oneshot::Sender<()>) {
-    let listener = Listener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        weft::serve(listener, router(), config, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap()
-    });
-    (addr, tx)
 }
 
 /// Connects, retrying only on retry-safe refusals, with exponential backoff

@@ -19,29 +19,13 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use weft::transform::StaticKey;
-use weft::{Client, Config, EncryptionPolicy, Listener, Router};
+use weft::{Client, Config, EncryptionPolicy};
+
+mod support;
+use support::serve_with as start;
 
 /// The servers' handshake deadline: every replay must be gone by then.
 const DEADLINE: Duration = Duration::from_secs(1);
-
-fn router() -> Router {
-    Router::new().unary("echo", |_ctx, req: Bytes| async move { Ok(req) })
-}
-
-/// A server on a loopback port; the returned sender stops it.
-async fn start(config: Config) -> (String, tokio::sync::oneshot::Sender<()>) {
-    let listener = Listener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        weft::serve(listener, router(), config, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap()
-    });
-    (addr, tx)
-}
 
 async fn echo(c: &Client) {
     let r = c.unary("echo", Bytes::from_static(b"hi")).await.unwrap();

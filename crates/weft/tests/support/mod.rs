@@ -17,6 +17,22 @@ pub fn echo_router() -> Router {
     counted_router(Arc::default())
 }
 
+/// A server with `config` on a loopback port serving [`echo_router`]; the
+/// returned sender stops it.
+pub async fn serve_with(config: Config) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let listener = Listener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        weft::serve(listener, echo_router(), config, async {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap()
+    });
+    (addr, tx)
+}
+
 /// [`echo_router`], counting the calls it serves in `hits`.
 pub fn counted_router(hits: Arc<AtomicUsize>) -> Router {
     let h2 = hits.clone();
