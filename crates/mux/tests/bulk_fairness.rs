@@ -133,9 +133,12 @@ async fn small_calls_are_not_stalled_by_a_large_transfer() {
     let (small, large) = (median(small), median(large_times));
     // A small call queued behind whole large messages would take at least
     // one of their echoes; interleaved frame by frame, it takes a few
-    // frames' time.
+    // frames' time (measured 0.15-0.3 of an echo, 0.28 with CI's builds on
+    // the other core). Half an echo keeps the two apart on a loaded
+    // machine; the frame order itself is checked exactly by
+    // `a_small_message_leaves_after_one_frame_of_a_large_one`.
     assert!(
-        small * 4 < large,
+        small * 2 < large,
         "small call median {small:?} against a 1 MiB echo's {large:?}"
     );
 }
