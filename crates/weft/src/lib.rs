@@ -133,3 +133,23 @@ pub use weft_macros::service;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 mod readme {}
+
+/// Guide chapter 01, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/01-first-service.md")]
+mod guide_01 {}
+
+/// Guide chapter 02, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/02-four-shapes.md")]
+mod guide_02 {}
+
+/// Guide chapter 03, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/03-channel-and-retries.md")]
+mod guide_03 {}
+
+/// Guide chapter 04, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/04-layers-and-interceptors.md")]
+mod guide_04 {}
