@@ -153,3 +153,18 @@ mod guide_03 {}
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/guide/04-layers-and-interceptors.md")]
 mod guide_04 {}
+
+/// Guide chapter 05, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/05-identities.md")]
+mod guide_05 {}
+
+/// Guide chapter 06, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/06-observability.md")]
+mod guide_06 {}
+
+/// Guide chapter 07, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/07-many-servers.md")]
+mod guide_07 {}
