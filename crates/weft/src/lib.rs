@@ -168,3 +168,8 @@ mod guide_06 {}
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/guide/07-many-servers.md")]
 mod guide_07 {}
+
+/// Guide chapter 08, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/08-tuning.md")]
+mod guide_08 {}
