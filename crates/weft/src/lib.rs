@@ -173,3 +173,13 @@ mod guide_07 {}
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/guide/08-tuning.md")]
 mod guide_08 {}
+
+/// Guide chapter 09, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/09-from-tonic.md")]
+mod guide_09 {}
+
+/// Guide chapter 10, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/10-from-tarpc.md")]
+mod guide_10 {}
