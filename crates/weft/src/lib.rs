@@ -133,3 +133,53 @@ pub use weft_macros::service;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 mod readme {}
+
+/// Guide chapter 01, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/01-first-service.md")]
+mod guide_01 {}
+
+/// Guide chapter 02, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/02-four-shapes.md")]
+mod guide_02 {}
+
+/// Guide chapter 03, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/03-channel-and-retries.md")]
+mod guide_03 {}
+
+/// Guide chapter 04, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/04-layers-and-interceptors.md")]
+mod guide_04 {}
+
+/// Guide chapter 05, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/05-identities.md")]
+mod guide_05 {}
+
+/// Guide chapter 06, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/06-observability.md")]
+mod guide_06 {}
+
+/// Guide chapter 07, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/07-many-servers.md")]
+mod guide_07 {}
+
+/// Guide chapter 08, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/08-tuning.md")]
+mod guide_08 {}
+
+/// Guide chapter 09, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/09-from-tonic.md")]
+mod guide_09 {}
+
+/// Guide chapter 10, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/10-from-tarpc.md")]
+mod guide_10 {}
