@@ -4,6 +4,7 @@
 //! happened. Its one dependency is serde_json (for the JSON it reads and
 //! writes), so it builds in seconds on a fresh machine.
 
+mod baseline;
 mod bench;
 mod ci;
 mod cmd;

@@ -42,26 +42,7 @@ pub(crate) struct Limit {
 /// The committed baseline: target name to limits.
 pub(crate) type Baseline = BTreeMap<String, Limit>;
 
-/// How one target compares with the baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Equal to the baseline (within its tolerance).
-    Pass,
-    /// Below the baseline: passes; bless to lock the gain in.
-    Improved,
-    /// Above the baseline: fails.
-    Regressed,
-    /// Measured but not in the baseline: fails until blessed.
-    Unbaselined,
-    /// In the baseline but no longer measured: fails until blessed.
-    Vanished,
-}
-
-impl Outcome {
-    pub(crate) fn fails(self) -> bool {
-        matches!(self, Self::Regressed | Self::Unbaselined | Self::Vanished)
-    }
-}
+pub(crate) use crate::baseline::Outcome;
 
 /// One line of the gate's verdict.
 #[derive(Debug, Clone, PartialEq)]

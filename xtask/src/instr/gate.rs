@@ -16,30 +16,9 @@ pub(crate) const TOLERANCE_PERCENT: u64 = 2;
 /// Cell name → instructions per call.
 pub(crate) type Figures = BTreeMap<String, u64>;
 
-/// How one cell compares with the baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Within the tolerance either way.
-    Pass,
-    /// Cheaper by more than the tolerance: passes; bless to keep the gain.
-    Improved,
-    /// Dearer by more than the tolerance: fails.
-    Regressed,
-    /// Measured but not in the baseline: fails until blessed.
-    Unbaselined,
-    /// In the baseline but no longer measured: fails until blessed.
-    Vanished,
-}
+pub(crate) use crate::baseline::Outcome;
 
 impl Outcome {
-    /// Whether the gate fails on it.
-    pub(crate) fn fails(self) -> bool {
-        matches!(
-            self,
-            Outcome::Regressed | Outcome::Unbaselined | Outcome::Vanished
-        )
-    }
-
     fn text(self) -> &'static str {
         match self {
             Outcome::Pass => "ok",
