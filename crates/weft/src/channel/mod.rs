@@ -87,8 +87,9 @@ pub struct ChannelBuilder {
 }
 
 impl ChannelBuilder {
-    /// Connections per endpoint. Default 1 (two measured slower than one
-    /// for 64 callers on two tokio workers: docs/BENCHMARKS.md). Calls
+    /// Connections per endpoint. Default 1 (for 64 callers on two tokio
+    /// workers, two measured 1.58× one on a quiet machine and 0.82× on a
+    /// busy one: docs/BENCHMARKS.md). Calls
     /// from one thread (one tokio worker) prefer one connection, so
     /// callers on different workers use different connections; a
     /// connection that is down is skipped for a live one.
