@@ -3,8 +3,8 @@
 //! callgrind to count.
 //!
 //! A cell is one way of calling (the raw [`weft::Client`] unary call, the
-//! typed call of a `#[weft::service]` client, a [`weft::Channel`] unary
-//! call) in one case (sequential plain, sequential encrypted, joined-64,
+//! typed call of a `#[weft::service]` client over a `Client`, a
+//! [`weft::Channel`] unary call, the typed call over a `Channel`) in one case (sequential plain, sequential encrypted, joined-64,
 //! spawned-64), over TCP loopback, nil request, the [`e2e`] server. A run
 //! makes three phases of calls (warm-up, `n1`, `n2` units per caller, see
 //! [`drive`](crate::drive)) and calls [`cut`] at every boundary; xtask runs it under
@@ -46,6 +46,10 @@ pub enum Api {
     Typed,
     /// `weft::Channel::unary`: the pooled, reconnecting client.
     Channel,
+    /// The generated client over a `weft::Channel` (its default caller,
+    /// what users hold): compared with [`Api::Channel`], the cost of the
+    /// typed layer alone.
+    TypedChannel,
 }
 
 /// What is called, how many at once, and whether encrypted.
@@ -63,7 +67,7 @@ pub enum Case {
 
 impl Api {
     /// Every API, in table order.
-    pub const ALL: [Api; 3] = [Api::Raw, Api::Typed, Api::Channel];
+    pub const ALL: [Api; 4] = [Api::Raw, Api::Typed, Api::Channel, Api::TypedChannel];
 
     /// Its name in cell names.
     pub fn name(self) -> &'static str {
@@ -71,6 +75,7 @@ impl Api {
             Api::Raw => "raw",
             Api::Typed => "typed",
             Api::Channel => "channel",
+            Api::TypedChannel => "typed-channel",
         }
     }
 }
@@ -203,6 +208,12 @@ impl Caller for CountClient<Client> {
     }
 }
 
+impl Caller for CountClient<Channel> {
+    async fn call(&self) {
+        assert_eq!(self.one(()).await.expect("typed channel call"), 1);
+    }
+}
+
 impl Caller for Channel {
     async fn call(&self) {
         let body = self
@@ -251,6 +262,10 @@ pub fn run(cell: Cell, layout: Layout, units: [usize; 3]) -> Calls {
             Api::Channel => {
                 let channel = Channel::new(&addr, &config).expect("channel");
                 run_phases(channel, shape, &units, Cuts).await
+            }
+            Api::TypedChannel => {
+                let channel = Channel::new(&addr, &config).expect("channel");
+                run_phases(CountClient::new(channel), shape, &units, Cuts).await
             }
         };
     });
@@ -343,5 +358,37 @@ mod tests {
                 assert_eq!((calls.n1, calls.n2), (k, 2 * k), "{}", cell.name());
             }
         }
+    }
+}
+#[cfg(test)]
+mod future_sizes {
+    use super::*;
+
+    /// Every byte of a call's future is copied each time it is moved (into
+    /// a caller's state, a join, a spawn), so a `Channel` call must hold
+    /// the `Client` call it wraps once, plus its retry loop's state, and a
+    /// typed call no more than the raw call. A wrapper that takes the call
+    /// as an `async fn` argument holds it twice (the `Channel`'s did:
+    /// 2,336 bytes against the client's 728).
+    #[test]
+    fn a_channel_call_holds_the_client_call_once_and_typing_adds_nothing() {
+        Runtime::CurrentThread.build().block_on(async {
+            let config = e2e::config(false);
+            let addr = serve(e2e::router(), config.clone()).await;
+            let client = weft::connect(&addr, &config).await.expect("connect");
+            let channel = Channel::new(&addr, &config).expect("channel");
+            let typed = CountClient::new(channel.clone());
+            let client_call = std::mem::size_of_val(&client.unary(METHOD, Bytes::new()));
+            let channel_call = std::mem::size_of_val(&channel.unary(METHOD, Bytes::new()));
+            let typed_call = std::mem::size_of_val(&typed.one(()));
+            assert!(
+                channel_call <= client_call + 640,
+                "a Channel call is {channel_call} bytes, its Client call {client_call}"
+            );
+            assert!(
+                typed_call <= channel_call,
+                "a typed call is {typed_call} bytes, the raw Channel call {channel_call}"
+            );
+        });
     }
 }

@@ -281,6 +281,7 @@ impl Client {
 
     /// A unary call on values carried by `codec` (what `#[weft::service]`
     /// clients call). Prepared here, as [`unary_with`](Self::unary_with).
+    #[inline(always)]
     pub fn unary_codec<C, Req, Resp>(
         &self,
         method: &str,
@@ -299,6 +300,7 @@ impl Client {
     /// [`unary_codec`](Self::unary_codec), also returning the response
     /// headers and trailers the handler set (the `_response` methods of a
     /// `#[weft::service]` client).
+    #[inline(always)]
     pub fn unary_codec_response<C, Req, Resp>(
         &self,
         method: &str,
@@ -314,6 +316,7 @@ impl Client {
         })
     }
 
+    #[inline(always)]
     fn unary_typed<C, Req, T, F>(
         &self,
         method: &str,
@@ -333,6 +336,7 @@ impl Client {
     /// Every unary call: observed, intercepted, prepared here; `finish`
     /// turns the response into the caller's value (see
     /// [`unary_prepared`](Self::unary_prepared)).
+    #[inline(always)]
     fn unary_framed<T, F>(
         &self,
         method: &str,
@@ -377,6 +381,7 @@ impl Client {
     /// `finish` turns the response body into the caller's value inside the
     /// same state machine (an `async` wrapper around the call would hold it
     /// twice); its failure is the server's (`INTERNAL`, naming the method).
+    #[inline(always)]
     fn unary_prepared<T>(
         &self,
         prepared: Result<Prepared, Status>,

@@ -93,3 +93,4 @@ pub use typed::Postcard;
 pub use typed::{CODEC_KEY, Codec, IntoRoutes, Json, Raw, Requests, Responses};
 pub use weft_frame::Metadata;
 pub use weft_frame::metadata::{Ascii, Binary, InvalidMetadata, Key as MetadataKey};
+pub use within::{Within, within};

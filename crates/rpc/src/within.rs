@@ -15,7 +15,22 @@ use crate::Status;
 
 /// Runs `work` until `deadline`; past it, `work` is dropped and the result
 /// is `DEADLINE_EXCEEDED`. Without a deadline no timer is armed.
-pub(crate) fn within<T, F>(deadline: Option<Instant>, work: F) -> Within<F>
+///
+/// For code that wraps calls (a retrying client, a layer) and wants the
+/// same bound without doubling its future's size:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use weft_rpc::{Code, Status, within};
+///
+/// let deadline = tokio::time::Instant::now() + Duration::from_millis(5);
+/// let late = within(Some(deadline), std::future::pending::<Result<(), Status>>());
+/// assert_eq!(late.await.unwrap_err().code(), Code::DEADLINE_EXCEEDED);
+/// # }
+/// ```
+pub fn within<T, F>(deadline: Option<Instant>, work: F) -> Within<F>
 where
     F: Future<Output = Result<T, Status>>,
 {
@@ -55,7 +70,8 @@ pub(crate) fn poll_deadline(
 pin_project_lite::pin_project! {
     /// The future of [`within`]: `work` alone, or `work` under a timer.
     #[project = WithinProj]
-    pub(crate) enum Within<F> {
+    #[allow(missing_docs)] // private variants; the type is opaque to users
+    pub enum Within<F> {
         Plain { #[pin] work: F },
         Timed { #[pin] work: Timeout<F>, message: &'static str },
     }

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
 use weft_rpc::{
     BidiCall, CallOptions, Caller, Client, ClientInterceptors, ClientStreamingCall, Code, Raw,
-    Status, Streaming, method,
+    Status, Streaming, Within, method, within,
 };
 
 mod backoff;
@@ -297,7 +297,7 @@ impl Channel {
     /// of the call: for calls the channel's shapes do not cover).
     pub async fn client(&self) -> Result<Client, Status> {
         let work = async { self.lease().await.map(|l| l.client.clone()) };
-        self.bounded(self.deadline(&CallOptions::new()), work).await
+        within(self.deadline(&CallOptions::new()), work).await
     }
 
     async fn lease(&self) -> Result<Lease, Status> {
@@ -320,19 +320,6 @@ impl Channel {
         match (opts.deadline_at(), timeout) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
-        }
-    }
-
-    async fn bounded<T>(
-        &self,
-        deadline: Option<Instant>,
-        work: impl Future<Output = Result<T, Status>>,
-    ) -> Result<T, Status> {
-        match deadline {
-            Some(d) => tokio::time::timeout_at(d, work)
-                .await
-                .unwrap_or_else(|_| Err(Status::deadline_exceeded("deadline exceeded"))),
-            None => work.await,
         }
     }
 
@@ -369,17 +356,22 @@ impl Channel {
     /// way that may not be retried, the budget runs out, or the deadline
     /// passes. `attempt` gets an owned client: a future borrowing one
     /// through a higher-ranked closure would not be `Send`.
-    async fn run<T, F, Fut>(
-        &self,
-        method: &str,
+    ///
+    /// A plain function around an `async` block, bounded by
+    /// [`within`]: an `async fn` taking the work as an argument would hold
+    /// it twice, doubling the call future that every caller moves.
+    fn run<'a, T, F, Fut>(
+        &'a self,
+        method: &'a str,
         deadline: Option<Instant>,
         attempt: F,
-    ) -> Result<T, Status>
+    ) -> Within<impl Future<Output = Result<T, Status>> + 'a>
     where
-        F: Fn(Client) -> Fut,
-        Fut: Future<Output = Result<T, Status>>,
+        F: Fn(Client) -> Fut + 'a,
+        Fut: Future<Output = Result<T, Status>> + 'a,
+        T: 'a,
     {
-        let work = async {
+        let work = async move {
             self.shared.budget.deposit();
             loop {
                 let lease = self.lease().await?;
@@ -419,7 +411,7 @@ impl Channel {
                 tracing::debug!(method, %status, "retrying");
             }
         };
-        self.bounded(deadline, work).await
+        within(deadline, work)
     }
 
     /// A unary call on raw bytes.
