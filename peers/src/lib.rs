@@ -28,6 +28,7 @@
 
 mod drive;
 pub mod plan;
+pub mod split;
 pub mod std_net;
 pub mod tarpc_peer;
 pub mod tokio_codec;
@@ -35,6 +36,8 @@ pub mod tonic_peer;
 pub mod weft_handoff;
 pub mod weft_peer;
 
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::time::Duration;
 
 // The shapes and runtimes are weft-benches' (shared with `weft-instr`, the
@@ -63,6 +66,32 @@ pub struct Peer {
     pub description: &'static str,
     /// How it is run.
     pub stack: Stack,
+    /// Its server alone, for the server process of the split layout.
+    pub server: StartServer,
+}
+
+/// Starts a peer's server on the current runtime (std-net: on a thread), on
+/// a loopback port, serving every connection until the process ends.
+pub type StartServer = fn() -> Pin<Box<dyn Future<Output = SocketAddr> + Send>>;
+
+/// Where a cell's server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// In the measuring process, on the cell's runtime.
+    InProcess,
+    /// In a process of its own, listening here (`--split`).
+    At(SocketAddr),
+}
+
+impl Place {
+    /// The server's address: of the server `start` starts in this process,
+    /// or of the other process's.
+    pub async fn addr(self, start: impl Future<Output = SocketAddr>) -> SocketAddr {
+        match self {
+            Place::InProcess => start.await,
+            Place::At(addr) => addr,
+        }
+    }
 }
 
 /// How a peer carries calls on its one connection, and so which shapes it
@@ -72,9 +101,9 @@ pub enum Stack {
     /// One request after another, no streams: sequential is a batch of one,
     /// joined is pipelined, spawned is not possible. The function times
     /// each of `counts.timed` batches of `inflight` calls.
-    Pipelining(fn(Runtime, Counts, inflight: usize) -> Vec<Duration>),
+    Pipelining(fn(Runtime, Counts, inflight: usize, Place) -> Vec<Duration>),
     /// Multiplexed calls: every shape.
-    Multiplexing(fn(Runtime, Shape, Counts) -> Timing),
+    Multiplexing(fn(Runtime, Shape, Counts, Place) -> Timing),
 }
 
 /// What one run of a multiplexing peer timed.
@@ -106,15 +135,16 @@ pub struct Measured {
     pub per_call_ns: u64,
 }
 
-/// Measures `peer` in `shape` on `runtime`: `calls` timed calls after
-/// `warm_up` untimed ones, both split among the shape's callers (at least one
-/// unit each, see [`Shape::units`]). `None` if the peer lacks the shape.
+/// Measures `peer` in `shape` on `runtime`, its server at `place`: `calls`
+/// timed calls after `warm_up` untimed ones, both split among the shape's
+/// callers (at least one unit each, see [`Shape::units`]). `None` if the
+/// peer lacks the shape.
 pub fn measure(
     peer: &Peer,
     runtime: Runtime,
     shape: Shape,
-    calls: usize,
-    warm_up: usize,
+    (calls, warm_up): (usize, usize),
+    place: Place,
 ) -> Option<Measured> {
     let counts = Counts {
         warm_up: shape.units(warm_up),
@@ -123,8 +153,10 @@ pub fn measure(
     let made = counts.timed * shape.callers();
     let timing = match (peer.stack, shape) {
         (Stack::Pipelining(_), Shape::Spawned(_)) => return None,
-        (Stack::Pipelining(run), shape) => Timing::Each(run(runtime, counts, shape.callers())),
-        (Stack::Multiplexing(run), shape) => run(runtime, shape, counts),
+        (Stack::Pipelining(run), shape) => {
+            Timing::Each(run(runtime, counts, shape.callers(), place))
+        }
+        (Stack::Multiplexing(run), shape) => run(runtime, shape, counts, place),
     };
     // the time measured, and the calls it covers
     let (time, covers) = match timing {
@@ -152,36 +184,43 @@ pub fn peers() -> Vec<Peer> {
             name: "weft",
             description: "weft facade, raw unary call, encryption and compression off",
             stack: Stack::Multiplexing(weft_peer::run_plain),
+            server: weft_peer::server_plain,
         },
         Peer {
             name: "weft-encrypted",
             description: "weft facade, raw unary call, Noise handshake + AES-256-GCM (compression negotiated)",
             stack: Stack::Multiplexing(weft_peer::run_encrypted),
+            server: weft_peer::server_encrypted,
         },
         Peer {
             name: "weft-handoff",
             description: "weft, plain, behind a tarpc-style hand-off: callers pass a oneshot reply slot over an mpsc to one task that makes every call joined",
             stack: Stack::Multiplexing(weft_handoff::run),
+            server: weft_peer::server_plain,
         },
         Peer {
             name: "std-net",
             description: "blocking std::net ping-pong, 4-byte length prefix, server thread (no tokio runtime: its figures under each runtime are the same measurement, repeated)",
             stack: Stack::Pipelining(std_net::run_batches),
+            server: std_net::server,
         },
         Peer {
             name: "tokio-codec",
             description: "tokio LengthDelimitedCodec ping-pong (Framed), server task",
             stack: Stack::Pipelining(tokio_codec::run_batches),
+            server: tokio_codec::server,
         },
         Peer {
             name: "tarpc",
             description: "tarpc 0.38, serde transport with bincode",
             stack: Stack::Multiplexing(tarpc_peer::run),
+            server: tarpc_peer::server,
         },
         Peer {
             name: "tonic",
             description: "tonic 0.14 unary gRPC, hand-written bytes codec (no protobuf)",
             stack: Stack::Multiplexing(tonic_peer::run),
+            server: tonic_peer::server,
         },
     ]
 }
@@ -190,47 +229,88 @@ pub fn peers() -> Vec<Peer> {
 mod tests {
     use super::*;
 
-    /// Every peer answers in every shape it has, on every runtime (tiny
-    /// counts: a debug build).
+    /// Every peer answers in every shape it has, on every runtime, with
+    /// its server in process and with its server started alone on a
+    /// runtime of its own, as the split layout's server process starts it
+    /// (tiny counts: a debug build).
     #[test]
-    fn every_peer_runs_every_shape_it_has_on_every_runtime() {
+    fn every_peer_runs_every_shape_it_has_on_every_runtime_in_both_layouts() {
         for peer in peers() {
-            for runtime in Runtime::ALL {
-                for shape in [Shape::Sequential, Shape::Joined(5), Shape::Spawned(4)] {
-                    let at = format!("{} {} on {}", peer.name, shape.name(), runtime.name());
-                    match measure(&peer, runtime, shape, 20, 8) {
-                        Some(m) => assert!(m.calls == 20 && m.per_call_ns > 0, "{at}: {m:?}"),
-                        None => assert!(!peer.supports(shape), "{at}"),
+            let apart = Runtime::MultiThread.build();
+            let addr = apart.block_on((peer.server)());
+            for place in [Place::InProcess, Place::At(addr)] {
+                for runtime in Runtime::ALL {
+                    for shape in [Shape::Sequential, Shape::Joined(5), Shape::Spawned(4)] {
+                        let at = format!(
+                            "{} {} on {} ({place:?})",
+                            peer.name,
+                            shape.name(),
+                            runtime.name()
+                        );
+                        match measure(&peer, runtime, shape, (20, 8), place) {
+                            Some(m) => assert!(m.calls == 20 && m.per_call_ns > 0, "{at}: {m:?}"),
+                            None => assert!(!peer.supports(shape), "{at}"),
+                        }
                     }
                 }
             }
         }
     }
 
+    /// A cell with its server elsewhere calls that server, not one of its
+    /// own: pointed at a closed port, every peer fails.
+    #[test]
+    fn every_peer_calls_the_server_it_is_given() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port");
+        for peer in peers() {
+            let run = std::panic::catch_unwind(|| {
+                measure(
+                    &peer,
+                    Runtime::CurrentThread,
+                    Shape::Sequential,
+                    (2, 1),
+                    Place::At(closed),
+                )
+            });
+            assert!(run.is_err(), "{} measured without its server", peer.name);
+        }
+    }
+
     #[test]
     fn measure_divides_by_the_calls_each_figure_covers() {
-        fn batches(_: Runtime, c: Counts, k: usize) -> Vec<Duration> {
+        fn batches(_: Runtime, c: Counts, k: usize, _: Place) -> Vec<Duration> {
             let mut samples = vec![Duration::from_micros(10 * k as u64); c.timed];
             samples[0] = Duration::from_secs(1); // an outlier the median ignores
             samples
         }
-        fn streams(runtime: Runtime, shape: Shape, c: Counts) -> Timing {
+        fn streams(runtime: Runtime, shape: Shape, c: Counts, place: Place) -> Timing {
             match shape {
                 Shape::Spawned(k) => Timing::Whole(Duration::from_micros(2 * (c.timed * k) as u64)),
-                _ => Timing::Each(batches(runtime, c, shape.callers())),
+                _ => Timing::Each(batches(runtime, c, shape.callers(), place)),
             }
         }
         let pipelining = Peer {
             name: "pipe",
             description: "fixed times",
             stack: Stack::Pipelining(batches),
+            server: || Box::pin(async { SocketAddr::from(([127, 0, 0, 1], 9)) }),
         };
         let multiplexing = Peer {
             stack: Stack::Multiplexing(streams),
             ..pipelining
         };
         for peer in [pipelining, multiplexing] {
-            let at = |shape| measure(&peer, Runtime::MultiThread, shape, 64, 8);
+            let at = |shape| {
+                measure(
+                    &peer,
+                    Runtime::MultiThread,
+                    shape,
+                    (64, 8),
+                    Place::InProcess,
+                )
+            };
             let per_call = |per_call_ns| {
                 Some(Measured {
                     calls: 64,
@@ -242,7 +322,13 @@ mod tests {
         }
         assert!(!pipelining.supports(Shape::Spawned(2)));
         assert_eq!(
-            measure(&pipelining, Runtime::CurrentThread, Shape::Spawned(2), 8, 8),
+            measure(
+                &pipelining,
+                Runtime::CurrentThread,
+                Shape::Spawned(2),
+                (8, 8),
+                Place::InProcess
+            ),
             None
         );
         assert!(multiplexing.supports(Shape::Spawned(2)));
@@ -250,8 +336,8 @@ mod tests {
             &multiplexing,
             Runtime::MultiThread,
             Shape::Spawned(4),
-            64,
-            8,
+            (64, 8),
+            Place::InProcess,
         );
         assert_eq!(
             spawned,

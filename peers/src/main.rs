@@ -5,7 +5,8 @@
 //!
 //! usage: weft-peers [--rounds R] [--calls N] [--warm-up W]
 //!                   [--shape S[,S...]] [--runtime RT[,RT...]]
-//!                   [--only PEER[,PEER...]]
+//!                   [--only PEER[,PEER...]] [--split]
+//!        weft-peers --serve PEER --runtime RT   (a split layout's server process)
 //!
 //! `--calls N` is the number of timed calls of every cell and round, split
 //! among its callers, so one command line gives every shape the same work:
@@ -16,6 +17,18 @@ use weft_peers::plan::{Plan, USAGE};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [serve, name, runtime_flag, runtime] = &args[..]
+        && serve == "--serve"
+        && runtime_flag == "--runtime"
+    {
+        let peer = weft_peers::peers().into_iter().find(|p| p.name == name);
+        let (Some(peer), Some(rt)) = (peer, weft_peers::Runtime::parse(runtime)) else {
+            eprintln!("weft-peers: --serve {name} --runtime {runtime}: no such peer or runtime");
+            std::process::exit(2);
+        };
+        weft_peers::split::serve(&peer, rt);
+        return;
+    }
     let plan = match Plan::parse(&args, weft_peers::peers()) {
         Ok(plan) => plan,
         Err(e) => {
@@ -23,6 +36,12 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if plan.split
+        && let Err(e) = weft_peers::split::pin_client()
+    {
+        eprintln!("weft-peers: {e}");
+        std::process::exit(2);
+    }
     let cells = plan.cells().len();
     let mut done = 0;
     let report = plan.run(|round, cell| {

@@ -11,7 +11,8 @@
 
 use serde_json::{Value, json};
 
-use crate::{Peer, Runtime, Shape, measure};
+use crate::split::ServerProcess;
+use crate::{Peer, Place, Runtime, Shape, measure};
 
 /// Rounds when `--rounds` is not given.
 pub const DEFAULT_ROUNDS: usize = 5;
@@ -24,10 +25,11 @@ pub const DEFAULT_WARM_UP: usize = 256;
 
 /// The command line's usage text.
 pub const USAGE: &str = "usage: weft-peers [--rounds R] [--calls N] [--warm-up W] \
-    [--shape S[,S...]] [--runtime RT[,RT...]] [--only PEER[,PEER...]]\n\
+    [--shape S[,S...]] [--runtime RT[,RT...]] [--only PEER[,PEER...]] [--split]\n\
     shapes: sequential, joined-K, spawned-K (default: sequential,spawned-2,spawned-4,\
     spawned-8,spawned-64,joined-64); runtimes: multi-thread, current-thread (default: both);\n\
-    --calls N: timed calls per cell and round, split among its callers (default 12800)";
+    --calls N: timed calls per cell and round, split among its callers (default 12800);\n\
+    --split: each server in a process of its own on core 0, the clients on core 1";
 
 /// One run's plan.
 #[derive(Debug, Clone)]
@@ -44,8 +46,11 @@ pub struct Plan {
     pub runtimes: Vec<Runtime>,
     /// Peers, in table order.
     pub peers: Vec<Peer>,
-    /// Whether every peer, default shape and runtime is in (no filter).
+    /// Whether every peer, default shape and runtime is in (no filter),
+    /// in the one-process layout (the one the docs' tables show).
     pub complete: bool,
+    /// Each cell's server in a process of its own ([`crate::split`]).
+    pub split: bool,
 }
 
 /// One peer in one shape on one runtime.
@@ -71,9 +76,15 @@ impl Plan {
             runtimes: Runtime::ALL.to_vec(),
             peers,
             complete: true,
+            split: false,
         };
         let mut args = args.iter();
         while let Some(flag) = args.next() {
+            if flag == "--split" {
+                plan.split = true;
+                plan.complete = false;
+                continue;
+            }
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
             let list = || value.split(',').filter(|v| !v.is_empty());
             match flag.as_str() {
@@ -162,14 +173,24 @@ impl Plan {
             for i in Self::order(round, cells.len()) {
                 let cell = &cells[i];
                 progress(round, cell);
+                let peer = &self.peers[cell.peer];
+                let server = self
+                    .split
+                    .then(|| ServerProcess::start(peer, cell.runtime))
+                    .transpose()
+                    .unwrap_or_else(|e| panic!("split layout: {e}"));
+                let place = server
+                    .as_ref()
+                    .map_or(Place::InProcess, |s| Place::At(s.addr));
                 let measured = measure(
-                    &self.peers[cell.peer],
+                    peer,
                     cell.runtime,
                     cell.shape,
-                    self.calls,
-                    self.warm_up,
+                    (self.calls, self.warm_up),
+                    place,
                 )
                 .expect("cells() lists only the shapes a peer has");
+                drop(server);
                 per_call_ns[i].push(measured.per_call_ns);
                 calls[i] = measured.calls;
             }
@@ -209,6 +230,7 @@ impl Plan {
             "calls": self.calls,
             "warm_up": self.warm_up,
             "complete": self.complete,
+            "layout": if self.split { "split" } else { "one-process" },
             "runtimes": self.runtimes.iter().map(|r| json!({
                 "name": r.name(),
                 "description": r.description(),
@@ -313,6 +335,15 @@ mod tests {
     }
 
     #[test]
+    fn split_takes_no_value_and_is_never_the_docs_run() {
+        let plan = Plan::parse(&args("--split --rounds 2"), peers()).unwrap();
+        assert!(plan.split && !plan.complete && plan.rounds == 2);
+        let report = plan.report(&[], &[], &[]);
+        assert_eq!(report["layout"], "split");
+        assert!(!Plan::parse(&args("--rounds 2"), peers()).unwrap().split);
+    }
+
+    #[test]
     fn odd_rounds_run_the_cells_in_reverse() {
         assert_eq!(Plan::order(0, 3), [0, 1, 2]);
         assert_eq!(Plan::order(1, 3), [2, 1, 0]);
@@ -322,17 +353,23 @@ mod tests {
     #[test]
     fn the_report_has_every_cell_with_its_round_figures() {
         // 20 µs per call alone, 1 µs per call in a batch of 64
-        fn batches(_: Runtime, c: Counts, k: usize) -> Vec<Duration> {
+        fn batches(_: Runtime, c: Counts, k: usize, _: Place) -> Vec<Duration> {
             let each = if k == 1 { 20 } else { k as u64 };
             vec![Duration::from_micros(each); c.timed]
         }
         let fake = Peer {
             name: "fake",
             description: "fixed times",
-            stack: Stack::Multiplexing(|runtime, shape, c| match shape {
+            stack: Stack::Multiplexing(|runtime, shape, c, place| match shape {
                 Shape::Spawned(k) => Timing::Whole(Duration::from_micros(3 * (c.timed * k) as u64)),
-                _ => Timing::Each(batches(runtime, c, shape.callers())),
+                _ => Timing::Each(batches(runtime, c, shape.callers(), place)),
             }),
+            server: || {
+                Box::pin(std::future::ready(std::net::SocketAddr::from((
+                    [127, 0, 0, 1],
+                    9,
+                ))))
+            },
         };
         let pipelining = Peer {
             name: "pipe",
@@ -351,6 +388,7 @@ mod tests {
         assert_eq!(report["format"], 2);
         assert_eq!(report["rounds"], 2);
         assert_eq!(report["complete"], false);
+        assert_eq!(report["layout"], "one-process");
         assert_eq!(report["shapes"][1]["name"], "joined-64");
         assert_eq!(report["runtimes"][1]["name"], "current-thread");
         let cells = report["peers"][0]["cells"].as_array().unwrap();

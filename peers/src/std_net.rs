@@ -4,15 +4,16 @@
 //! No tokio runtime is involved: the [`Runtime`] argument is ignored.
 
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::pin::Pin;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{Counts, RESPONSE, Runtime};
+use crate::{Counts, Place, RESPONSE, Runtime};
 
 /// Times batches of `inflight` pipelined calls.
-pub fn run_batches(_: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
-    with_connection(|client| {
+pub fn run_batches(_: Runtime, counts: Counts, inflight: usize, place: Place) -> Vec<Duration> {
+    with_connection(place, |client| {
         let mut samples = Vec::with_capacity(counts.timed);
         for i in 0..counts.warm_up + counts.timed {
             let start = Instant::now();
@@ -47,15 +48,35 @@ impl Client {
     }
 }
 
-fn with_connection(
-    measure: impl FnOnce(&mut Client) -> io::Result<Vec<Duration>>,
-) -> Vec<Duration> {
+/// The server alone (split layout): a thread accepting, a thread per
+/// connection.
+pub fn server() -> Pin<Box<dyn Future<Output = SocketAddr> + Send>> {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let addr = listener.local_addr().expect("local addr");
-    let server = thread::spawn(move || -> io::Result<()> {
-        let (stream, _) = listener.accept()?;
-        serve(stream)
+    thread::spawn(move || {
+        while let Ok((stream, _)) = listener.accept() {
+            thread::spawn(move || serve(stream));
+        }
     });
+    Box::pin(std::future::ready(addr))
+}
+
+fn with_connection(
+    place: Place,
+    measure: impl FnOnce(&mut Client) -> io::Result<Vec<Duration>>,
+) -> Vec<Duration> {
+    let (addr, server) = match place {
+        Place::At(addr) => (addr, None),
+        Place::InProcess => {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+            let addr = listener.local_addr().expect("local addr");
+            let server = thread::spawn(move || -> io::Result<()> {
+                let (stream, _) = listener.accept()?;
+                serve(stream)
+            });
+            (addr, Some(server))
+        }
+    };
     let stream = TcpStream::connect(addr).expect("connect loopback");
     stream.set_nodelay(true).expect("nodelay");
     let mut client = Client {
@@ -66,7 +87,9 @@ fn with_connection(
     };
     let samples = measure(&mut client).expect("std-net peer failed");
     drop(client); // EOF ends the server loop
-    server.join().expect("server thread").expect("server I/O");
+    if let Some(server) = server {
+        server.join().expect("server thread").expect("server I/O");
+    }
     samples
 }
 

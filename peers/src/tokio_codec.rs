@@ -2,6 +2,8 @@
 //! sides, one server task. Concurrency is pipelining on one connection: the
 //! client feeds `inflight` requests, flushes once, then reads the responses.
 
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,14 +12,19 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use crate::drive::time_each;
-use crate::{Counts, RESPONSE, Runtime};
+use crate::{Counts, Place, RESPONSE, Runtime};
 
 type Conn = Framed<TcpStream, LengthDelimitedCodec>;
 
 /// Times batches of `inflight` pipelined calls.
-pub fn run_batches(runtime: Runtime, counts: Counts, inflight: usize) -> Vec<Duration> {
+pub fn run_batches(
+    runtime: Runtime,
+    counts: Counts,
+    inflight: usize,
+    place: Place,
+) -> Vec<Duration> {
     runtime.build().block_on(async {
-        let mut conn = connect().await;
+        let mut conn = connect(place).await;
         time_each(counts, async || call(&mut conn, inflight).await).await
     })
 }
@@ -33,14 +40,26 @@ async fn call(conn: &mut Conn, count: usize) {
     }
 }
 
-async fn connect() -> Conn {
+/// The server alone (split layout).
+pub fn server() -> Pin<Box<dyn Future<Output = SocketAddr> + Send>> {
+    Box::pin(start())
+}
+
+/// Starts the server on the current runtime, a task per connection.
+async fn start() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.expect("accept");
-        stream.set_nodelay(true).expect("nodelay");
-        serve(Framed::new(stream, LengthDelimitedCodec::new())).await;
+        while let Ok((stream, _)) = listener.accept().await {
+            stream.set_nodelay(true).expect("nodelay");
+            tokio::spawn(serve(Framed::new(stream, LengthDelimitedCodec::new())));
+        }
     });
+    addr
+}
+
+async fn connect(place: Place) -> Conn {
+    let addr = place.addr(start()).await;
     let stream = TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).expect("nodelay");
     Framed::new(stream, LengthDelimitedCodec::new())

@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -18,14 +19,14 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status};
 
 use crate::drive::{self, Caller};
-use crate::{Counts, RESPONSE, Runtime, Shape, Timing};
+use crate::{Counts, Place, RESPONSE, Runtime, Shape, Timing};
 
 /// The one method's path.
 const PATH: &str = "/weft.peers.Ping/Ping";
 
 /// Runs `shape` on one channel.
-pub fn run(runtime: Runtime, shape: Shape, counts: Counts) -> Timing {
-    drive::run(runtime, shape, counts, connect())
+pub fn run(runtime: Runtime, shape: Shape, counts: Counts, place: Place) -> Timing {
+    drive::run(runtime, shape, counts, connect(place))
 }
 
 impl Caller for tonic::client::Grpc<Channel> {
@@ -48,7 +49,13 @@ async fn call(mut client: tonic::client::Grpc<Channel>) {
     assert_eq!(&response.into_inner()[..], RESPONSE);
 }
 
-async fn connect() -> tonic::client::Grpc<Channel> {
+/// The server alone (split layout).
+pub fn server() -> Pin<Box<dyn Future<Output = SocketAddr> + Send>> {
+    Box::pin(start())
+}
+
+/// Starts the server on the current runtime.
+async fn start() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -58,6 +65,11 @@ async fn connect() -> tonic::client::Grpc<Channel> {
             .await
             .expect("tonic server");
     });
+    addr
+}
+
+async fn connect(place: Place) -> tonic::client::Grpc<Channel> {
+    let addr = place.addr(start()).await;
     let channel = Endpoint::from_shared(format!("http://{addr}"))
         .expect("endpoint uri")
         .tcp_nodelay(true)

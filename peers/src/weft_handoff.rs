@@ -15,11 +15,11 @@ use tokio::sync::{mpsc, oneshot};
 use weft::{Bytes, Client};
 
 use crate::drive::{self, Caller};
-use crate::{Counts, RESPONSE, Runtime, Shape, Timing};
+use crate::{Counts, Place, RESPONSE, Runtime, Shape, Timing};
 
 /// Runs `shape`, plain, through the hand-off.
-pub fn run(runtime: Runtime, shape: Shape, counts: Counts) -> Timing {
-    drive::run(runtime, shape, counts, connect())
+pub fn run(runtime: Runtime, shape: Shape, counts: Counts, place: Place) -> Timing {
+    drive::run(runtime, shape, counts, connect(place))
 }
 
 /// A caller's handle: where to pass its reply slot.
@@ -68,8 +68,8 @@ async fn dispatch(client: Client, mut asked: mpsc::Receiver<oneshot::Sender<Byte
 
 /// The `weft` peer's server and client, and the dispatch task in front of
 /// the client.
-async fn connect() -> Handoff {
-    let client = crate::weft_peer::connect(false).await;
+async fn connect(place: Place) -> Handoff {
+    let client = crate::weft_peer::connect(false, place).await;
     let (calls, asked) = mpsc::channel(1024);
     tokio::spawn(dispatch(client, asked));
     Handoff { calls }

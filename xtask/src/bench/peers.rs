@@ -107,6 +107,9 @@ pub(crate) fn run(rounds: usize, peer_args: &[String]) -> Result<(), String> {
     cmd::write("target/bench/peers.json", &json)?;
     let run = parse(&json)?;
     let tables = tables(&run);
+    if json.contains("\"layout\": \"split\"") {
+        println!("\nsplit layout: each server in its own process on core 0, the clients on core 1");
+    }
     println!("\n{tables}");
     if !run.complete {
         println!("(a filtered run: docs/BENCHMARKS.md left as it was)");
