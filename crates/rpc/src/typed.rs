@@ -190,6 +190,29 @@ impl<C: Codec<T>, T: Send + 'static> Encode for With<C, T> {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A typed unary handler's future, its value wrapped for the codec: a
+    /// combinator, not `async move { fut.await }`, which would hold the
+    /// handler's future twice (its capture and its awaited copy) and double
+    /// what every move of the call copies.
+    struct Wrap<F, C> {
+        #[pin]
+        fut: F,
+        _c: PhantomData<fn() -> C>,
+    }
+}
+
+impl<F, C, T> Future for Wrap<F, C>
+where
+    F: Future<Output = Result<T, Status>>,
+{
+    type Output = Result<With<C, T>, Status>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        self.project().fut.poll(cx).map(|r| r.map(With::new))
+    }
+}
+
 /// A response body the client could not decode: the server's fault.
 pub(crate) fn response_error(method: Option<&str>, e: &Status) -> Status {
     Status::internal(format!(
@@ -363,9 +386,9 @@ impl Router {
         Req: Send + 'static,
         Resp: Send + 'static,
     {
-        let h = move |ctx, With(req, _): With<C, Req>| {
-            let fut = handler(ctx, req);
-            async move { fut.await.map(With::<C, Resp>::new) }
+        let h = move |ctx, With(req, _): With<C, Req>| Wrap::<_, C> {
+            fut: handler(ctx, req),
+            _c: PhantomData,
         };
         let codec = Some(<C as Codec<Req>>::NAME);
         self.add_coded(name, Shape::Unary, Arc::new(Unary::new(h)), codec)
