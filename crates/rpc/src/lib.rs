@@ -77,7 +77,7 @@ pub use context::{CancelSignal, Context, PeerInfo, propagates};
 pub use meter::Metrics;
 pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
-pub use middleware::{CallOutcome, CallService, IncomingCall, Layered};
+pub use middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
 pub use observe::{TRACEPARENT, TraceContext};
 pub use options::CallOptions;
 pub use response::Response;

@@ -231,3 +231,34 @@ async fn refuse(p: Pending, status: Status) {
     entries.extend(trailers);
     let _ = wire::end(&mut stream, wire::trailers_with(&status, &entries)).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Code;
+
+    #[tokio::test(start_paused = true)]
+    async fn layer_errors_become_statuses_that_name_them() {
+        let s = status_of(Status::not_found("gone"));
+        assert_eq!((s.code(), s.message()), (Code::NOT_FOUND, "gone"));
+        let tokio_elapsed = tokio::time::timeout(Duration::ZERO, std::future::pending::<()>())
+            .await
+            .unwrap_err();
+        for e in [
+            BoxError::from(tower::timeout::error::Elapsed::new()),
+            BoxError::from(tokio_elapsed),
+        ] {
+            let s = status_of(e);
+            assert_eq!(s.code(), Code::DEADLINE_EXCEEDED);
+            assert!(
+                s.message()
+                    .starts_with("the server's layer timed out the call ("),
+                "{s}"
+            );
+        }
+        let s = status_of("overloaded");
+        assert_eq!((s.code(), s.message()), (Code::UNAVAILABLE, "overloaded"));
+    }
+}
