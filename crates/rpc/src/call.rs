@@ -26,12 +26,13 @@ use crate::context::Calls;
 use crate::message::{Decode, Encode};
 use crate::meter::CallMeter;
 use crate::middleware::Hold;
+use crate::mismatch;
 use crate::observe;
 use crate::pool::Pool;
 use crate::streams::{Closed, Slot};
 use crate::wire::{self, Reader};
 use crate::within::within_as;
-use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Status};
+use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Shape, Status};
 
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
@@ -345,7 +346,8 @@ where
     } = call;
     let work = async {
         let mut reader = Reader::new(max);
-        let req = reader.single(&mut stream).await?;
+        let req = reader.single(&mut stream).await;
+        let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
         guard.meter.received(req.len());
         let req = Req::decode(req)?;
         let handler = catch(call_handler(|| f(ctx, req))?);
@@ -413,7 +415,10 @@ where
     Req: Decode,
 {
     streaming(call, |slot, ctx, max| async move {
-        let req = Req::decode(RequestStream::new(slot.clone(), max).single().await?)?;
+        let req = RequestStream::new(slot.clone(), max).single().await;
+        let shape = Shape::ServerStreaming;
+        let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), shape))?;
+        let req = Req::decode(req)?;
         let sink = ResponseSink::new(slot.clone(), max);
         let handler = catch(call_handler(|| f(ctx, req, sink))?);
         tokio::select! {

@@ -52,6 +52,7 @@ mod message;
 mod meter;
 pub mod method;
 pub mod middleware;
+mod mismatch;
 mod observe;
 mod options;
 mod pool;
