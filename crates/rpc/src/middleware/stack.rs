@@ -223,10 +223,15 @@ async fn run(p: Pending) {
 /// Ends a call the layers refused, with the headers and trailers they set.
 async fn refuse(p: Pending, status: Status) {
     let ServerCall {
-        mut stream, guard, ..
+        mut stream,
+        mut guard,
+        ..
     } = p.call;
     tracing::debug!(id = stream.id(), %status, "call refused by a layer");
     observe::server_finished(&status);
+    // Counted with the layer's code (dropped unfinished, it would read as
+    // CANCELLED).
+    guard.meter.finish(status.code());
     let (mut entries, trailers) = guard.calls.take_end(guard.id);
     entries.extend(trailers);
     let _ = wire::end(&mut stream, wire::trailers_with(&status, &entries)).await;
