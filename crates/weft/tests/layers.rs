@@ -236,3 +236,29 @@ async fn a_server_timeout_layer_ends_the_call_deadline_exceeded() {
         "z"
     );
 }
+
+/// A handler the layer timed out is dropped and its cancellation signal
+/// fires, as when the caller's own deadline passes.
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_handler_sees_its_call_cancelled() {
+    let signal = Arc::new(Mutex::new(None));
+    let keep = signal.clone();
+    let router = Router::new().unary("hang", move |ctx, _req: Bytes| {
+        *keep.lock().unwrap() = Some(ctx.cancellation());
+        async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(Bytes::new())
+        }
+    });
+    let server = Server::new(router).layer(tower::timeout::TimeoutLayer::new(
+        Duration::from_millis(100),
+    ));
+    let e = client(server).await.unary("hang", Bytes::new()).await;
+    assert_eq!(e.unwrap_err().code(), Code::DEADLINE_EXCEEDED);
+    let signal = signal.lock().unwrap().clone().expect("the handler ran");
+    eventually(
+        || signal.is_cancelled().then_some(()),
+        || "the signal to fire",
+    )
+    .await;
+}
