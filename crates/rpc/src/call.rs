@@ -25,12 +25,14 @@ use crate::codec::Framed;
 use crate::context::Calls;
 use crate::message::{Decode, Encode};
 use crate::meter::CallMeter;
+use crate::middleware::Hold;
+use crate::mismatch;
 use crate::observe;
 use crate::pool::Pool;
 use crate::streams::{Closed, Slot};
 use crate::wire::{self, Reader};
 use crate::within::within_as;
-use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Status};
+use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Shape, Status};
 
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
@@ -179,6 +181,9 @@ pub(crate) struct ServerCall {
     pub(crate) deadline: Option<Instant>,
     pub(crate) max: usize,
     pub(crate) guard: CallGuard,
+    /// The server's layers, when it has some: they see the final status
+    /// before it goes, and may cut the handler (zero-size without `tower`).
+    pub(crate) hold: Hold,
 }
 
 /// Ends the call's entry in the connection's table, firing its
@@ -262,12 +267,17 @@ fn cut_short(status: &Status) -> bool {
 static OK: Status = Status::ok();
 
 /// Sends the call's one response message and its OK trailers, or its
-/// error status; records whether the call ended cleanly.
+/// error status (after the server's layers saw it, if it has some);
+/// records whether the call ended cleanly.
 async fn respond(
     stream: &mut Stream,
-    result: Result<Option<Framed>, Status>,
+    mut result: Result<Option<Framed>, Status>,
     guard: &mut CallGuard,
+    hold: &Hold,
 ) {
+    if hold.is_held() {
+        result = hold.settle(result).await;
+    }
     let status = match &result {
         Ok(_) => &OK,
         Err(status) => status,
@@ -332,10 +342,12 @@ where
         deadline,
         max,
         mut guard,
+        hold,
     } = call;
     let work = async {
         let mut reader = Reader::new(max);
-        let req = reader.single(&mut stream).await?;
+        let req = reader.single(&mut stream).await;
+        let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
         guard.meter.received(req.len());
         let req = Req::decode(req)?;
         let handler = catch(call_handler(|| f(ctx, req))?);
@@ -345,8 +357,8 @@ where
             gone = watch_reset(&mut stream) => Err(gone),
         }
     };
-    let result = within_as(deadline, work, IN_HANDLER).await;
-    respond(&mut stream, result, &mut guard).await;
+    let result = hold.cut(within_as(deadline, work, IN_HANDLER)).await;
+    respond(&mut stream, result, &mut guard, &hold).await;
 }
 
 /// Ends a streaming call with the handler's result. After a send cut short
@@ -356,15 +368,20 @@ where
 /// a cut message cannot be believed: the stream is dropped, resetting it.
 /// A send still under way on another task (a split half the handler
 /// spawned) is waited for: its message goes whole, then the status.
-async fn end_streaming(slot: Slot, result: Result<Option<Framed>, Status>, guard: &mut CallGuard) {
+async fn end_streaming(
+    slot: Slot,
+    result: Result<Option<Framed>, Status>,
+    guard: &mut CallGuard,
+    hold: &Hold,
+) {
     let closed = match slot.close() {
         Closed::Away => slot.returned().await,
         found => found,
     };
     match (closed, result) {
-        (Closed::Whole(mut stream), result) => respond(&mut stream, result, guard).await,
+        (Closed::Whole(mut stream), result) => respond(&mut stream, result, guard, hold).await,
         (Closed::Torn(mut stream), Err(status)) => {
-            respond(&mut stream, Err(status), guard).await;
+            respond(&mut stream, Err(status), guard, hold).await;
         }
         (Closed::Torn(_), Ok(_)) | (Closed::Away, _) => guard.clean = false,
     }
@@ -383,10 +400,12 @@ where
         deadline,
         max,
         mut guard,
+        hold,
     } = call;
     let slot = Slot::serving(stream, guard.calls.clone(), guard.id);
-    let result = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER).await;
-    end_streaming(slot, result, &mut guard).await;
+    let work = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER);
+    let result = hold.cut(work).await;
+    end_streaming(slot, result, &mut guard, &hold).await;
 }
 
 pub(crate) async fn server_streaming<F, Fut, Req>(call: ServerCall, f: F)
@@ -396,7 +415,10 @@ where
     Req: Decode,
 {
     streaming(call, |slot, ctx, max| async move {
-        let req = Req::decode(RequestStream::new(slot.clone(), max).single().await?)?;
+        let req = RequestStream::new(slot.clone(), max).single().await;
+        let shape = Shape::ServerStreaming;
+        let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), shape))?;
+        let req = Req::decode(req)?;
         let sink = ResponseSink::new(slot.clone(), max);
         let handler = catch(call_handler(|| f(ctx, req, sink))?);
         tokio::select! {

@@ -52,6 +52,7 @@ mod message;
 mod meter;
 pub mod method;
 pub mod middleware;
+mod mismatch;
 mod observe;
 mod options;
 mod pool;
@@ -77,7 +78,7 @@ pub use context::{CancelSignal, Context, PeerInfo, propagates};
 pub use meter::Metrics;
 pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
-pub use middleware::{CallService, IncomingCall, Layered};
+pub use middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
 pub use observe::{TRACEPARENT, TraceContext};
 pub use options::CallOptions;
 pub use response::Response;

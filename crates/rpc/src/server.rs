@@ -30,8 +30,6 @@ use crate::context::Calls;
 use crate::meter::{ConnectionMeter, Meters, Metrics};
 use crate::middleware::Interceptor;
 use crate::observe;
-#[cfg(feature = "tower")]
-use crate::router::Route;
 use crate::{Context, PeerInfo, Router, Status, deadline};
 
 /// Serves a [`Router`] on connections, optionally through middleware
@@ -91,8 +89,11 @@ impl Server {
     }
 
     /// Wraps every call in a tower `Layer` (feature `tower`): auth,
-    /// rate limits, `tower::limit::ConcurrencyLimit`, tracing... over
-    /// [`IncomingCall`](crate::IncomingCall)s, see [`crate::middleware`].
+    /// rate limits, `tower::limit::ConcurrencyLimit`, timing... over
+    /// [`IncomingCall`](crate::IncomingCall)s, answering the call's final
+    /// status as a [`CallOutcome`](crate::CallOutcome); see
+    /// [`crate::middleware`], and `middleware::layer_fn` for a layer
+    /// written as an async closure.
     /// Each further `layer` wraps the stack so far (the last added runs
     /// first); a `tower::ServiceBuilder` stack is one layer.
     #[cfg(feature = "tower")]
@@ -100,7 +101,9 @@ impl Server {
     pub fn layer<L>(mut self, layer: L) -> Server
     where
         L: tower_layer::Layer<crate::middleware::Layered>,
-        L::Service: tower_service::Service<crate::IncomingCall, Response = ()> + Send + 'static,
+        L::Service: tower_service::Service<crate::IncomingCall, Response = crate::CallOutcome>
+            + Send
+            + 'static,
         <L::Service as tower_service::Service<crate::IncomingCall>>::Error:
             Into<Box<dyn std::error::Error + Send + Sync>>,
         <L::Service as tower_service::Service<crate::IncomingCall>>::Future: Send + 'static,
@@ -265,37 +268,13 @@ impl Server {
                 clean: false,
                 meter: meters.start(&route.name),
             },
+            hold: Default::default(),
         };
         #[cfg(feature = "tower")]
         if let Some(layers) = &self.layers {
-            return Some(layered(layers, call, route, peer));
+            let (name, handler) = (route.name.clone(), route.handler.clone());
+            return Some(crate::middleware::serve(layers, call, name, handler, peer));
         }
         route.handler.start(call, cx)
     }
-}
-
-/// A call through the server's layers: ended with the stack's error if
-/// it never reached the handler.
-#[cfg(feature = "tower")]
-fn layered(
-    layers: &crate::middleware::Layered,
-    call: ServerCall,
-    route: &Route,
-    peer: &Arc<PeerInfo>,
-) -> BoxFuture {
-    use crate::middleware::{IncomingCall, Pending, take};
-    let meta = call.stream.metadata().clone();
-    let pending = Arc::new(std::sync::Mutex::new(Some(Pending {
-        call,
-        handler: route.handler.clone(),
-    })));
-    let req = IncomingCall::new(route.name.clone(), meta, peer.clone(), pending.clone());
-    let run = layers.run(req);
-    Box::pin(async move {
-        if let Err(status) = run.await
-            && let Some(p) = take(&pending)
-        {
-            reject(p.call.stream, status).await;
-        }
-    })
 }

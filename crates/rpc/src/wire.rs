@@ -224,10 +224,10 @@ impl Reader {
     /// request or response): `INVALID_ARGUMENT` for none or more.
     pub(crate) async fn single(&mut self, stream: &mut Stream) -> Result<Bytes, Status> {
         let Some(msg) = self.next(stream).await? else {
-            return Err(Status::invalid_argument("expected one message, got none"));
+            return Err(Status::invalid_argument(crate::mismatch::NO_REQUEST));
         };
         if self.next(stream).await?.is_some() {
-            return Err(Status::invalid_argument("expected one message, got more"));
+            return Err(Status::invalid_argument(crate::mismatch::MORE_REQUESTS));
         }
         Ok(msg)
     }

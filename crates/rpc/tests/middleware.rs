@@ -75,7 +75,7 @@ mod layers {
 
     use tower_layer::Layer;
     use tower_service::Service;
-    use weft_rpc::IncomingCall;
+    use weft_rpc::{CallOutcome, IncomingCall};
 
     use super::*;
 
@@ -105,12 +105,12 @@ mod layers {
 
     impl<S> Service<IncomingCall> for DenyService<S>
     where
-        S: Service<IncomingCall, Response = (), Error = Status>,
+        S: Service<IncomingCall, Response = CallOutcome, Error = Status>,
         S::Future: Send + 'static,
     {
-        type Response = ();
+        type Response = CallOutcome;
         type Error = BoxError;
-        type Future = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
+        type Future = Pin<Box<dyn Future<Output = Result<CallOutcome, BoxError>> + Send>>;
 
         fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
             self.inner.poll_ready(cx).map_err(Into::into)

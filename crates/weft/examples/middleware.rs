@@ -1,19 +1,19 @@
-//! Server middleware as tower layers: token auth for every method, and a
-//! rate limit on one method, around a `#[weft::service]`; on the client, a
-//! generated client on a `Channel` with an interceptor that adds the token.
+//! Server middleware as tower layers written with `layer_fn`: token auth
+//! for every method, timing that sees each call's final status and adds a
+//! trailer, and a rate limit on one method, around a `#[weft::service]`; on
+//! the client, a generated client on a `Channel` with an interceptor that
+//! adds the token.
 //!
 //! Run: `cargo run -p weft --features tower --example middleware` (also
 //! run by `cargo test -p weft --features tower`).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tower::{Layer, Service};
-use weft::{CallOptions, Code, Config, Context, IncomingCall, Router, Server, Status};
+use weft::{
+    Ascii, CallOptions, Code, Config, Context, MetadataKey, Router, Server, Status, layer_fn,
+};
 
 /// The service behind the middleware.
 #[weft::service(package = "bank")]
@@ -35,113 +35,71 @@ impl Bank for Vault {
     }
 }
 
-type CallFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
+/// The (method, status code) of each call the timing layer saw end.
+type Log = Arc<Mutex<Vec<(String, Code)>>>;
 
-/// A layer that runs `check` on each call before passing it inward, and
-/// ends the call with the check's `Err` status instead (the handler never
-/// runs). Auth and the rate limit below are both one.
-#[derive(Debug, Clone)]
-pub struct Check<F>(F);
-
-impl<S, F: Clone> Layer<S> for Check<F> {
-    type Service = Checked<S, F>;
-    fn layer(&self, inner: S) -> Checked<S, F> {
-        Checked {
-            inner,
-            check: self.0.clone(),
-        }
-    }
-}
-
-/// [`Check`] around a service.
-#[derive(Debug, Clone)]
-pub struct Checked<S, F> {
-    inner: S,
-    check: F,
-}
-
-impl<S, F> Service<IncomingCall> for Checked<S, F>
-where
-    S: Service<IncomingCall, Response = (), Error = Status, Future = CallFuture>,
-    F: Fn(&IncomingCall) -> Result<(), Status>,
-{
-    type Response = ();
-    type Error = Status;
-    type Future = CallFuture;
-
-    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: IncomingCall) -> CallFuture {
-        match (self.check)(&call) {
-            Ok(()) => self.inner.call(call),
-            Err(status) => Box::pin(async move { Err(status) }),
-        }
-    }
-}
-
-/// Refuses calls without `authorization: Bearer <token>` (`UNAUTHENTICATED`).
-fn auth(token: &'static str) -> Check<impl Fn(&IncomingCall) -> Result<(), Status> + Clone> {
-    Check(move |call: &IncomingCall| {
-        let ok = call
-            .metadata()
-            .get(b"authorization")
-            .and_then(|v| v.strip_prefix(b"Bearer "))
-            .is_some_and(|t| t == token.as_bytes());
-        if ok {
-            Ok(())
-        } else {
-            Err(Status::new(Code::UNAUTHENTICATED, "no valid token"))
-        }
-    })
-}
-
-/// At most `burst` calls of `method` per `window` (fixed windows, shared by
-/// every connection), then `RESOURCE_EXHAUSTED` until the window turns.
-/// Other methods pass.
-fn method_limit(
-    method: &'static str,
-    burst: u32,
-    window: Duration,
-) -> Check<impl Fn(&IncomingCall) -> Result<(), Status> + Clone> {
-    // Start of the current window and the calls in it.
-    let state = Arc::new(Mutex::new((Instant::now(), 0u32)));
-    Check(move |call: &IncomingCall| {
-        if call.method() != method {
-            return Ok(());
-        }
-        let mut s = state.lock().unwrap();
-        let now = Instant::now();
-        if now.duration_since(s.0) >= window {
-            *s = (now, 0);
-        }
-        s.1 += 1;
-        if s.1 <= burst {
-            Ok(())
-        } else {
-            Err(Status::resource_exhausted(format!(
-                "{method} is limited to {burst} calls per {window:?}"
-            )))
-        }
-    })
-}
-
+const SERVER_TIMING: MetadataKey<Ascii> = MetadataKey::from_static("server-timing");
 const BURST: u32 = 3;
 const WINDOW: Duration = Duration::from_secs(1);
 
-/// The server: the service, rate limit inside, auth outside (the last layer
-/// added runs first).
-fn server() -> Server {
+/// The server: the service, a rate limit on `statement`, timing, and auth
+/// outside them all (the last layer added runs first). Each layer is an
+/// async closure over the call and the rest of the stack (`next`).
+fn server(log: Log) -> Server {
+    // At most BURST `statement` calls per WINDOW (fixed windows, shared by
+    // every connection), then RESOURCE_EXHAUSTED until the window turns.
+    let window = Arc::new(Mutex::new((Instant::now(), 0u32)));
+    let limit = layer_fn(move |call, next| {
+        let admitted = call.method() != "bank.bank/statement" || {
+            let mut w = window.lock().unwrap();
+            if w.0.elapsed() >= WINDOW {
+                *w = (Instant::now(), 0);
+            }
+            w.1 += 1;
+            w.1 <= BURST
+        };
+        async move {
+            match admitted {
+                true => Ok(next.run(call).await),
+                false => Err(Status::resource_exhausted(format!(
+                    "statement is limited to {BURST} calls per {WINDOW:?}"
+                ))),
+            }
+        }
+    });
+    // Each call's method and final status (the handler's, or the limit's),
+    // and its time in a trailer for the caller.
+    let timing = layer_fn(move |call, next| {
+        let log = log.clone();
+        async move {
+            let (method, start) = (call.method().to_owned(), Instant::now());
+            let outcome = next.run(call).await;
+            let took = format!("{}us", start.elapsed().as_micros());
+            outcome.set_trailer(&SERVER_TIMING, &took)?;
+            log.lock().unwrap().push((method, outcome.status().code()));
+            Ok(outcome)
+        }
+    });
+    // Calls without `authorization: Bearer s3cret` end UNAUTHENTICATED.
+    let auth = layer_fn(|call, next| async move {
+        match call.metadata().get(b"authorization") {
+            Some(b"Bearer s3cret") => Ok(next.run(call).await),
+            _ => Err(Status::unauthenticated("no valid token")),
+        }
+    });
     Server::new(Router::new().add_service(BankServer::new(Vault)))
-        .layer(method_limit("bank.bank/statement", BURST, WINDOW))
-        .layer(auth("s3cret"))
+        .layer(limit)
+        .layer(timing)
+        .layer(auth)
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // A Channel whose connection is an in-memory pipe to `server()`.
-    let endpoint = weft::Endpoint::from_fn("memory", || async {
-        weft::memory(server(), &Config::new()).await
+    let log = Log::default();
+    let seen = log.clone();
+    let endpoint = weft::Endpoint::from_fn("memory", move || {
+        let log = log.clone();
+        async move { weft::memory(server(log), &Config::new()).await }
     });
     let channel = weft::Channel::builder().endpoint(endpoint);
     let client = BankClient::new(channel.clone());
@@ -166,8 +124,15 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         Ok(())
     });
 
-    // With it: served; `statement` within its burst, then limited.
-    assert_eq!(client.balance("ada".into()).await?, 42);
+    // With it: served, with the timing layer's trailer.
+    let r = client
+        .balance_response("ada".into(), &CallOptions::new())
+        .await?;
+    assert_eq!(*r.message(), 42);
+    println!("server-timing: {:?}", r.trailer(&SERVER_TIMING));
+    assert!(r.trailer(&SERVER_TIMING).is_some());
+
+    // `statement` within its burst, then limited.
     for _ in 0..BURST {
         assert_eq!(client.statement("ada".into()).await?, [40, 2]);
     }
@@ -180,7 +145,16 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // The next window admits calls again.
     tokio::time::sleep(WINDOW).await;
     assert_eq!(client.statement("ada".into()).await?, [40, 2]);
-    println!("auth and rate limit behave");
+
+    // The timing layer (inside auth) saw every call it let through end,
+    // the limited one included, with its final status.
+    let codes: Vec<Code> = seen.lock().unwrap().iter().map(|(_, c)| *c).collect();
+    let limited = [Code::RESOURCE_EXHAUSTED];
+    assert_eq!(
+        codes,
+        [&[Code::OK; 4][..], &limited, &[Code::OK; 2]].concat()
+    );
+    println!("auth, timing and rate limit behave: {codes:?}");
     Ok(())
 }
 

@@ -98,8 +98,8 @@ pub use weft_rpc::{
 };
 #[cfg(feature = "tower")]
 pub use weft_rpc::{
-    CallService, IncomingCall, OpenRequest, OpenService, TowerCaller, TypedRequest, TypedService,
-    UnaryRequest,
+    CallOutcome, CallService, IncomingCall, OpenRequest, OpenService, TowerCaller, TypedRequest,
+    TypedService, UnaryRequest, layer_fn,
 };
 
 /// Makes a trait a service: a typed client `FooClient` and a server
