@@ -1,6 +1,6 @@
 //! The session's events turned into wake-ups, collected in the
 //! [`WakeList`](super::wake::WakeList) and woken once the state is
-//! released.
+//! released, and into the connection's metrics.
 
 use super::Inner;
 use super::wake::Waiter;
@@ -37,6 +37,7 @@ impl Inner {
                 }
                 Event::OpenCredit => self.wake_open_waiters(),
                 Event::Closed => self.wakers.wake_everyone(),
+                Event::Refused => metrics::counter!(crate::STREAMS_REFUSED).increment(1),
             }
         }
     }
