@@ -37,13 +37,18 @@ pub(super) struct Reader {
     /// Bytes read during the handshake, or left when our control queue
     /// filled up, are waiting in `buf`.
     leftover: bool,
-    state: ReadState,
+    /// Reading, blocked, or ended.
+    flow: Flow,
+    /// Whether the socket's registration is live (never once ended).
+    arm: Arm,
     /// Whose task is reading the socket right now: its own events need no
     /// wake-up (the reader looks next).
     pub(super) reading_for: Option<Waiter>,
 }
 
-/// Whether the socket's read registration is live.
+/// Whether the socket's read registration is live. Kept apart from
+/// [`Flow`]: reading may stop on a full control queue while the socket is
+/// armed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Arm {
     /// The last read returned bytes (or none was made yet): the socket may
@@ -54,17 +59,16 @@ enum Arm {
     Armed,
 }
 
-/// The read side's state. `Blocked` keeps the registration's [`Arm`]:
-/// reading may stop on a full control queue while the socket is armed.
+/// Whether the read side reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReadState {
+enum Flow {
     /// Reading whenever the session wants input.
-    Reading(Arm),
+    Reading,
     /// Reading stopped because our control queue was full; `pump_app` or
     /// the connection task resumes it once the queue drains (a read made
     /// meanwhile, because the session wants input again, keeps it here
     /// until then, so that wake-up still happens).
-    Blocked(Arm),
+    Blocked,
     /// The peer's end of file, or a failed read: nothing more is read.
     Ended,
 }
@@ -73,7 +77,8 @@ impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
             .field("buffered", &self.buf.len())
-            .field("state", &self.state)
+            .field("flow", &self.flow)
+            .field("arm", &self.arm)
             .finish_non_exhaustive()
     }
 }
@@ -87,62 +92,66 @@ impl Reader {
             buf,
             chunk: READ_FIRST,
             read_since_tick: 0,
-            state: ReadState::Reading(Arm::Unarmed),
+            flow: Flow::Reading,
+            arm: Arm::Unarmed,
             reading_for: None,
         }
     }
 
     /// Whether the last read ended armed (`Pending`): the socket wakes
     /// `ReadWake` for what comes next.
+    #[inline]
     pub(super) fn armed(&self) -> bool {
-        matches!(
-            self.state,
-            ReadState::Reading(Arm::Armed) | ReadState::Blocked(Arm::Armed)
-        )
+        self.arm == Arm::Armed
     }
 
     /// Whether reading goes on: neither blocked nor ended.
+    #[inline]
     fn is_reading(&self) -> bool {
-        matches!(self.state, ReadState::Reading(_))
+        self.flow == Flow::Reading
     }
 
     /// Whether reading stopped on a full control queue.
+    #[inline]
     pub(super) fn is_blocked(&self) -> bool {
-        matches!(self.state, ReadState::Blocked(_))
+        self.flow == Flow::Blocked
     }
 
     /// Whether the peer's end of file (or a failed read) was seen.
+    #[inline]
     pub(super) fn is_ended(&self) -> bool {
-        self.state == ReadState::Ended
+        self.flow == Flow::Ended
     }
 
     /// Resumes reading after a block (nothing once ended).
+    #[inline]
     pub(super) fn unblock(&mut self) {
-        if let ReadState::Blocked(arm) = self.state {
-            self.state = ReadState::Reading(arm);
+        if self.flow == Flow::Blocked {
+            self.flow = Flow::Reading;
         }
     }
 
+    /// Reading stops until the control queue drains (only while reading:
+    /// read loops never run once ended).
     fn block(&mut self) {
-        if let ReadState::Reading(arm) = self.state {
-            self.state = ReadState::Blocked(arm);
+        if self.flow == Flow::Reading {
+            self.flow = Flow::Blocked;
         }
     }
 
-    /// A read returned: it armed the socket if it was `Pending`.
+    /// A read returned: it armed the socket if it was `Pending` (reads
+    /// happen only before the end: read loops stop at it).
+    #[inline]
     fn set_arm(&mut self, pending: bool) {
-        let arm = if pending { Arm::Armed } else { Arm::Unarmed };
-        match &mut self.state {
-            ReadState::Reading(a) | ReadState::Blocked(a) => *a = arm,
-            ReadState::Ended => {}
-        }
+        self.arm = if pending { Arm::Armed } else { Arm::Unarmed };
     }
 
     /// Nothing more is read. Returns whether reading was blocked: the
     /// resume that would have followed is owed to the connection task.
     fn end(&mut self) -> bool {
         let was_blocked = self.is_blocked();
-        self.state = ReadState::Ended;
+        self.flow = Flow::Ended;
+        self.arm = Arm::Unarmed;
         was_blocked
     }
 
@@ -499,8 +508,7 @@ mod tests {
         assert!(r.end(), "ended while blocked: the resume is owed");
         assert!(r.is_ended() && !r.armed() && !r.is_blocked());
         r.unblock();
-        r.set_arm(true);
-        assert!(r.is_ended() && !r.armed());
+        assert!(r.is_ended());
         assert!(!reader().end(), "ended while reading: nothing owed");
     }
 }
