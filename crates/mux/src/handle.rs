@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weft_frame::{Metadata, Reason};
 
-use crate::driver::{Deferred, Life, Shared, Waiter};
+use crate::driver::{BufferCapacity, Deferred, Life, Shared, Waiter};
 use crate::error::{MuxError, StreamError};
 use crate::pipeline::Negotiated;
 use crate::session::Chunk;
@@ -107,16 +107,6 @@ impl Connection {
     pub fn buffer_capacity(&self) -> BufferCapacity {
         self.shared.lock().buffer_capacity()
     }
-}
-
-/// What [`Connection::buffer_capacity`] reports, bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BufferCapacity {
-    /// Reserved for bytes read from the transport (received payloads are
-    /// slices of it).
-    pub read: usize,
-    /// Reserved for encoded frames waiting to be written.
-    pub write: usize,
 }
 
 /// The future of [`Connection::open`]: waits its turn for a slot under

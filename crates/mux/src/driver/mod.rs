@@ -15,7 +15,7 @@
 //! never blocking — and the owner applies them before it lets go
 //! ([`Guard`]'s drop), or the next owner does when it takes over.
 //!
-//! Wake-ups are collected while the state is held ([`WakeList`]) and
+//! Wake-ups are collected while the state is held ([`WakeList`](wake::WakeList)) and
 //! woken only after it is released, so a woken caller never starts on
 //! another core just to find the state still held.
 //!
@@ -41,9 +41,23 @@
 //!
 //! Handles ([`crate::handle`]) never touch `Inner`'s fields: they call
 //! the operations in [`ops`](self::ops).
+//!
+//! # Parts
+//! `Inner` is a handful of parts, each changed by the file that owns it;
+//! methods on `Inner` itself are only the glue that needs several parts:
+//!
+//! | part | owner | state |
+//! |---|---|---|
+//! | `io` | [`io`](self::io) | the transport: open, write side shut, done |
+//! | `session` | `crate::session` | the protocol; it reports events, [`events`](self::events) acts on them (wakes, metrics) |
+//! | `reader` | [`read`](self::read) | read buffer; reading, blocked on a full control queue, or ended; armed or not |
+//! | `writer` | [`write`](self::write) | write buffer; flushed or not, shut |
+//! | `link` | [`task`](self::task) | the connection task's turn to write, its timer's deadline, a wake-up owed to it |
+//! | `wakers` | [`wake`](self::wake) | every waker outside the stream table, and the wake-ups owed at release |
 
 mod combine;
 mod events;
+mod io;
 #[cfg(all(test, loom))]
 mod loom_opens;
 #[cfg(all(test, loom))]
@@ -62,7 +76,6 @@ use std::task::Waker;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::Span;
 
 use crate::pipeline::{Inbound, Negotiated, Outbound};
@@ -70,77 +83,58 @@ use crate::session::Session;
 
 use combine::Combiner;
 pub(crate) use combine::Guard;
-use opens::OpenQueue;
+use io::Io;
+pub(crate) use io::Transport;
 pub(crate) use ops::{Deferred, Life};
 pub(crate) use read::READ_FIRST;
 use read::Reader;
 pub(crate) use task::Driver;
+use task::Link;
 pub(crate) use wake::Waiter;
-use wake::{ReadWake, WakeList};
+use wake::{ReadWake, Wakers};
 use write::Writer;
 
-/// The transport, both directions (no split: the connection lock already
-/// serialises access, and `tokio::io::split` would add a lock per call).
-pub(crate) trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
-
-struct Io(Box<dyn Transport>);
-
-impl std::fmt::Debug for Io {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Io")
-    }
-}
-
-/// Everything behind the connection's lock.
+/// Everything behind the connection's lock: a handful of parts, each
+/// with the one file that changes it.
 #[derive(Debug)]
 pub(crate) struct Inner {
+    /// The transport and how far its life has gone ([`io`](self::io)).
     io: Io,
+    /// The sans-I/O protocol state: it reports events, the driver acts on
+    /// them ([`events`](self::events)).
     session: Session,
-    writer: Writer,
+    /// The read buffer, the inbound pipeline and the read side's state
+    /// ([`read`](self::read)).
     reader: Reader,
-    /// The waker every socket read registers (see [`ReadWake`]).
-    read_wake: Arc<ReadWake>,
-    read_waker: Waker,
-    /// The last read returned `Pending`: the socket will wake `read_wake`.
-    read_armed: bool,
-    /// Reading stopped because our control queue was full.
-    read_blocked: bool,
-    /// Frames were queued for the connection task's next write instead of
-    /// written by the application call that queued them.
-    flush_owed: bool,
-    /// The connection task holds the lock (it writes whatever is queued).
-    driver_polling: bool,
-    /// Whose task is reading the socket right now: its own events need no
-    /// wake-up (the reader looks next).
-    reading_for: Option<Waiter>,
-    accept_waker: Option<Waker>,
-    /// Tasks waiting for room under the peer's stream cap
-    /// (`Connection::poll_open_ready`).
-    open_waiters: Vec<Waker>,
-    /// `Connection::open` calls waiting for a slot, in turn.
-    opens: OpenQueue,
-    closed_wakers: Vec<Waker>,
-    /// Wake-ups owed, woken once the lock is released.
-    wake_list: WakeList,
-    /// The connection task is owed a wake-up (also woken after release).
-    driver_owed: bool,
-    driver_waker: Waker,
-    /// The deadline the connection task's timer is armed at.
-    armed: Option<Instant>,
-    /// The driver has finished: the transport is shut or failed.
-    done: bool,
-    /// The transport's write side was shut down (or it was dropped).
-    io_shut: bool,
-    /// The combiner's spare mailbox buffer.
+    /// The outbound pipeline and the coalescing buffer
+    /// ([`write`](self::write)).
+    writer: Writer,
+    /// What the connection task shares with application calls: whose turn
+    /// writing is, the timer's deadline ([`task`](self::task)).
+    link: Link,
+    /// Every waker outside the stream table, and the wake-ups owed at
+    /// release ([`wake`](self::wake)).
+    wakers: Wakers,
+    /// The combiner's spare mailbox buffer ([`combine`](self::combine)).
     spare_ops: Vec<Deferred>,
+}
+
+/// What [`Connection::buffer_capacity`](crate::Connection::buffer_capacity)
+/// reports, bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferCapacity {
+    /// Reserved for bytes read from the transport (received payloads are
+    /// slices of it).
+    pub read: usize,
+    /// Reserved for encoded frames waiting to be written.
+    pub write: usize,
 }
 
 /// Shared by the driver, the `Connection` handles and every `Stream`.
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Combiner<Inner>,
-    /// Also in `Inner`: here so a dropped wait can hand the socket back
+    /// Also in `Inner`'s wakers: here so a dropped wait can hand the socket back
     /// without taking the state.
     read_wake: Arc<ReadWake>,
     /// Boxed: read at connect, by `Connection::negotiated` and once per
@@ -225,27 +219,12 @@ pub(crate) fn shared(
     let read_wake = Arc::new(ReadWake::default());
     Arc::new(Shared {
         state: Combiner::new(Inner {
-            io: Io(io),
+            io: Io::new(io),
             session,
-            writer: Writer::new(pipeline.1, coalesce),
             reader: Reader::new(pipeline.0, buf),
-            read_waker: Waker::from(read_wake.clone()),
-            read_wake: read_wake.clone(),
-            read_armed: false,
-            read_blocked: false,
-            flush_owed: false,
-            driver_polling: false,
-            reading_for: None,
-            accept_waker: None,
-            open_waiters: Vec::new(),
-            opens: OpenQueue::default(),
-            closed_wakers: Vec::new(),
-            wake_list: WakeList::default(),
-            driver_owed: false,
-            driver_waker: Waker::noop().clone(),
-            armed: None,
-            done: false,
-            io_shut: false,
+            writer: Writer::new(pipeline.1, coalesce),
+            link: Link::new(),
+            wakers: Wakers::new(read_wake.clone()),
             spare_ops: Vec::new(),
         }),
         read_wake,

@@ -10,7 +10,7 @@ use weft_frame::{Metadata, Reason};
 
 use super::combine::Owned;
 use super::wake::{Waiter, Woken};
-use super::{Inner, now};
+use super::{BufferCapacity, Inner, now};
 use crate::error::{CloseCause, MuxError, StreamError};
 use crate::session::{Chunk, OpenError, Recv, Stats};
 
@@ -41,23 +41,22 @@ pub(crate) enum Life {
     Released,
 }
 
+/// The mailbox's operations, and stream releases.
 impl Inner {
     fn apply_op(&mut self, op: Deferred) {
         match op {
             Deferred::Release(id) => self.release_stream(id),
             Deferred::Reset(id, reason) => self.session.reset(id, reason),
             Deferred::CancelOpen(ticket) => {
-                self.opens.cancel(ticket);
+                self.wakers.opens.cancel(ticket);
                 // It may have been the one owed the free slot.
-                self.wake_opens(false);
+                self.wakers.wake_opens(self.opens_due(false));
             }
             Deferred::StopAccepting => self.session.set_accepting(false),
-            Deferred::Wake(waker) => self.wake_list.push(waker),
+            Deferred::Wake(waker) => self.wakers.list.push(waker),
         }
     }
-}
 
-impl Inner {
     fn release_stream(&mut self, id: u32) {
         self.session.release(id, now());
     }
@@ -96,7 +95,7 @@ impl Owned for Inner {
 
     #[inline]
     fn take_woken(&mut self) -> Woken {
-        Inner::take_woken(self)
+        self.wakers.take_woken(self.link.take_owed())
     }
 }
 
@@ -147,7 +146,7 @@ impl Inner {
         if self.session.open_credit() > 0 {
             return Poll::Ready(Ok(()));
         }
-        self.wait_for_open_credit(cx);
+        self.wakers.wait_open_ready(cx.waker());
         Poll::Pending
     }
 
@@ -164,29 +163,21 @@ impl Inner {
     ) -> bool {
         if self.session.is_closed() || self.session.is_going_away() {
             if let Some(t) = ticket.take() {
-                self.opens.cancel(t);
+                self.wakers.opens.cancel(t);
             }
             return false;
         }
         let queued = ticket.is_some();
         let credit = self.session.open_credit();
-        if !self.opens.admit(ticket, credit, cx.waker()) {
+        if !self.wakers.opens.admit(ticket, credit, cx.waker()) {
             return true;
         }
         if queued {
             // Slots freed while the session raised no event (it does only
             // when the cap was full) are the next waiters' turn now.
-            for w in self.opens.first(credit - 1) {
-                self.wake_list.push(w.clone());
-            }
+            self.wakers.wake_opens(credit - 1);
         }
         false
-    }
-
-    fn wait_for_open_credit(&mut self, cx: &mut Context<'_>) {
-        if !self.open_waiters.iter().any(|w| w.will_wake(cx.waker())) {
-            self.open_waiters.push(cx.waker().clone());
-        }
     }
 
     /// Starts a graceful shutdown (see `Connection::shutdown`).
@@ -207,8 +198,8 @@ impl Inner {
         self.session.stats()
     }
 
-    pub(crate) fn buffer_capacity(&self) -> crate::BufferCapacity {
-        crate::BufferCapacity {
+    pub(crate) fn buffer_capacity(&self) -> BufferCapacity {
+        BufferCapacity {
             read: self.reader.capacity(),
             write: self.writer.capacity(),
         }
@@ -216,12 +207,10 @@ impl Inner {
 
     /// Ready once the connection is gone and its transport shut.
     pub(crate) fn poll_closed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.done {
+        if self.io.is_done() {
             return Poll::Ready(());
         }
-        if !self.closed_wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            self.closed_wakers.push(cx.waker().clone());
-        }
+        self.wakers.wait_closed(cx.waker());
         Poll::Pending
     }
 }
@@ -256,7 +245,7 @@ impl Inner {
                 continue;
             } else {
                 if !read_inline {
-                    register(&mut self.accept_waker, cx.waker());
+                    register(&mut self.wakers.accept, cx.waker());
                 } else if self.wait_for_socket(Waiter::Acceptor, cx.waker(), !tried) {
                     // The socket wakes this task when bytes arrive; a read
                     // by anyone else that brings a stream wakes the waiter

@@ -1,7 +1,6 @@
 //! The read side: whoever holds the state reads the socket and handles
 //! every frame it brings, for all streams.
 
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
@@ -38,14 +37,48 @@ pub(super) struct Reader {
     /// Bytes read during the handshake, or left when our control queue
     /// filled up, are waiting in `buf`.
     leftover: bool,
-    eof: bool,
+    /// Reading, blocked, or ended.
+    flow: Flow,
+    /// Whether the socket's registration is live (never once ended).
+    arm: Arm,
+    /// Whose task is reading the socket right now: its own events need no
+    /// wake-up (the reader looks next).
+    pub(super) reading_for: Option<Waiter>,
+}
+
+/// Whether the socket's read registration is live. Kept apart from
+/// [`Flow`]: reading may stop on a full control queue while the socket is
+/// armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arm {
+    /// The last read returned bytes (or none was made yet): the socket may
+    /// hold more, and will not wake anyone for them.
+    Unarmed,
+    /// The last read returned `Pending`: the socket wakes
+    /// [`ReadWake`](super::wake::ReadWake) when bytes arrive.
+    Armed,
+}
+
+/// Whether the read side reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// Reading whenever the session wants input.
+    Reading,
+    /// Reading stopped because our control queue was full; `pump_app` or
+    /// the connection task resumes it once the queue drains (a read made
+    /// meanwhile, because the session wants input again, keeps it here
+    /// until then, so that wake-up still happens).
+    Blocked,
+    /// The peer's end of file, or a failed read: nothing more is read.
+    Ended,
 }
 
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
             .field("buffered", &self.buf.len())
-            .field("eof", &self.eof)
+            .field("flow", &self.flow)
+            .field("arm", &self.arm)
             .finish_non_exhaustive()
     }
 }
@@ -59,8 +92,67 @@ impl Reader {
             buf,
             chunk: READ_FIRST,
             read_since_tick: 0,
-            eof: false,
+            flow: Flow::Reading,
+            arm: Arm::Unarmed,
+            reading_for: None,
         }
+    }
+
+    /// Whether the last read ended armed (`Pending`): the socket wakes
+    /// `ReadWake` for what comes next.
+    #[inline]
+    pub(super) fn armed(&self) -> bool {
+        self.arm == Arm::Armed
+    }
+
+    /// Whether reading goes on: neither blocked nor ended.
+    #[inline]
+    fn is_reading(&self) -> bool {
+        self.flow == Flow::Reading
+    }
+
+    /// Whether reading stopped on a full control queue.
+    #[inline]
+    pub(super) fn is_blocked(&self) -> bool {
+        self.flow == Flow::Blocked
+    }
+
+    /// Whether the peer's end of file (or a failed read) was seen.
+    #[inline]
+    pub(super) fn is_ended(&self) -> bool {
+        self.flow == Flow::Ended
+    }
+
+    /// Resumes reading after a block (nothing once ended).
+    #[inline]
+    pub(super) fn unblock(&mut self) {
+        if self.flow == Flow::Blocked {
+            self.flow = Flow::Reading;
+        }
+    }
+
+    /// Reading stops until the control queue drains (only while reading:
+    /// read loops never run once ended).
+    fn block(&mut self) {
+        if self.flow == Flow::Reading {
+            self.flow = Flow::Blocked;
+        }
+    }
+
+    /// A read returned: it armed the socket if it was `Pending` (reads
+    /// happen only before the end: read loops stop at it).
+    #[inline]
+    fn set_arm(&mut self, pending: bool) {
+        self.arm = if pending { Arm::Armed } else { Arm::Unarmed };
+    }
+
+    /// Nothing more is read. Returns whether reading was blocked: the
+    /// resume that would have followed is owed to the connection task.
+    fn end(&mut self) -> bool {
+        let was_blocked = self.is_blocked();
+        self.flow = Flow::Ended;
+        self.arm = Arm::Unarmed;
+        was_blocked
     }
 
     /// The buffer's capacity (tests watch it stay small while idle).
@@ -121,23 +213,23 @@ impl Inner {
     pub(super) fn read_frames(&mut self) -> bool {
         // Borrowed out for the loop instead of cloned: no reference count
         // traffic per read.
-        let waker = std::mem::replace(&mut self.read_waker, Waker::noop().clone());
+        let waker = std::mem::replace(&mut self.wakers.read_waker, Waker::noop().clone());
         let (got, budget_used) = self.read_loop(&mut Context::from_waker(&waker));
         if budget_used {
             waker.wake_by_ref();
         }
-        self.read_waker = waker;
+        self.wakers.read_waker = waker;
         got
     }
 
     /// Reads the socket from the task of `who` (a waiting `recv` or
     /// `accept`), for every stream; `who`'s own events need no wake-up.
     pub(super) fn read_inline(&mut self, who: Waiter) {
-        self.reading_for = Some(who);
+        self.reader.reading_for = Some(who);
         if self.read_frames() {
             self.pump_app();
         }
-        self.reading_for = None;
+        self.reader.reading_for = None;
     }
 
     /// [`read_frames`](Self::read_frames)' loop: whether bytes arrived, and
@@ -145,12 +237,12 @@ impl Inner {
     fn read_loop(&mut self, cx: &mut Context<'_>) -> (bool, bool) {
         let mut got = false;
         for _ in 0..READS_PER_POLL {
-            if self.reader.eof {
+            if self.reader.is_ended() {
                 return (got, false);
             }
             if !self.session.wants_read() {
                 // Resumed by `pump_app` or the driver once the queue drains.
-                self.read_blocked = true;
+                self.reader.block();
                 return (got, false);
             }
             let r = &mut self.reader;
@@ -158,18 +250,18 @@ impl Inner {
                 Poll::Ready(Ok(usize::MAX))
             } else {
                 let room = r.make_room();
-                self.read_wake.fired.store(false, Ordering::Release);
-                let res = tokio_util::io::poll_read_buf(Pin::new(&mut *self.io.0), cx, &mut r.buf);
+                self.wakers.read.fired.store(false, Ordering::Release);
+                let res = tokio_util::io::poll_read_buf(self.io.get(), cx, &mut r.buf);
                 if let Poll::Ready(Ok(n)) = res {
                     r.note_read(n, room);
                 }
                 res
             };
-            self.read_armed = res.is_pending();
+            self.reader.set_arm(res.is_pending());
             match res {
                 Poll::Pending => return (got, false),
                 Poll::Ready(Ok(0)) => {
-                    self.reader.eof = true;
+                    self.end_reading();
                     self.decode(true);
                     return (true, false);
                 }
@@ -179,7 +271,7 @@ impl Inner {
                 }
                 Poll::Ready(Err(e)) => {
                     tracing::debug!(error = %e, "read failed");
-                    self.reader.eof = true;
+                    self.end_reading();
                     self.session.handle_transport_closed(CloseCause::peer(
                         Reason::INTERNAL_ERROR,
                         "transport read failed",
@@ -191,6 +283,15 @@ impl Inner {
         (got, true)
     }
 
+    /// The read side ended (end of file, or a failed read). A block ended
+    /// with it still owes the connection task the wake-up its resume would
+    /// have given (`pump_app` wakes it to read on once the queue drains).
+    fn end_reading(&mut self) {
+        if self.reader.end() {
+            self.link.wake_driver();
+        }
+    }
+
     /// Whether the close should wait for the peer's end of file: after a
     /// close of ours (our `GOAWAY` and FIN are out, whether the close was
     /// graceful or an error) a peer that is still sending would otherwise
@@ -200,7 +301,7 @@ impl Inner {
     /// ended). Lingering close, as nginx and Apache do it. Not after our
     /// write failed: nothing of ours is left to read.
     pub(super) fn lingers(&self) -> bool {
-        !self.reader.eof
+        !self.reader.is_ended()
             && !self.writer.shut
             && self
                 .session
@@ -215,10 +316,10 @@ impl Inner {
         let mut scratch = [0u8; 2048];
         for _ in 0..READS_PER_POLL {
             let mut buf = tokio::io::ReadBuf::new(&mut scratch);
-            match Pin::new(&mut *self.io.0).poll_read(cx, &mut buf) {
+            match self.io.get().poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) if !buf.filled().is_empty() => {}
                 Poll::Ready(_) => {
-                    self.reader.eof = true;
+                    self.reader.end();
                     return Poll::Ready(());
                 }
                 Poll::Pending => return Poll::Pending,
@@ -257,21 +358,21 @@ impl Inner {
 
     /// Whether the socket woke since the last read was armed.
     pub(super) fn read_wake_fired(&self) -> bool {
-        self.read_armed && !self.reader.eof && self.read_wake.fired.load(Ordering::Acquire)
+        self.reader.armed() && self.wakers.read.fired.load(Ordering::Acquire)
     }
 
     /// Whether the socket may have bytes nobody has read: it is not armed,
     /// or it fired since. Never after its end of file: nothing is read
     /// after it, so no caller waits for the socket then.
     pub(super) fn read_needed(&self) -> bool {
-        !self.reader.eof && self.read_wake.may_have_bytes(self.read_armed)
+        !self.reader.is_ended() && self.wakers.read.may_have_bytes(self.reader.armed())
     }
 
     fn decode(&mut self, eof: bool) {
         let mut cached = None;
         let mut clock = || *cached.get_or_insert_with(now);
         // The stream whose task reads now needs no event for its own data.
-        let reader = match self.reading_for {
+        let reader = match self.reader.reading_for {
             Some(Waiter::Stream(id)) => id,
             _ => 0,
         };
@@ -332,17 +433,18 @@ impl Inner {
     /// may hold unread bytes, the caller reads — or, if it already read in
     /// this poll (`may_read` false), the connection task is woken to.
     pub(super) fn wait_for_socket(&mut self, who: Waiter, waker: &Waker, may_read: bool) -> bool {
-        let (displaced, may_have_bytes) = self.read_wake.register(who, waker, self.read_armed);
+        let armed = self.reader.armed();
+        let (displaced, may_have_bytes) = self.wakers.read.register(who, waker, armed);
         if let Some((other, w)) = displaced {
             self.park_displaced(other, w);
         }
-        if !may_have_bytes || self.read_blocked || self.reader.eof {
+        if !may_have_bytes || !self.reader.is_reading() {
             return false;
         }
         if may_read {
             return true;
         }
-        self.wake_driver();
+        self.link.wake_driver();
         false
     }
 
@@ -351,8 +453,8 @@ impl Inner {
     /// stopped at the per-poll budget — the connection task takes over,
     /// or nobody would read them.
     pub(super) fn stop_waiting(&mut self, who: Waiter) {
-        if self.read_wake.leave(who, self.read_armed) {
-            self.wake_driver();
+        if self.wakers.read.leave(who, self.reader.armed()) {
+            self.link.wake_driver();
         }
     }
 
@@ -361,12 +463,52 @@ impl Inner {
     /// stream for the acceptor) read by someone else still wake it.
     fn park_displaced(&mut self, who: Waiter, waker: Waker) {
         match who {
-            Waiter::Acceptor => self.accept_waker = Some(waker),
+            Waiter::Acceptor => self.wakers.accept = Some(waker),
             Waiter::Stream(id) => {
                 if let Some(slot) = self.session.wakers_mut(id) {
                     slot.recv = Some(waker);
                 }
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn reader() -> Reader {
+        let (_, inbound) = crate::pipeline::passthrough(Default::default());
+        Reader::new(inbound, BytesMut::new())
+    }
+
+    /// A block keeps the socket's registration: an armed socket still wakes
+    /// `ReadWake` for what comes, so nobody needs to read it meanwhile.
+    #[test]
+    fn a_block_keeps_the_arm_and_resumes_reading() {
+        let mut r = reader();
+        assert!(r.is_reading() && !r.armed());
+        r.set_arm(true);
+        r.block();
+        assert!(r.is_blocked() && r.armed());
+        // A read made while blocked (the session wants input again) stays
+        // blocked: the resume's wake-up of the connection task is still due.
+        r.set_arm(false);
+        assert!(r.is_blocked() && !r.armed());
+        r.unblock();
+        assert!(r.is_reading() && !r.is_blocked());
+    }
+
+    /// The end while blocked reports the resume it cancels; after the end
+    /// nothing reads, arms or resumes.
+    #[test]
+    fn the_end_is_final_and_reports_a_cancelled_resume() {
+        let mut r = reader();
+        r.block();
+        assert!(r.end(), "ended while blocked: the resume is owed");
+        assert!(r.is_ended() && !r.armed() && !r.is_blocked());
+        r.unblock();
+        assert!(r.is_ended());
+        assert!(!reader().end(), "ended while reading: nothing owed");
     }
 }

@@ -11,16 +11,83 @@ use std::time::{Duration, Instant};
 use tokio::time::Sleep;
 use weft_frame::Reason;
 
-use super::{Inner, Io, Shared, now};
+use super::{Inner, Shared, now};
 use crate::error::CloseCause;
+
+/// What the connection task and the application calls share about the
+/// task, behind the connection's lock: whose turn writing is, the
+/// deadline the task's timer is armed at, and whether the task is owed a
+/// wake-up. (Its waker is with the others, in `Wakers`.)
+#[derive(Debug)]
+pub(super) struct Link {
+    /// Who writes queued frames now.
+    pub(super) turn: Turn,
+    /// Whether the task is owed a wake-up once the state is released.
+    owed: Owed,
+    /// The deadline the connection task's timer is armed at: the task arms
+    /// it, and `pump_app` wakes the task when a deadline moves earlier.
+    pub(super) armed: Option<Instant>,
+}
+
+/// Whether the connection task is owed a wake-up (collected once however
+/// often it is asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owed {
+    No,
+    Yes,
+}
+
+impl Link {
+    pub(super) fn new() -> Link {
+        Link {
+            turn: Turn::Inline,
+            owed: Owed::No,
+            armed: None,
+        }
+    }
+
+    /// Wakes the connection task (it reads the socket on every poll) once
+    /// the state is released, so it does not start only to find it held.
+    pub(super) fn wake_driver(&mut self) {
+        self.owed = Owed::Yes;
+    }
+
+    /// Whether the task is owed a wake-up; it no longer is.
+    #[inline]
+    pub(super) fn take_owed(&mut self) -> bool {
+        std::mem::replace(&mut self.owed, Owed::No) == Owed::Yes
+    }
+}
+
+/// Who writes the frames queued on the connection (see
+/// `Inner::defer_write`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// An application call that queues frames writes them itself.
+    Inline,
+    /// Frames were left for the connection task's next write (it is woken
+    /// for it): application calls queue theirs behind them.
+    Owed,
+    /// The connection task holds the state: it writes whatever is queued.
+    Driver,
+}
+
+/// Whether the connection task's last poll only yielded before writing
+/// frames it was owed (see `Driver::poll`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Yield {
+    /// The next owed write yields once first.
+    Due,
+    /// It yielded: the next poll writes.
+    Done,
+}
 
 /// The connection task's future.
 pub(crate) struct Driver {
     shared: Arc<Shared>,
     sleep: Option<Pin<Box<Sleep>>>,
-    armed: Option<Instant>,
-    /// The last poll only yielded before a deferred write.
-    yielded: bool,
+    /// Whether the last poll only yielded before an owed write.
+    yielded: Yield,
     /// Once closed: when the final flush gives up.
     flush_by: Option<Instant>,
 }
@@ -48,8 +115,7 @@ impl Driver {
         Driver {
             shared,
             sleep: None,
-            armed: None,
-            yielded: false,
+            yielded: Yield::Due,
             flush_by: None,
         }
     }
@@ -68,23 +134,19 @@ impl Future for Driver {
         let Some(mut inner) = shared.lock_or_wake(cx.waker()) else {
             return Poll::Pending;
         };
-        if !inner.driver_waker.will_wake(cx.waker()) {
-            inner.driver_waker = cx.waker().clone();
-        }
-        inner.read_wake.set_driver(cx.waker());
-        if inner.flush_owed && !this.yielded {
+        inner.wakers.set_driver(cx.waker());
+        if inner.link.turn == Turn::Owed && this.yielded == Yield::Due {
             // Woken to write frames an application call left us: first let
             // the tasks already runnable queue theirs (a wake from inside
             // our own poll puts us at the back of the run queue).
-            this.yielded = true;
+            this.yielded = Yield::Done;
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        this.yielded = false;
-        inner.flush_owed = false;
-        inner.driver_polling = true;
+        this.yielded = Yield::Due;
+        inner.link.turn = Turn::Driver;
         let out = this.poll_locked(&mut inner, cx);
-        inner.driver_polling = false;
+        inner.link.turn = Turn::Inline;
         out
     }
 }
@@ -93,20 +155,20 @@ impl Driver {
     /// The connection task's work, with the state held: read, fire timers,
     /// write everything queued, and close at the end.
     fn poll_locked(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
-        inner.read_blocked = false;
+        inner.reader.unblock();
         inner.read_frames();
         // Timers: one `Sleep`, polled only while armed.
-        if self.armed.is_some()
+        if inner.link.armed.is_some()
             && let Some(sleep) = self.sleep.as_mut()
             && sleep.as_mut().poll(cx).is_ready()
         {
-            self.armed = None;
+            inner.link.armed = None;
             inner.session.handle_timeout(now());
             inner.release_quiet_buffers();
         }
         inner.pump();
         let mut rounds = 0;
-        while inner.read_blocked && inner.session.wants_read() {
+        while inner.reader.is_blocked() && inner.session.wants_read() {
             // Our control queue drained into the socket: read again (and
             // arm), a few rounds per poll, then yield.
             rounds += 1;
@@ -114,7 +176,7 @@ impl Driver {
                 cx.waker().wake_by_ref();
                 break;
             }
-            inner.read_blocked = false;
+            inner.reader.unblock();
             inner.read_frames();
             inner.pump();
         }
@@ -130,24 +192,27 @@ impl Driver {
     /// close waits for the peer's end of file (see `Inner::lingers`), then
     /// wakes everyone. Gives up on both after [`CLOSE_FLUSH_LIMIT`].
     fn poll_close(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
-        if flush_and_shut(inner, cx).is_pending() && !self.flush_expired(cx) {
+        if flush_and_shut(inner, cx).is_pending() && !self.flush_expired(inner, cx) {
             return Poll::Pending;
         }
-        if inner.lingers() && inner.discard_until_eof(cx).is_pending() && !self.flush_expired(cx) {
+        if inner.lingers()
+            && inner.discard_until_eof(cx).is_pending()
+            && !self.flush_expired(inner, cx)
+        {
             return Poll::Pending;
         }
         inner.writer.shut = true;
-        inner.finish();
+        finish(inner);
         Poll::Ready(())
     }
 
     /// Whether the final flush has had its time (the timer is armed for it
     /// on the first call).
-    fn flush_expired(&mut self, cx: &mut Context<'_>) -> bool {
+    fn flush_expired(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> bool {
         let by = *self
             .flush_by
             .get_or_insert_with(|| now() + CLOSE_FLUSH_LIMIT);
-        self.armed = None;
+        inner.link.armed = None;
         let expired = self.timer_at(by).poll(cx).is_ready();
         if expired {
             tracing::debug!("final frames not written in time: transport dropped");
@@ -183,15 +248,16 @@ impl Driver {
             // With nothing armed at all (no idle timeout, no keepalive), a
             // tick of its own still gives a quiet connection's buffers back.
             None => {
-                if self.armed.is_none() && inner.holds_buffers() && !inner.session.is_closed() {
+                if inner.link.armed.is_none() && inner.holds_buffers() && !inner.session.is_closed()
+                {
                     let t = now() + QUIET_TICK;
-                    self.armed = Some(t);
+                    inner.link.armed = Some(t);
                     // Registers the waker; it cannot be due yet.
                     let _ = self.timer_at(t).poll(cx);
                 }
             }
-            Some(t) if self.armed.is_none_or(|a| t < a) => {
-                self.armed = Some(t);
+            Some(t) if inner.link.armed.is_none_or(|a| t < a) => {
+                inner.link.armed = Some(t);
                 if self.timer_at(t).poll(cx).is_ready() {
                     // Already due: handle it on the next poll, which sees
                     // the armed sleep ready. (Disarming here skipped that
@@ -202,7 +268,6 @@ impl Driver {
             }
             Some(_) => {} // a later deadline: re-armed when the sleep fires
         }
-        inner.armed = self.armed;
     }
 }
 
@@ -212,27 +277,14 @@ fn flush_and_shut(inner: &mut Inner, cx: &mut Context<'_>) -> Poll<()> {
         // `pump` registered our waker if the socket was not ready.
         return Poll::Pending;
     }
-    if !inner.io_shut {
-        if Pin::new(&mut *inner.io.0).poll_shutdown(cx).is_pending() {
-            return Poll::Pending;
-        }
-        inner.io_shut = true;
-    }
-    Poll::Ready(())
+    inner.io.poll_shutdown(cx)
 }
 
-impl Inner {
-    fn finish(&mut self) {
-        self.done = true;
-        // Release the transport now rather than with the last handle: the
-        // peer sees the end (FIN, or a reset if it still sends) and the
-        // descriptor is freed while the application keeps its handles.
-        self.io = Io(Box::new(tokio::io::empty()));
-        self.io_shut = true;
-        for w in std::mem::take(&mut self.closed_wakers) {
-            self.wake_list.push(w);
-        }
-    }
+/// The connection task has finished: the transport is released and
+/// `Connection::closed` waiters are woken.
+fn finish(inner: &mut Inner) {
+    inner.io.finish();
+    inner.wakers.wake_closed();
 }
 
 impl Drop for Driver {
@@ -245,6 +297,6 @@ impl Drop for Driver {
         ));
         inner.writer.shut = true;
         inner.dispatch_events();
-        inner.finish();
+        finish(&mut inner);
     }
 }

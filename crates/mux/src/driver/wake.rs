@@ -1,13 +1,144 @@
-//! Who gets woken when the socket has bytes ([`ReadWake`], [`Waiter`]),
-//! and wake-ups deferred until the connection's state is released
-//! ([`WakeList`], [`Woken`]).
+//! Every waker the connection keeps outside its streams ([`Wakers`]): who
+//! gets woken when the socket has bytes ([`ReadWake`], [`Waiter`]), the
+//! acceptor, waiting opens, `closed` waiters and the connection task; and
+//! wake-ups deferred until the connection's state is released
+//! ([`WakeList`], [`Woken`]). (A stream's own `recv` and `send` wakers
+//! live with the stream, in the session's table.)
 
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Wake, Waker};
 
+use super::opens::OpenQueue;
 use super::sync::{AtomicBool, AtomicU32, Mutex, MutexGuard};
+
+/// The connection's wakers, and the wake-ups owed once the state is
+/// released. Only the state's owner touches them (the socket's
+/// [`ReadWake`] has its own lock, being woken from outside).
+#[derive(Debug)]
+pub(super) struct Wakers {
+    /// The waker every socket read registers (see [`ReadWake`]); `Shared`
+    /// keeps a clone, so a dropped wait can hand the socket back without
+    /// taking the state.
+    pub(super) read: Arc<ReadWake>,
+    /// `read` as a `Waker`, built once.
+    pub(super) read_waker: Waker,
+    /// `Incoming::accept`'s event waker (when it does not wait as the
+    /// socket waiter).
+    pub(super) accept: Option<Waker>,
+    /// Tasks waiting for room under the peer's stream cap
+    /// (`Connection::poll_open_ready`).
+    pub(super) open_ready: Vec<Waker>,
+    /// `Connection::open` calls waiting for a slot, in turn.
+    pub(super) opens: OpenQueue,
+    /// `Connection::closed` calls waiting for the transport's end.
+    pub(super) closed: Vec<Waker>,
+    /// The connection task's waker (whether it is owed a wake-up is the
+    /// task's [`Link`](super::task::Link)'s to say).
+    pub(super) driver: Waker,
+    /// Wake-ups owed, woken once the state is released.
+    pub(super) list: WakeList,
+}
+
+impl Wakers {
+    pub(super) fn new(read: Arc<ReadWake>) -> Wakers {
+        Wakers {
+            read_waker: Waker::from(read.clone()),
+            read,
+            accept: None,
+            open_ready: Vec::new(),
+            opens: OpenQueue::default(),
+            closed: Vec::new(),
+            driver: Waker::noop().clone(),
+            list: WakeList::default(),
+        }
+    }
+
+    /// The connection task polls with `waker` now.
+    pub(super) fn set_driver(&mut self, waker: &Waker) {
+        if !self.driver.will_wake(waker) {
+            self.driver = waker.clone();
+        }
+        self.read.set_driver(waker);
+    }
+
+    /// Wakes both wakers, or one if they wake the same task.
+    pub(super) fn wake_either(&mut self, event: Option<Waker>, socket: Option<Waker>) {
+        match (event, socket) {
+            (Some(e), Some(s)) if e.will_wake(&s) => self.list.push(s),
+            (e, s) => e.into_iter().chain(s).for_each(|w| self.list.push(w)),
+        }
+    }
+
+    /// Wakes `accept`, which waits as the socket waiter, with its event
+    /// waker, or both (like a stream's `recv`).
+    pub(super) fn wake_acceptor(&mut self) {
+        let event = self.accept.take();
+        let socket = self.read.take_recv(Some(Waiter::Acceptor));
+        self.wake_either(event, socket);
+    }
+
+    /// Wakes the first `n` waiting opens (those whose turn it is).
+    pub(super) fn wake_opens(&mut self, n: usize) {
+        for w in self.opens.first(n) {
+            self.list.push(w.clone());
+        }
+    }
+
+    /// Wakes `poll_open_ready` waiters, and the first `n` waiting opens.
+    pub(super) fn wake_open_waiters(&mut self, n: usize) {
+        for w in self.open_ready.drain(..) {
+            self.list.push(w);
+        }
+        self.wake_opens(n);
+    }
+
+    /// The connection closed: wakes the acceptor, waiting opens and the
+    /// socket waiter. Each stream's own wakers need nothing here: the
+    /// session raised `Readable` and `Writable` for every stream before
+    /// `Closed`.
+    pub(super) fn wake_everyone(&mut self) {
+        if let Some(w) = self.accept.take() {
+            self.list.push(w);
+        }
+        self.wake_open_waiters(usize::MAX);
+        if let Some(w) = self.read.take_recv(None) {
+            self.list.push(w);
+        }
+    }
+
+    /// The transport is gone: wakes `Connection::closed` waiters.
+    pub(super) fn wake_closed(&mut self) {
+        for w in std::mem::take(&mut self.closed) {
+            self.list.push(w);
+        }
+    }
+
+    /// Registers `waker` to learn when the transport is gone.
+    pub(super) fn wait_closed(&mut self, waker: &Waker) {
+        if !self.closed.iter().any(|w| w.will_wake(waker)) {
+            self.closed.push(waker.clone());
+        }
+    }
+
+    /// Registers `waker` to learn when the peer's stream cap has room.
+    pub(super) fn wait_open_ready(&mut self, waker: &Waker) {
+        if !self.open_ready.iter().any(|w| w.will_wake(waker)) {
+            self.open_ready.push(waker.clone());
+        }
+    }
+
+    /// The wake-ups owed, to wake after the state is released; with
+    /// `driver`, the connection task's too.
+    #[inline]
+    pub(super) fn take_woken(&mut self, driver: bool) -> Woken {
+        if driver {
+            self.list.push(self.driver.clone());
+        }
+        self.list.take()
+    }
+}
 
 /// A task that waits for socket bytes and reads them itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,12 +4,12 @@
 //! Large payloads are chained rather than copied (see [`WriteBuf`]).
 
 use std::io;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use weft_frame::Reason;
 
 use super::Inner;
+use super::task::Turn;
 use super::wbuf::WriteBuf;
 use crate::error::CloseCause;
 use crate::pipeline::Outbound;
@@ -102,7 +102,7 @@ impl Inner {
     /// write left the session anything to report (a stream that finished
     /// sending, a failure) or reading waits for the control queue to drain.
     pub(super) fn pump_send(&mut self) {
-        if self.write() && !self.read_blocked && self.session.is_quiet() {
+        if self.write() && !self.reader.is_blocked() && self.session.is_quiet() {
             return;
         }
         self.pump_app();
@@ -111,7 +111,7 @@ impl Inner {
     /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier
     /// or the connection closed (the driver shuts the transport down).
     pub(super) fn pump_app(&mut self) {
-        if self.writer.is_idle() && !self.read_blocked && self.session.is_quiet() {
+        if self.writer.is_idle() && !self.reader.is_blocked() && self.session.is_quiet() {
             // Nothing to write, dispatch or re-arm (the common case after a
             // read that only brought data).
             return;
@@ -121,13 +121,13 @@ impl Inner {
             && self
                 .session
                 .poll_timeout()
-                .is_some_and(|t| self.armed.is_none_or(|a| t < a));
-        let resume_reading = self.read_blocked && self.session.wants_read();
+                .is_some_and(|t| self.link.armed.is_none_or(|a| t < a));
+        let resume_reading = self.reader.is_blocked() && self.session.wants_read();
         if resume_reading {
-            self.read_blocked = false;
+            self.reader.unblock();
         }
         if earlier || resume_reading || self.session.is_closed() {
-            self.wake_driver();
+            self.link.wake_driver();
         }
     }
 
@@ -142,7 +142,7 @@ impl Inner {
         if w.is_idle() && !self.session.has_transmit() {
             return Ok(());
         }
-        if !self.driver_polling && self.defer_write() {
+        if self.link.turn != Turn::Driver && self.defer_write() {
             return Ok(());
         }
         let w = &mut self.writer;
@@ -151,12 +151,12 @@ impl Inner {
             // not a reserve per frame as the buffer grows from nothing.
             w.buf.bytes.reserve(WRITE_FIRST);
         }
-        let io = &mut self.io.0;
+        let io = &mut self.io;
         // Large payloads are chained only where writes are vectored: a
         // transport writing one slice at a time would make each chained
         // payload a write (and a packet) of its own.
         let vectored = io.is_write_vectored();
-        let mut cx = Context::from_waker(&self.driver_waker);
+        let mut cx = Context::from_waker(&self.wakers.driver);
         loop {
             // `has_transmit` is a few field tests; a `poll_transmit` that
             // finds nothing still moves an `Option<Frame>` around.
@@ -185,7 +185,7 @@ impl Inner {
             }
             if w.buf.is_empty() {
                 if w.needs_flush {
-                    match Pin::new(&mut **io).poll_flush(&mut cx) {
+                    match io.get().poll_flush(&mut cx) {
                         Poll::Ready(r) => {
                             w.needs_flush = false;
                             r?;
@@ -195,7 +195,7 @@ impl Inner {
                 }
                 return Ok(());
             }
-            match w.buf.poll_write(&mut **io, &mut cx) {
+            match w.buf.poll_write(io.get_mut(), &mut cx) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(_)) => w.needs_flush = true,
                 Poll::Ready(Err(e)) => return Err(e),
@@ -212,14 +212,14 @@ impl Inner {
     /// typically the callers one read of replies woke — queue theirs too)
     /// and then writes everything in one go: one syscall for many calls.
     fn defer_write(&mut self) -> bool {
-        if self.flush_owed {
+        if self.link.turn == Turn::Owed {
             return true;
         }
         if self.session.stream_count() < 2 {
             return false;
         }
-        self.flush_owed = true;
-        self.wake_driver();
+        self.link.turn = Turn::Owed;
+        self.link.wake_driver();
         true
     }
 

@@ -241,7 +241,7 @@ impl Session {
             self.remember_refused(&frame, len);
             self.control
                 .push_back(Frame::reset(id, Reason::REFUSED_STREAM));
-            metrics::counter!(crate::STREAMS_REFUSED).increment(1);
+            self.events.push_back(Event::Refused);
             return Ok(());
         }
         let mut window = RecvWindow::new(self.limits.stream_window);

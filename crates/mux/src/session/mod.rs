@@ -84,6 +84,11 @@ pub enum Event {
     /// A stream we opened left the table, or the peer announced its cap:
     /// [`open_credit`](Session::open_credit) may have grown.
     OpenCredit,
+    /// A stream the peer opened was refused with `REFUSED_STREAM` (the
+    /// stream cap was reached, or we stopped accepting): the driver
+    /// counts it as [`STREAMS_REFUSED`](crate::STREAMS_REFUSED). The
+    /// session only reports it, so it stays free of any metrics recorder.
+    Refused,
 }
 
 /// The result of [`Session::recv`].
