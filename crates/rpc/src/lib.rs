@@ -79,7 +79,7 @@ pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
 pub use middleware::{CallService, IncomingCall, Layered};
 pub use observe::{TRACEPARENT, TraceContext};
-pub use options::CallOptions;
+pub use options::{CallOptions, Idempotency};
 pub use response::Response;
 pub use router::{Router, Shape};
 pub use server::Server;

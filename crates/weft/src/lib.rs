@@ -91,10 +91,10 @@ pub use weft_transform::EncryptionPolicy;
 pub use weft_rpc::Postcard;
 pub use weft_rpc::{
     Ascii, BidiCall, BidiReceiver, BidiSender, BidiStream, Binary, CallOptions, Caller,
-    CancelSignal, Client, ClientStreamingCall, Code, Codec, Context, Interceptor, IntoRoutes,
-    InvalidMetadata, Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, Outgoing, PeerInfo, Raw,
-    RequestStream, Requests, Response, ResponseSink, Responses, Router, Server, Shape, Status,
-    Streaming, TRACEPARENT, TraceContext,
+    CancelSignal, Client, ClientStreamingCall, Code, Codec, Context, Idempotency, Interceptor,
+    IntoRoutes, InvalidMetadata, Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, Outgoing,
+    PeerInfo, Raw, RequestStream, Requests, Response, ResponseSink, Responses, Router, Server,
+    Shape, Status, Streaming, TRACEPARENT, TraceContext,
 };
 #[cfg(feature = "tower")]
 pub use weft_rpc::{
