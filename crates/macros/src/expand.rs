@@ -204,6 +204,9 @@ fn codec_checks(methods: &[Method], rpc: &TokenStream) -> TokenStream {
 /// `for<'w>` makes it a bound the compiler assumes inside the function and
 /// checks only at each use (the same effect as the unstable
 /// `trivial_bounds`). [`codec_checks`] reports the error once, at the type.
+/// The generated calls name their message types (`::<_, Req, Resp>`):
+/// with the types left to inference the compiler proves the bound from the
+/// codec's impl, not from this clause, and the errors come back.
 fn carried(m: &Method, rpc: &TokenStream) -> TokenStream {
     let (req, resp) = (&m.request, &m.response);
     let codec = respan(&m.codec, m.span);

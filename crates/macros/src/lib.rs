@@ -68,7 +68,9 @@
 //!   `Client`); `FooClient::with_interceptor(caller, f)` runs `f` on each.
 //!
 //! The generated client calls the `Caller` methods directly: per call it
-//! adds nothing to what the caller and the codec allocate.
+//! adds nothing to what the caller and the codec allocate (but for an
+//! idempotent method called with options, which are copied once to mark
+//! them; empty options are a shared static).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 

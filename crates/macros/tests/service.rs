@@ -244,11 +244,7 @@ async fn a_codec_mismatch_is_a_clear_error() {
         "{e}"
     );
     // An untyped caller names no codec and is served as before.
-    let n: i64 = c
-        .inner()
-        .unary_json(CalcMethods::DOUBLE, &5)
-        .await
-        .unwrap();
+    let n: i64 = c.inner().unary_json(CalcMethods::DOUBLE, &5).await.unwrap();
     assert_eq!(n, 10);
 }
 

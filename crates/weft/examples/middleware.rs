@@ -134,7 +134,7 @@ const WINDOW: Duration = Duration::from_secs(1);
 /// added runs first).
 fn server() -> Server {
     Server::new(Router::new().add_service(BankServer::new(Vault)))
-        .layer(method_limit("bank.bank/statement", BURST, WINDOW))
+        .layer(method_limit(BankMethods::STATEMENT, BURST, WINDOW))
         .layer(auth("s3cret"))
 }
 

@@ -124,7 +124,8 @@ pub use weft_rpc::{
 /// let router = Router::new().add_service(CalcServer::new(Impl));
 /// let client = CalcClient::new(weft::memory(router, &Config::new()).await.unwrap());
 /// assert_eq!(client.double(21).await.unwrap(), 42);
-/// assert_eq!(CalcServer::<Impl>::METHODS, ["calc.calc/double"]);
+/// assert_eq!(CalcServer::<Impl>::METHODS, ["calc.Calc/Double"]);
+/// assert_eq!(CalcMethods::DOUBLE, "calc.Calc/Double");
 /// # }
 /// ```
 pub use weft_macros::service;
