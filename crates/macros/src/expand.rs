@@ -2,11 +2,11 @@
 //! futures), `FooClient` and `FooServer`.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::ItemTrait;
 use syn::spanned::Spanned;
 
-use crate::model::{Method, Options, Shape};
+use crate::model::{Idempotency, Method, Options, Shape};
 
 pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenStream> {
     let methods = match crate::model::methods(&mut item, opts) {
@@ -28,10 +28,22 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     let name = &item.ident;
     let client = format_ident!("{}Client", name);
     let server = format_ident!("{}Server", name);
-    let checks = methods.iter().map(|m| codec_check(m, &rpc));
-    let client_fns = methods.iter().map(|m| client_fn(m, &rpc, vis));
-    let routes = methods.iter().map(|m| route(m, &rpc));
-    let wires = methods.iter().map(|m| &m.wire);
+    let names = format_ident!("{}Methods", name);
+    let checks = codec_checks(&methods, &rpc);
+    let client_fns = methods.iter().map(|m| client_fn(m, &rpc, vis, &names));
+    let routes = methods.iter().map(|m| route(m, &rpc, &names));
+    let carried = methods.iter().map(|m| carried(m, &rpc));
+    let konsts = methods.iter().map(|m| {
+        let (konst, wire) = (&m.konst, &m.wire);
+        let doc = format!("The wire name of [`{name}::{}`]: `{wire}`.", m.ident);
+        quote!(#[doc = #doc] #vis const #konst: &'static str = #wire;)
+    });
+    let all = methods.iter().map(|m| &m.konst);
+    let names_doc = format!(
+        "The wire names of [`{name}`]'s methods, one constant each: what to \
+         pass where a method is named by hand (a raw call, a layer or an \
+         interceptor keyed on `Context::method`)."
+    );
     let caller = opts.default_caller();
     let client_doc = format!(
         "The typed client of [`{name}`] over any `Caller` `C` (a `Channel`, which \
@@ -47,7 +59,15 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     Ok(quote! {
         #item
 
-        #(#checks)*
+        #checks
+
+        #[doc = #names_doc]
+        #[derive(Debug, Clone, Copy)]
+        #vis enum #names {}
+
+        impl #names {
+            #(#konsts)*
+        }
 
         #[doc = #client_doc]
         #[derive(Clone, Debug)]
@@ -93,7 +113,7 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
 
         impl<S> #server<S> {
             /// The wire names of the service's methods, in declaration order.
-            #vis const METHODS: &'static [&'static str] = &[#(#wires),*];
+            #vis const METHODS: &'static [&'static str] = &[#(#names::#all),*];
 
             /// An adapter serving `service`.
             #vis fn new(service: S) -> Self {
@@ -114,7 +134,10 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
             }
         }
 
-        impl<S: #name> #rpc::IntoRoutes for #server<S> {
+        impl<S: #name> #rpc::IntoRoutes for #server<S>
+        where
+            #(#carried,)*
+        {
             fn into_routes(self, router: #rpc::Router) -> #rpc::Router {
                 #(#routes)*
                 router
@@ -143,32 +166,97 @@ fn respan(tokens: &TokenStream, span: proc_macro2::Span) -> TokenStream {
         .collect()
 }
 
-/// A compile-time check that the method's codec carries its types, spanned
-/// at the method so a missing `Serialize` points there.
-fn codec_check(m: &Method, rpc: &TokenStream) -> TokenStream {
-    let (req, resp) = (&m.request, &m.response);
-    let (c1, c2) = (respan(&m.codec, req.span()), respan(&m.codec, resp.span()));
-    let req_check = quote_spanned! {req.span()=> carries::<_, #req>(#c1); };
-    let resp_check = quote_spanned! {resp.span()=> carries::<_, #resp>(#c2); };
-    quote_spanned! {m.span=>
+/// The compile-time check that each method's codec carries its message
+/// types: one check per codec and type (a type used by three methods is
+/// checked once), spanned at the type's first use, so a type that is not
+/// `Serialize` is one error there, naming the missing trait.
+///
+/// It is the only place the bound is checked where the service is
+/// declared: the client's methods and the server's `IntoRoutes` carry it
+/// as a where clause ([`carried`]), which the compiler checks where they
+/// are used, not where they are defined.
+fn codec_checks(methods: &[Method], rpc: &TokenStream) -> TokenStream {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut checks = Vec::new();
+    for m in methods {
+        for ty in [&m.request, &m.response] {
+            let key = (m.codec.to_string(), ty.to_token_stream().to_string());
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let codec = respan(&m.codec, ty.span());
+            checks.push(quote_spanned! {ty.span()=> carries::<_, #ty>(#codec); });
+        }
+    }
+    quote! {
         const _: fn() = || {
             fn carries<C: #rpc::Codec<T>, T>(_: C) {}
-            #req_check
-            #resp_check
+            #(#checks)*
         };
     }
 }
 
-fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStream {
+/// The where-clause predicate "the method's codec carries its types".
+///
+/// A bound on concrete types would be checked where it is written (and a
+/// type that is not `Serialize` would fail once per generated function);
+/// `for<'w>` makes it a bound the compiler assumes inside the function and
+/// checks only at each use (the same effect as the unstable
+/// `trivial_bounds`). [`codec_checks`] reports the error once, at the type.
+/// The generated calls name their message types (`::<_, Req, Resp>`):
+/// with the types left to inference the compiler proves the bound from the
+/// codec's impl, not from this clause, and the errors come back.
+fn carried(m: &Method, rpc: &TokenStream) -> TokenStream {
+    let (req, resp) = (&m.request, &m.response);
+    let codec = respan(&m.codec, m.span);
+    quote_spanned! {m.span=>
+        for<'w> #codec: #rpc::Codec<#req> + #rpc::Codec<#resp>
+    }
+}
+
+/// `opts` (a `&CallOptions`) as the call sends them: marked idempotent
+/// for a `#[weft(idempotent)]` method, so a `Channel` may resend it
+/// ([`CallOptions::to_idempotent`]); `call` uses `opts`. For a unary
+/// method the marked options live in the returned future (an `async move`
+/// block, whose call starts at its first poll; their timeout was already
+/// fixed from now).
+fn with_options(m: &Method, rpc: &TokenStream, call: TokenStream, unary: bool) -> TokenStream {
+    match (m.idempotency, unary) {
+        (Idempotency::Unknown, _) => call,
+        (Idempotency::Idempotent, true) => quote! {
+            let opts = #rpc::CallOptions::to_idempotent(opts);
+            async move {
+                let opts = &*opts;
+                #call.await
+            }
+        },
+        (Idempotency::Idempotent, false) => quote! {
+            let opts = #rpc::CallOptions::to_idempotent(opts);
+            let opts = &*opts;
+            #call
+        },
+    }
+}
+
+fn client_fn(
+    m: &Method,
+    rpc: &TokenStream,
+    vis: &syn::Visibility,
+    names: &syn::Ident,
+) -> TokenStream {
     let Method {
         ident,
         docs,
         wire,
+        konst,
         request,
         response,
         ..
     } = m;
     let codec = &respan(&m.codec, m.span);
+    let wire_const = quote!(#names::#konst);
+    let carried = carried(m, rpc);
     let with = format_ident!("{}_with", ident);
     let opts_doc = format!("[`{ident}`](Self::{ident}) with options (deadline, metadata).");
     let with_response = format_ident!("{}_response", ident);
@@ -176,7 +264,13 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
         "[`{ident}_with`](Self::{ident}_with), also returning the response headers and \
          trailers the handler set (`Response::header`, `Response::trailer`)."
     );
-    let wire_doc = format!("Wire name: `{wire}`.");
+    let wire_doc = match m.idempotency {
+        Idempotency::Unknown => format!("Wire name: `{wire}`."),
+        Idempotency::Idempotent => format!(
+            "Wire name: `{wire}`. Idempotent: a `Channel` may send a call again \
+             if its connection is lost after it was sent."
+        ),
+    };
     let docs = quote! {
         #(#docs)*
         #[doc = ""]
@@ -184,62 +278,108 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
     };
     let span = m.span;
     match &m.shape {
-        Shape::Unary => quote_spanned! {span=>
-            #docs
-            #vis fn #ident(
-                &self,
-                request: #request,
-            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + ::core::marker::Send + use<'_, C> {
-                self.#with(request, #rpc::CallOptions::none())
-            }
+        Shape::Unary => {
+            let unary = with_options(
+                m,
+                rpc,
+                quote!(#rpc::Caller::call_unary::<_, #request, #response>(&self.inner, #wire_const, #codec, request, opts)),
+                true,
+            );
+            let unary_response = with_options(
+                m,
+                rpc,
+                quote!(#rpc::Caller::call_unary_response::<_, #request, #response>(&self.inner, #wire_const, #codec, request, opts)),
+                true,
+            );
+            quote_spanned! {span=>
+                #docs
+                #vis fn #ident(
+                    &self,
+                    request: #request,
+                ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + ::core::marker::Send + use<'_, C>
+                where
+                    #carried,
+                {
+                    self.#with(request, #rpc::CallOptions::none())
+                }
 
-            #[doc = #opts_doc]
-            #vis fn #with<'a, 'o>(
-                &'a self,
-                request: #request,
-                opts: &'o #rpc::CallOptions,
-            ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + ::core::marker::Send + use<'a, 'o, C> {
-                #rpc::Caller::call_unary(&self.inner, #wire, #codec, request, opts)
-            }
+                #[doc = #opts_doc]
+                #vis fn #with<'a, 'o>(
+                    &'a self,
+                    request: #request,
+                    opts: &'o #rpc::CallOptions,
+                ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>> + ::core::marker::Send + use<'a, 'o, C>
+                where
+                    #carried,
+                {
+                    #unary
+                }
 
-            #[doc = #response_doc]
-            #vis fn #with_response<'a, 'o>(
-                &'a self,
-                request: #request,
-                opts: &'o #rpc::CallOptions,
-            ) -> impl ::core::future::Future<Output = ::core::result::Result<#rpc::Response<#response>, #rpc::Status>> + ::core::marker::Send + use<'a, 'o, C> {
-                #rpc::Caller::call_unary_response(&self.inner, #wire, #codec, request, opts)
+                #[doc = #response_doc]
+                #vis fn #with_response<'a, 'o>(
+                    &'a self,
+                    request: #request,
+                    opts: &'o #rpc::CallOptions,
+                ) -> impl ::core::future::Future<Output = ::core::result::Result<#rpc::Response<#response>, #rpc::Status>> + ::core::marker::Send + use<'a, 'o, C>
+                where
+                    #carried,
+                {
+                    #unary_response
+                }
             }
-        },
-        Shape::ServerStreaming { .. } => quote_spanned! {span=>
-            #docs
-            #vis async fn #ident(
-                &self,
-                request: #request,
-            ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status> {
-                self.#with(request, &#rpc::CallOptions::new()).await
-            }
+        }
+        Shape::ServerStreaming { .. } => {
+            let open = with_options(
+                m,
+                rpc,
+                quote!(#rpc::Caller::call_server_streaming::<_, #request, #response>(&self.inner, #wire_const, #codec, &request, opts)),
+                false,
+            );
+            quote_spanned! {span=>
+                #docs
+                #vis async fn #ident(
+                    &self,
+                    request: #request,
+                ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status>
+                where
+                    #carried,
+                {
+                    self.#with(request, &#rpc::CallOptions::new()).await
+                }
 
-            #[doc = #opts_doc]
-            #vis async fn #with(
-                &self,
-                request: #request,
-                opts: &#rpc::CallOptions,
-            ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status> {
-                #rpc::Caller::call_server_streaming(&self.inner, #wire, #codec, &request, opts).await
+                #[doc = #opts_doc]
+                #vis async fn #with(
+                    &self,
+                    request: #request,
+                    opts: &#rpc::CallOptions,
+                ) -> ::core::result::Result<#rpc::Streaming<#response, #codec>, #rpc::Status>
+                where
+                    #carried,
+                {
+                    #open.await
+                }
             }
-        },
+        }
         // Both open the call and hand back its handle.
         Shape::ClientStreaming { .. } | Shape::Bidi { .. } => {
             let (handle, open) = match &m.shape {
                 Shape::Bidi { .. } => (quote!(BidiCall), quote!(call_bidi)),
                 _ => (quote!(ClientStreamingCall), quote!(call_client_streaming)),
             };
+            let open = with_options(
+                m,
+                rpc,
+                quote!(#rpc::Caller::#open::<_, #request, #response>(&self.inner, #wire_const, #codec, opts)),
+                false,
+            );
             quote_spanned! {span=>
                 #docs
                 #vis async fn #ident(
                     &self,
-                ) -> ::core::result::Result<#rpc::#handle<#request, #response, #codec>, #rpc::Status> {
+                ) -> ::core::result::Result<#rpc::#handle<#request, #response, #codec>, #rpc::Status>
+                where
+                    #carried,
+                {
                     self.#with(&#rpc::CallOptions::new()).await
                 }
 
@@ -247,8 +387,11 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
                 #vis async fn #with(
                     &self,
                     opts: &#rpc::CallOptions,
-                ) -> ::core::result::Result<#rpc::#handle<#request, #response, #codec>, #rpc::Status> {
-                    #rpc::Caller::#open(&self.inner, #wire, #codec, opts).await
+                ) -> ::core::result::Result<#rpc::#handle<#request, #response, #codec>, #rpc::Status>
+                where
+                    #carried,
+                {
+                    #open.await
                 }
             }
         }
@@ -257,37 +400,39 @@ fn client_fn(m: &Method, rpc: &TokenStream, vis: &syn::Visibility) -> TokenStrea
 
 /// Registers one method on `router`: the closure holds the service and
 /// clones its `Arc` per call (no allocation).
-fn route(m: &Method, rpc: &TokenStream) -> TokenStream {
+fn route(m: &Method, rpc: &TokenStream, names: &syn::Ident) -> TokenStream {
     let Method {
         ident,
-        wire,
+        konst,
         request,
+        response,
         ..
     } = m;
+    let wire = quote!(#names::#konst);
     let codec = &respan(&m.codec, m.span);
     let ctx = quote!(#rpc::Context);
     let span = m.span;
     let register = match &m.shape {
         Shape::Unary => quote_spanned! {span=>
-            router.unary_codec(#wire, #codec, move |ctx: #ctx, request: #request| {
+            router.unary_codec::<_, _, _, #request, #response>(#wire, #codec, move |ctx: #ctx, request: #request| {
                 let s = s.clone();
                 async move { s.#ident(ctx, request).await }
             })
         },
         Shape::ServerStreaming { sink } => quote_spanned! {span=>
-            router.server_streaming_codec(#wire, #codec, move |ctx: #ctx, request: #request, sink: #sink| {
+            router.server_streaming_codec::<_, _, _, #request, #response>(#wire, #codec, move |ctx: #ctx, request: #request, sink: #sink| {
                 let s = s.clone();
                 async move { s.#ident(ctx, request, sink).await }
             })
         },
         Shape::ClientStreaming { source } => quote_spanned! {span=>
-            router.client_streaming_codec(#wire, #codec, move |ctx: #ctx, requests: #source| {
+            router.client_streaming_codec::<_, _, _, #request, #response>(#wire, #codec, move |ctx: #ctx, requests: #source| {
                 let s = s.clone();
                 async move { s.#ident(ctx, requests).await }
             })
         },
         Shape::Bidi { source, sink } => quote_spanned! {span=>
-            router.bidi_codec(#wire, #codec, move |ctx: #ctx, requests: #source, sink: #sink| {
+            router.bidi_codec::<_, _, _, #request, #response>(#wire, #codec, move |ctx: #ctx, requests: #source, sink: #sink| {
                 let s = s.clone();
                 async move { s.#ident(ctx, requests, sink).await }
             })

@@ -80,12 +80,25 @@ pub(crate) enum Shape {
     Bidi { source: Box<Type>, sink: Box<Type> },
 }
 
+/// Whether a method's calls may run twice (`#[weft(idempotent)]`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Idempotency {
+    /// Not declared: retried only when refused retry-safe.
+    Unknown,
+    /// Declared: the generated client marks each call idempotent.
+    Idempotent,
+}
+
 /// One method of the service.
 pub(crate) struct Method {
     pub(crate) ident: Ident,
+    /// The name of its wire-name constant (`bulk_upload` → `BULK_UPLOAD`).
+    pub(crate) konst: Ident,
     pub(crate) docs: Vec<Attribute>,
-    /// The canonical wire name (what the router stores).
+    /// The canonical wire name, in the declared case (what the router
+    /// stores and the call sends).
     pub(crate) wire: String,
+    pub(crate) idempotency: Idempotency,
     pub(crate) shape: Shape,
     pub(crate) request: Type,
     pub(crate) response: Type,
@@ -119,11 +132,20 @@ pub(crate) fn methods(item: &mut ItemTrait, opts: &Options) -> syn::Result<Vec<M
         };
         match method(f, &service, opts, &default_codec) {
             Ok(m) => {
-                if let Some(prev) = out.iter().find(|p| p.wire == m.wire) {
-                    let e = syn::Error::new(
-                        m.span,
-                        format!("wire name {:?} is also used by `{}`", m.wire, prev.ident),
-                    );
+                // The router refuses names that differ only in case (it
+                // still finds a method by an earlier release's lower-cased
+                // name), so the macro does too, at compile time.
+                if let Some(prev) = out.iter().find(|p| p.wire.eq_ignore_ascii_case(&m.wire)) {
+                    let why = if prev.wire == m.wire {
+                        format!("wire name {:?} is also used by `{}`", m.wire, prev.ident)
+                    } else {
+                        format!(
+                            "wire name {:?} is also used by `{}` (as {:?}: names differing \
+                             only in case are one method)",
+                            m.wire, prev.ident, prev.wire
+                        )
+                    };
+                    let e = syn::Error::new(m.span, why);
                     push(&mut errors, e);
                 }
                 out.push(m);
@@ -148,12 +170,14 @@ fn push(errors: &mut Option<syn::Error>, e: syn::Error) {
 struct MethodAttrs {
     name: Option<LitStr>,
     codec: Option<Path>,
+    idempotency: Idempotency,
 }
 
 fn method_attrs(f: &mut TraitItemFn) -> syn::Result<MethodAttrs> {
     let mut a = MethodAttrs {
         name: None,
         codec: None,
+        idempotency: Idempotency::Unknown,
     };
     let mut kept = Vec::new();
     for attr in std::mem::take(&mut f.attrs) {
@@ -166,8 +190,10 @@ fn method_attrs(f: &mut TraitItemFn) -> syn::Result<MethodAttrs> {
                 a.name = Some(meta.value()?.parse()?);
             } else if meta.path.is_ident("codec") {
                 a.codec = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("idempotent") {
+                a.idempotency = Idempotency::Idempotent;
             } else {
-                return Err(meta.error("expected `name = \"...\"` or `codec = Path`"));
+                return Err(meta.error("expected `name = \"...\"`, `codec = Path` or `idempotent`"));
             }
             Ok(())
         })?;
@@ -284,10 +310,13 @@ fn method(
         .cloned()
         .collect();
     into_send_future(f);
+    let konst = Ident::new(&screaming(&ident), ident.span());
     Ok(Method {
         ident,
+        konst,
         docs,
         wire,
+        idempotency: attrs.idempotency,
         shape,
         request,
         response,
@@ -374,7 +403,15 @@ fn unit_ok(ok: &Type) -> syn::Result<()> {
     }
 }
 
-/// `UpperCamel` of a snake-case method name (`get_user` → `GetUser`).
+/// `SCREAMING_SNAKE` of a snake-case method name (`get_user` → `GET_USER`):
+/// the name of its wire-name constant.
+fn screaming(ident: &Ident) -> String {
+    let s = ident.to_string();
+    s.strip_prefix("r#").unwrap_or(&s).to_ascii_uppercase()
+}
+
+/// `UpperCamel` of a snake-case method name (`get_user` → `GetUser`), as
+/// gRPC names methods.
 fn camel(ident: &Ident) -> String {
     let s = ident.to_string();
     let s = s.strip_prefix("r#").unwrap_or(&s);
@@ -389,8 +426,9 @@ fn camel(ident: &Ident) -> String {
         .collect()
 }
 
-/// The method's wire name, checked and canonical (lower case, as the
-/// router stores it, so a call never canonicalises it again).
+/// The method's wire name, checked and canonical (as the router stores
+/// it, so a call never canonicalises it again): `package.Trait/Method`
+/// with the trait's name as declared and the method in `UpperCamel`.
 fn wire_name(
     given: &Option<LitStr>,
     opts: &Options,
@@ -425,7 +463,7 @@ fn canonical(name: &str) -> Result<String, &'static str> {
         {
             return Err("segments use only `A-Z a-z 0-9 _ . -`, separated by `/`");
         }
-        segs.push(seg.to_ascii_lowercase());
+        segs.push(seg);
     }
     if segs.is_empty() {
         return Err("empty");
@@ -443,7 +481,8 @@ mod tests {
         assert_eq!(camel(&id("get_user")), "GetUser");
         assert_eq!(camel(&id("echo")), "Echo");
         assert_eq!(camel(&id("a__b_")), "AB");
-        assert_eq!(canonical("/Pkg.Svc//Get/").unwrap(), "pkg.svc/get");
+        assert_eq!(screaming(&id("bulk_upload")), "BULK_UPLOAD");
+        assert_eq!(canonical("/Pkg.Svc//Get/").unwrap(), "Pkg.Svc/Get");
         for bad in ["", "/", "a b", "a/../b", "é", &"a".repeat(257)] {
             assert!(canonical(bad).is_err(), "{bad:?}");
         }

@@ -25,6 +25,7 @@ fn every_shape_expands_to_its_router_and_client_calls() {
             pub trait Svc {
                 /// docs travel to the client
                 async fn get_one(&self, ctx: Context, r: u32) -> Result<u64, Status>;
+                #[weft(idempotent)]
                 async fn many(&self, ctx: Context, r: u32, out: Responses<u8>) -> Result<(), Status>;
                 #[weft(codec = other::Raw)]
                 async fn up(&self, _ctx: Context, rx: Requests<Bytes>) -> Result<Bytes, Status>;
@@ -40,9 +41,12 @@ fn every_shape_expands_to_its_router_and_client_calls() {
         "Caller :: call_client_streaming",
         "Caller :: call_bidi",
         "SvcClient < C = :: weft_rpc :: Client >",
-        "\"p.v1.svc/getone\"",
-        "\"p.v1.svc/many\"",
-        "\"p.v1.svc/chat\"",
+        "const GET_ONE : & 'static str = \"p.v1.Svc/GetOne\"",
+        "const MANY : & 'static str = \"p.v1.Svc/Many\"",
+        "const CHAT : & 'static str = \"P.V1.Svc/Chat\"",
+        "pub enum SvcMethods { }",
+        "call_unary :: < _ , u32 , u64 > (& self . inner , SvcMethods :: GET_ONE",
+        "unary_codec :: < _ , _ , _ , u32 , u64 > (SvcMethods :: GET_ONE",
         "SvcClient",
         "SvcServer",
         "get_one_with",
@@ -60,6 +64,12 @@ fn every_shape_expands_to_its_router_and_client_calls() {
         !out.contains("async fn get_one"),
         "trait methods become Send futures"
     );
+    // Only the idempotent method marks its calls.
+    assert_eq!(
+        out.matches("CallOptions :: to_idempotent (opts)").count(),
+        1,
+        "{out}"
+    );
 }
 
 #[test]
@@ -73,7 +83,7 @@ fn defaults_name_the_trait_and_json() {
         ),
     )
     .unwrap();
-    assert!(out.contains("\"calc/add\""), "{out}");
+    assert!(out.contains("\"Calc/Add\""), "{out}");
     assert!(out.contains(":: weft :: rpc :: Json"), "{out}");
 }
 
@@ -272,6 +282,17 @@ fn misuse_is_reported() {
                 }
             ),
             "also used by `f`",
+        ),
+        (
+            quote!(),
+            quote!(
+                trait T {
+                    async fn f(&self, c: Context, r: u8) -> Result<u8, Status>;
+                    #[weft(name = "t/f")]
+                    async fn g(&self, c: Context, r: u8) -> Result<u8, Status>;
+                }
+            ),
+            "names differing only in case are one method",
         ),
     ];
     for (args, item, want) in cases {

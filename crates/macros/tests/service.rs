@@ -98,20 +98,48 @@ async fn client() -> CalcClient<weft::Client> {
 }
 
 #[test]
-fn wire_names_are_explicit_and_canonical() {
+fn wire_names_keep_the_declared_case_and_the_constants_are_them() {
     assert_eq!(
         CalcServer::<CalcImpl>::METHODS,
         [
-            "test.v1.calc/double",
-            "test.v1.calc/countto",
-            "test.v1.calc/sum",
-            "test.v1.calc/shout",
-            "test.v1.calc/stall",
+            "test.v1.Calc/Double",
+            "test.v1.Calc/CountTo",
+            "test.v1.Calc/Sum",
+            "test.v1.Calc/Shout",
+            "test.v1.Calc/Stall",
         ]
     );
+    // One constant per method, and they are what the router serves.
+    let consts = [
+        CalcMethods::DOUBLE,
+        CalcMethods::COUNT_TO,
+        CalcMethods::SUM,
+        CalcMethods::SHOUT,
+        CalcMethods::STALL,
+    ];
+    assert_eq!(consts, CalcServer::<CalcImpl>::METHODS);
     let r = Router::new().add_service(CalcServer::new(CalcImpl));
+    let mut served: Vec<&str> = r.methods().into_iter().map(|(n, _)| n).collect();
+    let mut want = consts.to_vec();
+    served.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(served, want);
     assert!(r.has_method("/test.v1.Calc/CountTo"));
-    assert!(format!("{:?}", CalcServer::new(CalcImpl)).contains("test.v1.calc/sum"));
+    // An earlier release's lower-cased name still reaches the method.
+    assert!(r.has_method("test.v1.calc/countto"));
+    assert!(format!("{:?}", CalcServer::new(CalcImpl)).contains("test.v1.Calc/Sum"));
+}
+
+/// A raw call by a constant reaches the typed method.
+#[tokio::test]
+async fn a_raw_call_by_the_constant_reaches_the_method() {
+    let c = client().await;
+    let doubled: i64 = c
+        .inner()
+        .unary_json(CalcMethods::DOUBLE, &4i64)
+        .await
+        .unwrap();
+    assert_eq!(doubled, 8);
 }
 
 #[tokio::test]
@@ -194,7 +222,7 @@ async fn an_undecodable_response_is_internal_and_names_the_method() {
     let old = CalcV0Client::new(c.inner().clone());
     let e = old.double(2).await.unwrap_err();
     assert_eq!(e.code(), Code::INTERNAL, "{e}");
-    assert!(e.message().contains("test.v1.calc/double"), "{e}");
+    assert!(e.message().contains("test.v1.Calc/Double"), "{e}");
 }
 
 /// `Calc` as a client speaking postcard would call it.
@@ -216,11 +244,7 @@ async fn a_codec_mismatch_is_a_clear_error() {
         "{e}"
     );
     // An untyped caller names no codec and is served as before.
-    let n: i64 = c
-        .inner()
-        .unary_json("test.v1.calc/double", &5)
-        .await
-        .unwrap();
+    let n: i64 = c.inner().unary_json(CalcMethods::DOUBLE, &5).await.unwrap();
     assert_eq!(n, 10);
 }
 

@@ -80,7 +80,7 @@ pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
 pub use middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
 pub use observe::{TRACEPARENT, TraceContext};
-pub use options::CallOptions;
+pub use options::{CallOptions, Idempotency};
 pub use response::Response;
 pub use router::{Router, Shape};
 pub use server::Server;

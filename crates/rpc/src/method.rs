@@ -1,17 +1,26 @@
 //! Method names and their canonical form.
 //!
-//! Both the router (at registration) and the server (on every call)
-//! canonicalise names, so two spellings of one method can never reach
-//! different handlers or slip past a check keyed on the name:
+//! A method is named as gRPC names it, `package.Service/Method`
+//! (`userdir.Users/BulkUpload`), and the name keeps the case it was
+//! declared with: that is what travels on the wire and what layers,
+//! metrics and logs see. Both the router (at registration) and the server
+//! (on every call) canonicalise names, so two spellings of one method can
+//! never reach different handlers or slip past a check keyed on the name:
 //!
 //! - a name is ASCII, at most [`MAX_METHOD_LEN`] bytes, made of segments
 //!   separated by `/`; a segment uses only `A-Z a-z 0-9 _ . -` and is not
 //!   `.` or `..`;
 //! - leading, trailing and repeated `/` are dropped (so gRPC-style
-//!   `/pkg.Service/Method` works) and letters are lower-cased.
+//!   `/pkg.Service/Method` works); letters keep their case.
 //!
 //! Anything else (empty, whitespace, control bytes, non-ASCII, `..`) is not
 //! a method name: the call fails with `INVALID_ARGUMENT`, on that call only.
+//!
+//! Earlier releases lower-cased names. For one release the router still
+//! finds a method called by a spelling that differs only in case (an old
+//! client's `userdir.users/bulkupload`), and refuses to register two names
+//! that differ only in case, so that fallback can never pick between two
+//! methods ([`folded`]).
 
 use std::borrow::Cow;
 
@@ -44,7 +53,7 @@ fn is_canonical(name: &str) -> bool {
             all_dots = true;
             continue;
         }
-        if !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-')) {
+        if !segment_byte_ok(c) {
             return false;
         }
         all_dots &= c == b'.';
@@ -74,12 +83,49 @@ pub fn canonicalize(name: &str) -> Result<Cow<'_, str>, Status> {
         if !out.is_empty() {
             out.push('/');
         }
-        out.extend(seg.chars().map(|c| c.to_ascii_lowercase()));
+        out.push_str(seg);
     }
     if out.is_empty() {
         return Err(Status::invalid_argument("empty method name"));
     }
     Ok(Cow::Owned(out))
+}
+
+/// The case-folded form of a canonical name (ASCII lower case): the key
+/// under which the router finds a method called with the case of an
+/// earlier release (`userdir.users/get` for `userdir.Users/Get`), and
+/// under which it refuses a second name differing only in case.
+pub fn folded(canonical: &str) -> Cow<'_, str> {
+    if canonical.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(canonical.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(canonical)
+    }
+}
+
+/// Checks that `name` is a fully qualified method name,
+/// `package.Service/Method` (the package may be absent: `Service/Method`),
+/// and returns its canonical form. This is the shape `#[weft::service]`
+/// generates and every name the client side keys settings on
+/// (`ChannelBuilder::idempotent`) must have: a bare `get` names no
+/// service, so it could never match a typed call.
+///
+/// ```
+/// use weft_rpc::method::qualified;
+///
+/// assert_eq!(qualified("/userdir.Users/Get").unwrap(), "userdir.Users/Get");
+/// assert!(qualified("get").is_err());
+/// assert!(qualified("a/b/c").is_err());
+/// ```
+pub fn qualified(name: &str) -> Result<Cow<'_, str>, Status> {
+    let canonical = canonicalize(name)?;
+    if canonical.bytes().filter(|&b| b == b'/').count() != 1 {
+        return Err(Status::invalid_argument(format!(
+            "method name {:?} is not `package.Service/Method`",
+            name.escape_debug().to_string()
+        )));
+    }
+    Ok(canonical)
 }
 
 #[cfg(test)]
@@ -131,11 +177,35 @@ mod tests {
     }
 
     #[test]
-    fn odd_spellings_fold_to_one_name() {
-        for n in ["/Echo", "ECHO", "echo/", "//echo//", "/eCHo/"] {
-            assert_eq!(canonicalize(n).unwrap(), "echo", "{n}");
+    fn odd_spellings_fold_to_one_name_and_keep_their_case() {
+        for n in ["/Echo", "Echo/", "//Echo//"] {
+            assert_eq!(canonicalize(n).unwrap(), "Echo", "{n}");
         }
-        assert_eq!(canonicalize("/pkg.Svc//Method").unwrap(), "pkg.svc/method");
+        assert_eq!(
+            canonicalize("/pkg.Svc//BulkUpload").unwrap(),
+            "pkg.Svc/BulkUpload"
+        );
+        assert!(matches!(
+            canonicalize("userdir.Users/Get"),
+            Ok(Cow::Borrowed(_))
+        ));
+        assert_eq!(folded("pkg.Svc/BulkUpload"), "pkg.svc/bulkupload");
+        assert!(matches!(folded("pkg.svc/get"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn qualified_names_have_a_service_and_a_method() {
+        for (n, want) in [
+            ("userdir.Users/Get", "userdir.Users/Get"),
+            ("/Users/Get", "Users/Get"),
+            ("/a.b.C//D/", "a.b.C/D"),
+        ] {
+            assert_eq!(qualified(n).unwrap(), want, "{n}");
+        }
+        for n in ["get", "Get", "/get/", "a/b/c", "", "a b/c", "../x"] {
+            let e = qualified(n).unwrap_err();
+            assert_eq!(e.code(), Code::INVALID_ARGUMENT, "{n:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Per-call options: deadline and custom metadata.
+//! Per-call options: deadline, custom metadata and idempotency.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -10,6 +11,24 @@ use crate::{Status, deadline};
 
 /// A custom metadata entry: key and value.
 pub(crate) type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// Whether a call may run more than once on the server without harm: what
+/// a client that retries (the `weft` facade's `Channel`) reads before
+/// sending again a call that failed after it was sent. It stays on the
+/// client: nothing of it goes on the wire. (gRPC's `idempotency_level`
+/// has one more level, `NO_SIDE_EFFECTS`; hence `non_exhaustive`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Idempotency {
+    /// Not declared: sent again only when the server certainly did not
+    /// run it (a retry-safe refusal).
+    #[default]
+    Unknown,
+    /// Declared idempotent (`#[weft(idempotent)]` on a service method,
+    /// or [`CallOptions::idempotent`]): also sent again when it failed
+    /// `UNAVAILABLE` after being sent (its connection died mid-call).
+    Idempotent,
+}
 
 /// Options for one outgoing call.
 ///
@@ -22,15 +41,17 @@ pub struct CallOptions {
     deadline: Option<Instant>,
     timeout: Option<Duration>,
     metadata: Vec<Entry>,
+    idempotency: Idempotency,
 }
 
 impl CallOptions {
-    /// No deadline, no metadata.
+    /// No deadline, no metadata, not declared idempotent.
     pub const fn new() -> CallOptions {
         CallOptions {
             deadline: None,
             timeout: None,
             metadata: Vec::new(),
+            idempotency: Idempotency::Unknown,
         }
     }
 
@@ -40,6 +61,52 @@ impl CallOptions {
     pub fn none() -> &'static CallOptions {
         static NONE: CallOptions = CallOptions::new();
         &NONE
+    }
+
+    /// Declares the call idempotent ([`Idempotency::Idempotent`]): a
+    /// `Channel` may send it again if it fails `UNAVAILABLE` after being
+    /// sent, so the server may run it more than once. A
+    /// `#[weft::service]` client sets this itself for a method declared
+    /// `#[weft(idempotent)]`.
+    #[must_use]
+    pub fn idempotent(mut self) -> CallOptions {
+        self.idempotency = Idempotency::Idempotent;
+        self
+    }
+
+    /// Whether the call is declared idempotent.
+    pub fn idempotency(&self) -> Idempotency {
+        self.idempotency
+    }
+
+    /// These options declared idempotent, for a call made now: borrowed
+    /// when nothing changes (empty options become a shared static), else a
+    /// copy whose timeout is also fixed as a deadline from now, so that it
+    /// counts from this call even if the call starts later. What a
+    /// `#[weft(idempotent)]` method's generated client calls with.
+    pub fn to_idempotent(&self) -> Cow<'_, CallOptions> {
+        static IDEMPOTENT: CallOptions = CallOptions::new().const_idempotent();
+        match (self.idempotency, self.timeout) {
+            (Idempotency::Idempotent, None) => Cow::Borrowed(self),
+            (Idempotency::Unknown, None) if self.is_plain() => Cow::Borrowed(&IDEMPOTENT),
+            (_, timeout) => {
+                let mut o = self.clone().idempotent();
+                if let Some(t) = timeout {
+                    let at = Instant::now().checked_add(t);
+                    o.deadline = match (o.deadline, at) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                Cow::Owned(o)
+            }
+        }
+    }
+
+    /// [`idempotent`](Self::idempotent), in a constant.
+    const fn const_idempotent(mut self) -> CallOptions {
+        self.idempotency = Idempotency::Idempotent;
+        self
     }
 
     /// Give up after `timeout`, counted from when the call starts. Longer
@@ -207,6 +274,31 @@ mod tests {
             o.effective_deadline(now, None).unwrap_err().code(),
             Code::INVALID_ARGUMENT
         );
+    }
+
+    #[test]
+    fn idempotent_options_keep_the_rest_and_their_timeout_counts_from_now() {
+        let o = CallOptions::new();
+        assert_eq!(o.idempotency(), Idempotency::Unknown);
+        let i = o.to_idempotent();
+        assert!(matches!(i, Cow::Borrowed(_)) && i.is_plain());
+        assert_eq!(i.idempotency(), Idempotency::Idempotent);
+        let marked = CallOptions::new().idempotent();
+        assert!(matches!(marked.to_idempotent(), Cow::Borrowed(b) if std::ptr::eq(b, &marked)));
+
+        let s = Duration::from_secs(5);
+        let before = Instant::now();
+        let o = CallOptions::new().metadata(b"k", b"v").timeout(s);
+        let i = o.to_idempotent();
+        assert_eq!(i.idempotency(), Idempotency::Idempotent);
+        assert_eq!(i.metadata_value(b"k"), Some(&b"v"[..]));
+        assert_eq!(i.timeout_value(), Some(s));
+        let at = i.deadline_at().unwrap();
+        assert!(at >= before + s && at <= Instant::now() + s);
+        // An earlier explicit deadline stays.
+        let early = before + Duration::from_secs(1);
+        let o = CallOptions::new().deadline(early).timeout(s);
+        assert_eq!(o.to_idempotent().deadline_at(), Some(early));
     }
 
     #[test]

@@ -36,8 +36,11 @@ pub(crate) struct Route {
 /// Maps method names to handlers.
 ///
 /// Names are canonicalised at registration and on every call (see
-/// [`method`](crate::method)), so `/Echo`, `echo` and `ECHO/` reach the same
-/// handler. Handlers are async closures taking a [`Context`]; raw handlers
+/// [`method`](crate::method)), so `/pkg.Svc/Echo` and `pkg.Svc//Echo/`
+/// reach the same handler; names keep their case. For one release a call
+/// whose name differs from a method's only in case (`pkg.svc/echo`, as
+/// earlier releases lower-cased names) still reaches it, and two names
+/// differing only in case cannot both be registered. Handlers are async closures taking a [`Context`]; raw handlers
 /// deal in `Bytes`, the `_json` variants in serde types.
 ///
 /// ```
@@ -45,12 +48,17 @@ pub(crate) struct Route {
 /// use weft_rpc::{Router, Status};
 ///
 /// let router = Router::new()
-///     .unary("echo", |_ctx, req: Bytes| async move { Ok::<_, Status>(req) });
-/// assert!(router.has_method("/Echo"));
+///     .unary("demo.Echo/Say", |_ctx, req: Bytes| async move { Ok::<_, Status>(req) });
+/// assert!(router.has_method("/demo.Echo/Say"));
+/// assert!(router.has_method("demo.echo/say")); // an earlier release's spelling
 /// ```
 #[derive(Default, Clone)]
 pub struct Router {
     routes: HashMap<Arc<str>, Route, FastHash>,
+    /// Each route's name by its case-folded form ([`method::folded`]):
+    /// the lookup of a name spelled in another case, kept for one release
+    /// after names stopped being lower-cased.
+    folded: HashMap<Box<str>, Arc<str>, FastHash>,
 }
 
 impl std::fmt::Debug for Router {
@@ -90,9 +98,15 @@ impl Router {
             handler,
             codec,
         };
-        if self.routes.insert(canonical.clone(), route).is_some() {
-            panic!("method {canonical:?} registered twice");
+        let folded: Box<str> = method::folded(&canonical).into();
+        if let Some(other) = self.folded.get(&folded) {
+            if *other == canonical {
+                panic!("method {canonical:?} registered twice");
+            }
+            panic!("method {canonical:?} differs from registered {other:?} only in case");
         }
+        self.folded.insert(folded, canonical.clone());
+        self.routes.insert(canonical, route);
         self
     }
 
@@ -240,8 +254,13 @@ impl Router {
     /// name, `UNIMPLEMENTED` for an unknown one.
     pub(crate) fn route(&self, name: &str) -> Result<&Route, Status> {
         let canonical = method::canonicalize(name)?;
-        self.routes
-            .get(&*canonical)
+        if let Some(route) = self.routes.get(&*canonical) {
+            return Ok(route);
+        }
+        // Only a miss pays for this: an earlier release's spelling.
+        self.folded
+            .get(&*method::folded(&canonical))
+            .and_then(|name| self.routes.get(name))
             .ok_or_else(|| Status::unimplemented(format!("no method {:?}", canonical.as_ref())))
     }
 }
@@ -262,14 +281,18 @@ mod tests {
     #[test]
     fn routes_by_canonical_name() {
         let r = router();
-        for n in ["echo", "/ECHO", "echo/", "//Echo"] {
+        // The declared case, and an earlier release's lower-cased spelling
+        // (any case, as those releases folded every call): one route,
+        // named as declared.
+        for n in ["Echo", "/Echo", "Echo/", "//Echo", "echo", "/ECHO"] {
             assert!(r.has_method(n), "{n}");
-            assert_eq!(&*r.route(n).unwrap().name, "echo");
+            assert_eq!(&*r.route(n).unwrap().name, "Echo");
         }
+        assert_eq!(&*r.route("SVC/Count").unwrap().name, "svc/count");
         assert_eq!(
             r.methods(),
             [
-                ("echo", Shape::Unary),
+                ("Echo", Shape::Unary),
                 ("svc/chat", Shape::Bidi),
                 ("svc/count", Shape::ServerStreaming),
                 ("svc/sum", Shape::ClientStreaming),
@@ -294,7 +317,13 @@ mod tests {
     #[test]
     #[should_panic(expected = "registered twice")]
     fn duplicate_registration_panics() {
-        let _ = router().unary("/echo", |_c, b| async move { Ok(b) });
+        let _ = router().unary("/Echo/", |_c, b| async move { Ok(b) });
+    }
+
+    #[test]
+    #[should_panic(expected = "differs from registered \"Echo\" only in case")]
+    fn names_differing_only_in_case_are_refused() {
+        let _ = router().unary("ECHO", |_c, b| async move { Ok(b) });
     }
 
     #[test]

@@ -429,6 +429,33 @@ async fn item_40_oversize_unknown_and_odd_names() {
     assert!(!p2.client.is_closed());
 }
 
+/// A name keeps its declared case on the wire and in the handler; a call
+/// spelled as an earlier release lower-cased it still arrives, and the
+/// handler (and every check keyed on `Context::method`) sees the declared
+/// name, never the caller's spelling.
+#[tokio::test]
+async fn declared_case_is_what_the_handler_sees_whatever_the_callers_case() {
+    let router = Router::new().unary("userdir.Users/BulkUpload", |ctx, _b| async move {
+        Ok(Bytes::copy_from_slice(ctx.method().as_bytes()))
+    });
+    let p = pair(router).await;
+    for n in [
+        "userdir.Users/BulkUpload",
+        "/userdir.Users/BulkUpload",
+        "userdir.users/bulkupload",
+        "USERDIR.USERS/BULKUPLOAD",
+    ] {
+        let got = p.client.unary(n, Bytes::new()).await.unwrap();
+        assert_eq!(got, "userdir.Users/BulkUpload", "{n}");
+    }
+    let e = p
+        .client
+        .unary("userdir.Users/Bulk", Bytes::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::UNIMPLEMENTED);
+}
+
 #[tokio::test]
 async fn item_41_handler_panic_is_internal_and_the_connection_lives() {
     #[allow(unreachable_code)]

@@ -50,7 +50,7 @@ fn server(log: Log) -> Server {
     // every connection), then RESOURCE_EXHAUSTED until the window turns.
     let window = Arc::new(Mutex::new((Instant::now(), 0u32)));
     let limit = layer_fn(move |call, next| {
-        let admitted = call.method() != "bank.bank/statement" || {
+        let admitted = call.method() != BankMethods::STATEMENT || {
             let mut w = window.lock().unwrap();
             if w.0.elapsed() >= WINDOW {
                 *w = (Instant::now(), 0);

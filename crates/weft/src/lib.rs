@@ -91,10 +91,10 @@ pub use weft_transform::EncryptionPolicy;
 pub use weft_rpc::Postcard;
 pub use weft_rpc::{
     Ascii, BidiCall, BidiReceiver, BidiSender, BidiStream, Binary, CallOptions, Caller,
-    CancelSignal, Client, ClientStreamingCall, Code, Codec, Context, Interceptor, IntoRoutes,
-    InvalidMetadata, Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, Outgoing, PeerInfo, Raw,
-    RequestStream, Requests, Response, ResponseSink, Responses, Router, Server, Shape, Status,
-    Streaming, TRACEPARENT, TraceContext,
+    CancelSignal, Client, ClientStreamingCall, Code, Codec, Context, Idempotency, Interceptor,
+    IntoRoutes, InvalidMetadata, Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, Outgoing,
+    PeerInfo, Raw, RequestStream, Requests, Response, ResponseSink, Responses, Router, Server,
+    Shape, Status, Streaming, TRACEPARENT, TraceContext,
 };
 #[cfg(feature = "tower")]
 pub use weft_rpc::{
@@ -124,7 +124,8 @@ pub use weft_rpc::{
 /// let router = Router::new().add_service(CalcServer::new(Impl));
 /// let client = CalcClient::new(weft::memory(router, &Config::new()).await.unwrap());
 /// assert_eq!(client.double(21).await.unwrap(), 42);
-/// assert_eq!(CalcServer::<Impl>::METHODS, ["calc.calc/double"]);
+/// assert_eq!(CalcServer::<Impl>::METHODS, ["calc.Calc/Double"]);
+/// assert_eq!(CalcMethods::DOUBLE, "calc.Calc/Double");
 /// # }
 /// ```
 pub use weft_macros::service;

@@ -161,9 +161,12 @@ async fn connections_are_replaced_after_their_call_limit_without_failing_calls()
 
 #[tokio::test(start_paused = true)]
 async fn non_retry_safe_failures_are_not_retried_unless_idempotent() {
+    const FLAKY: &str = "test.Flaky/Call";
     let calls = Arc::new(AtomicUsize::new(0));
     let c2 = calls.clone();
-    let router = Router::new().unary("flaky", move |_ctx, _req: Bytes| {
+    // The first call after a reset of `calls` fails `UNAVAILABLE` (not
+    // retry-safe: it was sent).
+    let router = Router::new().unary(FLAKY, move |_ctx, _req: Bytes| {
         let n = c2.fetch_add(1, Ordering::SeqCst);
         async move {
             if n == 0 {
@@ -178,12 +181,23 @@ async fn non_retry_safe_failures_are_not_retried_unless_idempotent() {
         async move { weft::memory(r, &Config::new()).await }
     });
     let plain = Channel::builder().endpoint(endpoint.clone());
-    let e = plain.unary("flaky", Bytes::new()).await.unwrap_err();
+    let e = plain.unary(FLAKY, Bytes::new()).await.unwrap_err();
     assert_eq!(e.code(), Code::UNAVAILABLE);
     assert_eq!(calls.load(Ordering::SeqCst), 1, "sent once");
+    // Declared by the call...
     calls.store(0, Ordering::SeqCst);
-    let idem = Channel::builder().idempotent("flaky").endpoint(endpoint);
-    assert_eq!(idem.unary("flaky", Bytes::new()).await.unwrap(), "ok");
+    let idem = CallOptions::new().idempotent();
+    assert_eq!(
+        plain.unary_with(FLAKY, Bytes::new(), &idem).await.unwrap(),
+        "ok"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "retried once");
+    // ... or on the builder, in any case.
+    calls.store(0, Ordering::SeqCst);
+    let declared = Channel::builder()
+        .idempotent("test.flaky/call")
+        .endpoint(endpoint);
+    assert_eq!(declared.unary(FLAKY, Bytes::new()).await.unwrap(), "ok");
     assert_eq!(calls.load(Ordering::SeqCst), 2, "retried once");
 }
 
@@ -199,16 +213,22 @@ async fn retries_stop_when_the_budget_is_spent() {
     });
     let channel = Channel::builder()
         .retry_budget(Duration::from_secs(1), 3, 0.0)
-        .idempotent("down")
         .endpoint(Endpoint::from_fn("m", move || {
             let r = router.clone();
             async move { weft::memory(r, &Config::new()).await }
         }));
-    let e = channel.unary("down", Bytes::new()).await.unwrap_err();
+    let idem = CallOptions::new().idempotent();
+    let e = channel
+        .unary_with("down", Bytes::new(), &idem)
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Code::UNAVAILABLE);
     assert_eq!(calls.load(Ordering::SeqCst), 4, "one call and 3 retries");
     // Spent: the next call is sent once.
-    channel.unary("down", Bytes::new()).await.unwrap_err();
+    channel
+        .unary_with("down", Bytes::new(), &idem)
+        .await
+        .unwrap_err();
     assert_eq!(calls.load(Ordering::SeqCst), 5);
 }
 

@@ -100,8 +100,6 @@ async fn three_servers_one_killed_one_draining_lose_nothing() {
     let channel = Channel::builder()
         .backoff(Backoff::new().base(Duration::from_millis(50)))
         .health_check(Some(Duration::from_millis(20)))
-        // The kill cuts calls in flight; an idempotent method is resent.
-        .idempotent("slow")
         .balance_list(endpoints);
     let done = Arc::new(AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
@@ -110,7 +108,10 @@ async fn three_servers_one_killed_one_draining_lose_nothing() {
         tasks.spawn(async move {
             let mut failed = Vec::new();
             while done.fetch_add(1, Ordering::SeqCst) < 4000 {
-                let opts = CallOptions::new().timeout(Duration::from_secs(10));
+                // The kill cuts calls in flight; an idempotent call is resent.
+                let opts = CallOptions::new()
+                    .timeout(Duration::from_secs(10))
+                    .idempotent();
                 if let Err(e) = ch.unary_with("slow", Bytes::from_static(b"x"), &opts).await {
                     failed.push(e);
                 }
@@ -198,9 +199,7 @@ async fn three_servers_one_refusing_every_stream_one_draining_lose_nothing() {
     let endpoints = servers
         .iter()
         .map(|s| Endpoint::new(&s.addr, &config).unwrap());
-    let channel = Channel::builder()
-        .idempotent("echo")
-        .balance_list(endpoints);
+    let channel = Channel::builder().balance_list(endpoints);
     let end = tokio::time::Instant::now() + RUN;
     let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut tasks = tokio::task::JoinSet::new();
@@ -209,7 +208,9 @@ async fn three_servers_one_refusing_every_stream_one_draining_lose_nothing() {
         tasks.spawn(async move {
             let mut first = None;
             while tokio::time::Instant::now() < end {
-                let opts = CallOptions::new().timeout(Duration::from_secs(2));
+                let opts = CallOptions::new()
+                    .timeout(Duration::from_secs(2))
+                    .idempotent();
                 match ch.unary_with("echo", Bytes::from_static(b"x"), &opts).await {
                     Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
                     Err(e) => {

@@ -1,7 +1,9 @@
 //! A `#[weft::service]` client on a `Channel` over TCP: it survives a
 //! server killed and restarted and an idle period past the server's idle
-//! timeout, every shape; and client interceptors and default metadata, on
-//! the channel and on the generated client, reach every shape.
+//! timeout, every shape; a method declared `#[weft(idempotent)]` is resent
+//! when its connection dies mid-call, and no other is; and client
+//! interceptors and default metadata, on the channel and on the generated
+//! client, reach every shape.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +20,8 @@ use support::Proxy;
 /// A user directory with the four shapes.
 #[weft::service(package = "dir")]
 pub trait Users {
-    /// Unary.
+    /// Unary, and safe to resend.
+    #[weft(idempotent)]
     async fn get(&self, ctx: Context, id: u32) -> Result<String, Status>;
     /// Server streaming: 0..n.
     async fn list(&self, ctx: Context, n: u32, out: Responses<u32>) -> Result<(), Status>;
@@ -75,8 +78,6 @@ const TOKEN: &[u8] = b"x-token";
 /// Serves [`Dir`] on a new port with `config`; with `auth`, every call
 /// without `x-token: t` is refused `UNAUTHENTICATED`.
 async fn serve(config: Config, auth: bool) -> (String, Arc<AtomicUsize>) {
-    let listener = Listener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let hits = Arc::new(AtomicUsize::new(0));
     let router = Router::new().add_service(UsersServer::new(Dir(hits.clone())));
     let mut server = Server::new(router);
@@ -86,12 +87,19 @@ async fn serve(config: Config, auth: bool) -> (String, Arc<AtomicUsize>) {
             _ => Err(Status::new(Code::UNAUTHENTICATED, "no token")),
         });
     }
+    (spawn_server(server, config).await, hits)
+}
+
+/// Runs `server` on a new port with `config`; its address.
+async fn spawn_server(server: Server, config: Config) -> String {
+    let listener = Listener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         weft::serve(listener, server, config, std::future::pending())
             .await
             .unwrap();
     });
-    (addr, hits)
+    addr
 }
 
 fn fast_backoff() -> Backoff {
@@ -145,9 +153,9 @@ async fn a_generated_client_on_a_channel_survives_kills_restarts_and_idle_timeou
     let (backend, hits) = serve(Config::new().idle_timeout(Some(idle)), false).await;
     let mut proxy = Proxy::start("127.0.0.1:0", backend.clone()).await;
     let front = proxy.addr.clone();
+    // `get` is declared idempotent on the trait: nothing to declare here.
     let channel = Channel::builder()
         .backoff(fast_backoff())
-        .idempotent("dir.Users/Get")
         .connect_lazy(&front, &Config::new())
         .unwrap();
     let users = UsersClient::new(channel);
@@ -202,6 +210,90 @@ async fn a_generated_client_on_a_channel_survives_kills_restarts_and_idle_timeou
         proxy.accepted.load(Ordering::Relaxed) > accepted,
         "the idle timeout closed the connection and the channel made a new one"
     );
+}
+
+/// Two methods alike but for their declared idempotency.
+#[weft::service(package = "ledger")]
+pub trait Ledger {
+    /// Safe to run twice.
+    #[weft(idempotent)]
+    async fn balance(&self, ctx: Context, account: u32) -> Result<u64, Status>;
+    /// Not declared: a lost call is the caller's to judge.
+    async fn deposit(&self, ctx: Context, amount: u64) -> Result<u64, Status>;
+}
+
+/// Each method's first call never answers (until its connection dies);
+/// later ones answer at once. Counts the calls that reached a handler.
+#[derive(Default)]
+struct HangFirst {
+    balance: AtomicUsize,
+    deposit: AtomicUsize,
+}
+
+impl HangFirst {
+    async fn answer(calls: &AtomicUsize, value: u64) -> Result<u64, Status> {
+        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            std::future::pending::<()>().await;
+        }
+        Ok(value)
+    }
+}
+
+impl Ledger for HangFirst {
+    async fn balance(&self, _ctx: Context, _account: u32) -> Result<u64, Status> {
+        HangFirst::answer(&self.balance, 100).await
+    }
+    async fn deposit(&self, _ctx: Context, amount: u64) -> Result<u64, Status> {
+        HangFirst::answer(&self.deposit, amount).await
+    }
+}
+
+#[tokio::test]
+async fn a_method_declared_idempotent_is_resent_after_its_connection_dies_and_no_other() {
+    let ledger = Arc::new(HangFirst::default());
+    let router = Router::new().add_service(LedgerServer::from_arc(ledger.clone()));
+    let backend = spawn_server(Server::new(router), Config::new()).await;
+    let mut proxy = Proxy::start("127.0.0.1:0", backend.clone()).await;
+    let front = proxy.addr.clone();
+    // No `ChannelBuilder::idempotent`: the generated client marks the call.
+    let channel = Channel::builder()
+        .backoff(fast_backoff())
+        .connect_lazy(&front, &Config::new())
+        .unwrap();
+    let client = LedgerClient::new(channel);
+
+    // The connection dies with each method's first call in its handler.
+    let mut cut = async |calls: &AtomicUsize| {
+        weft_testkit::eventually(
+            || (calls.load(Ordering::SeqCst) == 1).then_some(()),
+            || "the call never reached its handler",
+        )
+        .await;
+        proxy.kill();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        proxy = Proxy::start(&front, backend.clone()).await;
+    };
+
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.balance(7).await }
+    });
+    cut(&ledger.balance).await;
+    assert_eq!(
+        call.await.unwrap().unwrap(),
+        100,
+        "resent on a new connection"
+    );
+    assert_eq!(ledger.balance.load(Ordering::SeqCst), 2);
+
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.deposit(5).await }
+    });
+    cut(&ledger.deposit).await;
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(e.code(), Code::UNAVAILABLE, "{e}");
+    assert_eq!(ledger.deposit.load(Ordering::SeqCst), 1, "sent once");
 }
 
 /// An interceptor that adds the token to every call.
@@ -263,7 +355,7 @@ async fn interceptors_on_a_channel_and_on_a_generated_client_see_every_shape() {
     ] {
         let e = refusing.get(1).await.unwrap_err();
         assert_eq!(e.code(), Code::PERMISSION_DENIED, "{e}");
-        assert_eq!(e.message(), "dir.users/get refused here");
+        assert_eq!(e.message(), format!("{} refused here", UsersMethods::GET));
         let e = refusing.list(1).await.unwrap_err();
         assert_eq!(e.code(), Code::PERMISSION_DENIED, "{e}");
         let e = refusing.sum().await.unwrap_err();
@@ -285,12 +377,12 @@ async fn interceptors_on_a_channel_and_on_a_generated_client_see_every_shape() {
     // The channel's raw calls pass its interceptors too.
     let raw = channel.with_interceptor(refuse);
     let e = raw
-        .unary("dir.users/get", weft::Bytes::new())
+        .unary(UsersMethods::GET, weft::Bytes::new())
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PERMISSION_DENIED, "{e}");
     let e = raw
-        .bidi("dir.users/chat", &CallOptions::new())
+        .bidi(UsersMethods::CHAT, &CallOptions::new())
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PERMISSION_DENIED, "{e}");

@@ -29,7 +29,8 @@ impl Caller for Channel {
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec(method, codec, request, opts).await
             };
-            self.run(method, deadline, attempt).await
+            self.run(method, opts.idempotency(), deadline, attempt)
+                .await
         }
     }
 
@@ -52,7 +53,8 @@ impl Caller for Channel {
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec_response(method, codec, request, opts).await
             };
-            self.run(method, deadline, attempt).await
+            self.run(method, opts.idempotency(), deadline, attempt)
+                .await
         }
     }
 
@@ -74,7 +76,8 @@ impl Caller for Channel {
             let attempt = |c: weft_rpc::Client| async move {
                 c.open_call(method, codec, request, opts).await
             };
-            self.run(method, deadline, attempt).await
+            self.run(method, opts.idempotency(), deadline, attempt)
+                .await
         }
     }
 
@@ -115,7 +118,9 @@ impl tower::Service<weft_rpc::OpenRequest> for Channel {
                 *req.options_mut() = opts.clone();
                 async move { tower::Service::call(&mut c.open_service(), req).await }
             };
-            channel.run(method, deadline, attempt).await
+            channel
+                .run(method, opts.idempotency(), deadline, attempt)
+                .await
         })
     }
 }

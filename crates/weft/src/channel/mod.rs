@@ -29,8 +29,8 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
 use weft_rpc::{
-    BidiCall, CallOptions, Caller, Client, ClientInterceptors, ClientStreamingCall, Code, Raw,
-    Status, Streaming, Within, method, within,
+    BidiCall, CallOptions, Caller, Client, ClientInterceptors, ClientStreamingCall, Code,
+    Idempotency, Raw, Status, Streaming, Within, method, within,
 };
 
 mod backoff;
@@ -138,10 +138,34 @@ impl ChannelBuilder {
     /// calls are retried (under the same budget) when they fail
     /// `UNAVAILABLE` after being sent, e.g. when the connection died with
     /// the call in flight. The server may then run it more than once.
+    ///
+    /// For a `#[weft::service]` method, declare it where the method is,
+    /// `#[weft(idempotent)]`: its calls then say so themselves
+    /// (`CallOptions::idempotent`). This is for methods called by name;
+    /// pass the generated constant (`UsersMethods::GET`) rather than a
+    /// string. A name matches a call's in any case, as the server routes
+    /// it for this release.
+    ///
+    /// # Panics
+    /// If `method` is not `package.Service/Method` (or `Service/Method`):
+    /// a bare `get` names no service, so it could never match a call, and
+    /// the declaration would silently do nothing. A misspelt literal is a
+    /// programming error, caught at start-up, as `Router` treats one; check
+    /// a name read from configuration first with
+    /// [`weft::rpc::method::qualified`](weft_rpc::method::qualified).
     #[must_use]
+    #[track_caller]
     pub fn idempotent(mut self, method: &str) -> ChannelBuilder {
-        let name = method::canonicalize(method).map_or_else(|_| method.to_owned(), |m| m.into());
-        self.settings.idempotent.insert(name);
+        match method::qualified(method) {
+            Ok(name) => {
+                self.settings.idempotent.insert(name.into_owned());
+            }
+            Err(e) => panic!(
+                "ChannelBuilder::idempotent({method:?}): {}; name a method as \
+                 `package.Service/Method`, e.g. a #[weft::service]'s `FooMethods::BAR`",
+                e.message()
+            ),
+        }
         self
     }
 
@@ -323,15 +347,20 @@ impl Channel {
         }
     }
 
-    /// Whether a failed attempt of `method` may be sent again.
-    fn may_retry(&self, method: &str, status: &Status) -> bool {
+    /// Whether a failed attempt of `method`, declared `idempotency` by
+    /// the call, may be sent again.
+    fn may_retry(&self, method: &str, idempotency: Idempotency, status: &Status) -> bool {
         if status.is_retry_safe() {
             return true;
         }
+        if status.code() != Code::UNAVAILABLE {
+            return false;
+        }
         let idem = &self.shared.settings.idempotent;
-        status.code() == Code::UNAVAILABLE
-            && !idem.is_empty()
-            && method::canonicalize(method).is_ok_and(|m| idem.contains(m.as_ref()))
+        idempotency == Idempotency::Idempotent
+            || (!idem.is_empty()
+                && method::canonicalize(method)
+                    .is_ok_and(|m| idem.iter().any(|i| i.eq_ignore_ascii_case(&m))))
     }
 
     /// The call's deadline, and its options as every attempt sends them:
@@ -363,6 +392,7 @@ impl Channel {
     fn run<'a, T, F, Fut>(
         &'a self,
         method: &'a str,
+        idempotency: Idempotency,
         deadline: Option<Instant>,
         attempt: F,
     ) -> Within<impl Future<Output = Result<T, Status>> + 'a>
@@ -400,7 +430,8 @@ impl Channel {
                     }
                 }
                 drop(lease);
-                let retry = self.may_retry(method, &status) && self.shared.budget.withdraw();
+                let retry =
+                    self.may_retry(method, idempotency, &status) && self.shared.budget.withdraw();
                 // Neither a failure nor a retry completes on the poll that
                 // failed (a local failure needs no I/O): a caller's retry
                 // loop yields to the runtime instead of spinning.
@@ -459,7 +490,7 @@ impl Channel {
     {
         let (deadline, opts) = self.fix(method, opts)?;
         let opts = &*opts;
-        self.run(method, deadline, |c| async move {
+        self.run(method, opts.idempotency(), deadline, |c| async move {
             c.unary_json_with(method, request, opts).await
         })
         .await
@@ -517,16 +548,49 @@ mod tests {
     #[test]
     fn only_retry_safe_failures_or_idempotent_unavailable_are_retried() {
         let ch = Channel::builder()
-            .idempotent("Get")
+            .idempotent("/dir.Users/Get")
             .connect_lazy("127.0.0.1:1", &crate::Config::new())
             .unwrap();
         let lost = Status::unavailable("connection lost");
         let refused = Status::unavailable("refused").retry_safe();
-        assert!(ch.may_retry("put", &refused));
-        assert!(!ch.may_retry("put", &lost));
-        assert!(ch.may_retry("get", &lost), "idempotent, canonical name");
-        assert!(!ch.may_retry("get", &Status::internal("bug")));
-        assert!(!ch.may_retry("get", &Status::deadline_exceeded("late")));
+        let (unknown, idem) = (Idempotency::Unknown, Idempotency::Idempotent);
+        assert!(ch.may_retry("dir.Users/Put", unknown, &refused));
+        assert!(!ch.may_retry("dir.Users/Put", unknown, &lost));
+        assert!(
+            ch.may_retry("dir.Users/Get", unknown, &lost),
+            "declared on the builder"
+        );
+        assert!(ch.may_retry("dir.users/get", unknown, &lost), "any case");
+        assert!(
+            ch.may_retry("dir.Users/Put", idem, &lost),
+            "declared by the call"
+        );
+        for other in [Status::internal("bug"), Status::deadline_exceeded("late")] {
+            assert!(!ch.may_retry("dir.Users/Get", unknown, &other));
+            assert!(!ch.may_retry("dir.Users/Put", idem, &other));
+        }
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "ChannelBuilder::idempotent(\"get\"): method name \"get\" is not `package.Service/Method`"
+    )]
+    fn an_idempotent_name_without_a_service_is_refused() {
+        let _ = Channel::builder().idempotent("get");
+    }
+
+    #[test]
+    fn idempotent_names_are_checked_whole() {
+        for bad in ["", "a b/c", "a/b/c", "Get/"] {
+            let caught = std::panic::catch_unwind(|| Channel::builder().idempotent(bad));
+            assert!(caught.is_err(), "{bad:?}");
+        }
+        let b = Channel::builder()
+            .idempotent("Users/Get")
+            .idempotent("/a.b.C/D/");
+        let mut names: Vec<&str> = b.settings.idempotent.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["Users/Get", "a.b.C/D"]);
     }
 
     #[test]
