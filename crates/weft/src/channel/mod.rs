@@ -260,6 +260,18 @@ pub struct Channel {
     intercept: ClientInterceptors,
 }
 
+/// What a call waits for when its deadline passes: what its
+/// `DEADLINE_EXCEEDED` says.
+#[derive(Debug, Clone, Copy)]
+enum Waiting {
+    /// A live connection (none is up: connecting or backing off).
+    Connection,
+    /// Room under the server's cap on concurrent streams.
+    Room,
+    /// The server's answer.
+    Answer,
+}
+
 /// Each thread's preferred slot among an endpoint's connections.
 fn thread_hint() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -296,8 +308,22 @@ impl Channel {
     /// A live connection's client, waiting for one if need be (no retry
     /// of the call: for calls the channel's shapes do not cover).
     pub async fn client(&self) -> Result<Client, Status> {
-        let work = async { self.lease().await.map(|l| l.client.clone()) };
-        self.bounded(self.deadline(&CallOptions::new()), work).await
+        let deadline = self.deadline(&CallOptions::new());
+        let lease = self.lease_within(deadline).await?;
+        Ok(lease.client.clone())
+    }
+
+    /// A live connection, waiting for one until `deadline`: a call that
+    /// runs out of time here fails naming the last connect error.
+    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
+        if let Route::One(pool) = &self.shared.route
+            && let Some(lease) = pool.try_lease(thread_hint())
+        {
+            // The common case takes no timer.
+            return Ok(lease);
+        }
+        self.bounded(deadline, Waiting::Connection, self.lease())
+            .await
     }
 
     async fn lease(&self) -> Result<Lease, Status> {
@@ -323,16 +349,40 @@ impl Channel {
         }
     }
 
+    /// `work`, given up at `deadline` with a `DEADLINE_EXCEEDED` that says
+    /// what the call was `waiting` for.
     async fn bounded<T>(
         &self,
         deadline: Option<Instant>,
+        waiting: Waiting,
         work: impl Future<Output = Result<T, Status>>,
     ) -> Result<T, Status> {
         match deadline {
             Some(d) => tokio::time::timeout_at(d, work)
                 .await
-                .unwrap_or_else(|_| Err(Status::deadline_exceeded("deadline exceeded"))),
+                .unwrap_or_else(|_| Err(self.deadline_exceeded(waiting))),
             None => work.await,
+        }
+    }
+
+    /// The `DEADLINE_EXCEEDED` of a call that was `waiting`: one still
+    /// waiting for a connection names the endpoint's last connect error
+    /// (as a `fail_fast` channel's `UNAVAILABLE` does), so that a dead
+    /// server reads as such and not as a slow one.
+    fn deadline_exceeded(&self, waiting: Waiting) -> Status {
+        let why = match waiting {
+            Waiting::Connection => match &self.shared.route {
+                Route::One(pool) => pool.connect_error(),
+                Route::Balanced(picker) => picker.connect_error(),
+            },
+            Waiting::Room => {
+                Some("waiting for room on the connection (the server's stream cap)".into())
+            }
+            Waiting::Answer => None,
+        };
+        match why {
+            Some(why) => Status::deadline_exceeded(format!("deadline exceeded {why}")),
+            None => Status::deadline_exceeded("deadline exceeded"),
         }
     }
 
@@ -379,47 +429,46 @@ impl Channel {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
-        let work = async {
-            self.shared.budget.deposit();
-            loop {
-                let lease = self.lease().await?;
-                let status = match attempt(lease.client.clone()).await {
-                    Ok(v) => {
-                        lease.record(Outcome::Success);
-                        return Ok(v);
-                    }
-                    Err(s) => s,
-                };
-                lease.record(if status.code() == Code::UNAVAILABLE {
-                    Outcome::Failure
+        self.shared.budget.deposit();
+        loop {
+            let lease = self.lease_within(deadline).await?;
+            let tried = attempt(lease.client.clone());
+            let status = match self.bounded(deadline, Waiting::Answer, tried).await {
+                Ok(v) => {
+                    lease.record(Outcome::Success);
+                    return Ok(v);
+                }
+                Err(s) => s,
+            };
+            lease.record(if status.code() == Code::UNAVAILABLE {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            });
+            if status.is_retry_safe() {
+                if status.is_stream_refused() {
+                    // The connection is fine; the server's stream cap
+                    // was reached. Wait for room on it (as h2 queues at
+                    // its peer's max concurrent streams) instead of
+                    // replacing it.
+                    let conn = lease.client.connection();
+                    let room = std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
+                    self.bounded(deadline, Waiting::Room, room).await?;
                 } else {
-                    Outcome::Success
-                });
-                if status.is_retry_safe() {
-                    if status.is_stream_refused() {
-                        // The connection is fine; the server's stream cap
-                        // was reached. Wait for room on it (as h2 queues at
-                        // its peer's max concurrent streams) instead of
-                        // replacing it.
-                        let conn = lease.client.connection();
-                        let _ = std::future::poll_fn(|cx| conn.poll_open_ready(cx)).await;
-                    } else {
-                        lease.retire();
-                    }
+                    lease.retire();
                 }
-                drop(lease);
-                let retry = self.may_retry(method, &status) && self.shared.budget.withdraw();
-                // Neither a failure nor a retry completes on the poll that
-                // failed (a local failure needs no I/O): a caller's retry
-                // loop yields to the runtime instead of spinning.
-                tokio::task::yield_now().await;
-                if !retry {
-                    return Err(status);
-                }
-                tracing::debug!(method, %status, "retrying");
             }
-        };
-        self.bounded(deadline, work).await
+            drop(lease);
+            let retry = self.may_retry(method, &status) && self.shared.budget.withdraw();
+            // Neither a failure nor a retry completes on the poll that
+            // failed (a local failure needs no I/O): a caller's retry
+            // loop yields to the runtime instead of spinning.
+            tokio::task::yield_now().await;
+            if !retry {
+                return Err(status);
+            }
+            tracing::debug!(method, %status, "retrying");
+        }
     }
 
     /// A unary call on raw bytes.
