@@ -72,6 +72,7 @@ fn eof() -> CloseCause {
         reason: Reason::NO_ERROR,
         origin: weft_mux::Origin::Peer,
         detail: "transport closed by peer",
+        peer_text: None,
     }
 }
 
@@ -88,6 +89,7 @@ fn a_transport_close_or_reset_is_not_reported_as_a_peer_reason() {
             reason,
             origin: weft_mux::Origin::Peer,
             detail,
+            peer_text: None,
         });
         let cause = q.client.close_cause().unwrap();
         assert_eq!(cause.origin, weft_mux::Origin::Transport);
@@ -128,11 +130,13 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
                 reason: Reason::INTERNAL_ERROR,
                 origin: weft_mux::Origin::Peer,
                 detail: "transport read failed",
+                peer_text: None,
             }),
             _ => p.s.handle_transport_closed(CloseCause {
                 reason: Reason::INTERNAL_ERROR,
                 origin: weft_mux::Origin::Local,
                 detail: "write failed",
+                peer_text: None,
             }),
         }
         let cause = p.s.close_cause().unwrap();

@@ -141,3 +141,64 @@ async fn a_slow_answer_blames_no_connect_error() {
     assert_eq!(e.code(), Code::DEADLINE_EXCEEDED, "{e}");
     assert_eq!(e.message(), "deadline exceeded", "{e}");
 }
+
+/// A client whose connection the server closed for idleness says so, with
+/// the server's timeout, instead of "peer went away": the default 30 s on
+/// a paused clock, and a short one over TCP.
+#[tokio::test(start_paused = true)]
+async fn a_client_closed_by_the_servers_idle_timeout_says_so() {
+    let router = Router::new().unary("echo", |_c, req: Bytes| async move { Ok(req) });
+    // The server has the default idle timeout (30 s); the client has
+    // none, so the server's fires.
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let server = weft::Server::new(router);
+        let (_conn, serving) = weft::accept_io(b, &server, &Config::new(), None)
+            .await
+            .unwrap();
+        serving.await;
+    });
+    let client = weft::connect_io(a, &Config::new().idle_timeout(None))
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .unary("echo", Bytes::from_static(b"a"))
+            .await
+            .unwrap(),
+        "a"
+    );
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let e = client.unary("echo", Bytes::new()).await.unwrap_err();
+    assert_eq!(e.code(), Code::UNAVAILABLE, "{e}");
+    assert!(e.is_retry_safe(), "nothing was sent: {e}");
+    assert_eq!(
+        e.message(),
+        "connection closed: peer went away: \
+         closed by the server's idle timeout (30 s) (peer: NO_ERROR(0))"
+    );
+}
+
+#[tokio::test]
+async fn over_tcp_the_idle_timeout_text_names_the_servers_setting() {
+    let (addr, _stop) =
+        support::serve_with(Config::new().idle_timeout(Some(Duration::from_millis(200)))).await;
+    let client = weft::connect(&addr, &Config::new().idle_timeout(None))
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .unary("echo", Bytes::from_static(b"a"))
+            .await
+            .unwrap(),
+        "a"
+    );
+    let closed = || client.is_closed().then_some(());
+    weft_testkit::eventually(closed, || "the server never closed the idle connection").await;
+    let e = client.unary("echo", Bytes::new()).await.unwrap_err();
+    assert!(
+        e.message()
+            .contains("closed by the server's idle timeout (200 ms)"),
+        "{e}"
+    );
+}
