@@ -63,7 +63,7 @@ async fn a_call_to_a_dead_server_says_connection_refused() {
     let addr = dead_address().await;
     let slow_retry = Backoff::new().base(Duration::from_secs(10));
     let channel = Channel::builder()
-        .backoff(slow_retry.clone())
+        .backoff(slow_retry)
         .connect_lazy(&addr, &Config::new())
         .unwrap();
     let opts = CallOptions::new().timeout(Duration::from_millis(300));
