@@ -121,7 +121,12 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
                 .unwrap();
         // The peer processed our stream and is draining it.
         for reason in order {
-            p.feed(Frame::goaway(id, reason, b"late frame flood"));
+            let said: &[u8] = if reason == calm {
+                b"late frame flood"
+            } else {
+                b"shutting down"
+            };
+            p.feed(Frame::goaway(id, reason, said));
         }
         assert!(!p.s.is_closed(), "a GOAWAY drains the open stream first");
         match end {
@@ -146,6 +151,12 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
             "{end} after {order:?}: {cause}"
         );
         assert!(!cause.to_string().contains("no GOAWAY"), "{end}: {cause}");
+        // What the peer said goes with the reason that stands.
+        assert_eq!(
+            cause.peer_text.as_deref(),
+            Some("late frame flood"),
+            "{end} after {order:?}: {cause}"
+        );
     }
 }
 
