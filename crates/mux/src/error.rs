@@ -28,6 +28,26 @@ pub struct CloseCause {
     pub origin: Origin,
     /// What happened, for logs.
     pub detail: &'static str,
+    /// What the peer's `GOAWAY` said happened (its debug text: printable,
+    /// at most 128 characters), when it said anything; e.g.
+    /// "closed by the server's idle timeout (30 s)".
+    pub peer_text: Option<Arc<str>>,
+}
+
+/// The most characters of a peer's `GOAWAY` text kept in a [`CloseCause`].
+pub(crate) const PEER_TEXT_MAX: usize = 128;
+
+/// A peer's `GOAWAY` debug text as shown: control characters dropped,
+/// cut to [`PEER_TEXT_MAX`] characters; `None` if nothing is left. The
+/// text comes from the peer, so it is bounded before it is kept.
+pub(crate) fn peer_text(raw: &[u8]) -> Option<Arc<str>> {
+    let text: String = String::from_utf8_lossy(raw)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(PEER_TEXT_MAX)
+        .collect();
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.into())
 }
 
 impl CloseCause {
@@ -36,6 +56,7 @@ impl CloseCause {
             reason,
             origin: Origin::Local,
             detail,
+            peer_text: None,
         }
     }
 
@@ -44,11 +65,17 @@ impl CloseCause {
             reason,
             origin: Origin::Peer,
             detail,
+            peer_text: None,
         }
     }
 
+    /// This cause with what the peer's `GOAWAY` said.
+    pub(crate) fn saying(self, peer_text: Option<Arc<str>>) -> CloseCause {
+        CloseCause { peer_text, ..self }
+    }
+
     /// This cause as a transport close (no `GOAWAY` was received).
-    pub(crate) const fn into_transport(self) -> CloseCause {
+    pub(crate) fn into_transport(self) -> CloseCause {
         CloseCause {
             origin: Origin::Transport,
             ..self
@@ -65,7 +92,10 @@ impl std::fmt::Display for CloseCause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.origin {
             Origin::Local => write!(f, "{} (local: {})", self.detail, self.reason),
-            Origin::Peer => write!(f, "{} (peer: {})", self.detail, self.reason),
+            Origin::Peer => match &self.peer_text {
+                Some(said) => write!(f, "{}: {said} (peer: {})", self.detail, self.reason),
+                None => write!(f, "{} (peer: {})", self.detail, self.reason),
+            },
             Origin::Transport => write!(f, "{} (no GOAWAY: the peer gave no reason)", self.detail),
         }
     }
@@ -313,3 +343,24 @@ impl std::fmt::Display for StreamError {
 }
 
 impl std::error::Error for StreamError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peers_goaway_text_is_bounded_and_printable() {
+        assert_eq!(peer_text(b""), None);
+        assert_eq!(peer_text(b" \r\n\x07"), None);
+        let said = peer_text(b"idle\x1b[31m timeout\n").unwrap();
+        assert_eq!(&*said, "idle[31m timeout");
+        let long = peer_text(&[b'x'; 10_000]).unwrap();
+        assert_eq!(long.chars().count(), PEER_TEXT_MAX);
+        assert_eq!(&*peer_text(&[0xff, b'a']).unwrap(), "\u{fffd}a");
+        let cause = CloseCause::peer(Reason::NO_ERROR, "peer went away").saying(Some(said));
+        assert_eq!(
+            cause.to_string(),
+            "peer went away: idle[31m timeout (peer: NO_ERROR(0))"
+        );
+    }
+}

@@ -72,6 +72,7 @@ fn eof() -> CloseCause {
         reason: Reason::NO_ERROR,
         origin: weft_mux::Origin::Peer,
         detail: "transport closed by peer",
+        peer_text: None,
     }
 }
 
@@ -88,6 +89,7 @@ fn a_transport_close_or_reset_is_not_reported_as_a_peer_reason() {
             reason,
             origin: weft_mux::Origin::Peer,
             detail,
+            peer_text: None,
         });
         let cause = q.client.close_cause().unwrap();
         assert_eq!(cause.origin, weft_mux::Origin::Transport);
@@ -119,7 +121,12 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
                 .unwrap();
         // The peer processed our stream and is draining it.
         for reason in order {
-            p.feed(Frame::goaway(id, reason, b"late frame flood"));
+            let said: &[u8] = if reason == calm {
+                b"late frame flood"
+            } else {
+                b"shutting down"
+            };
+            p.feed(Frame::goaway(id, reason, said));
         }
         assert!(!p.s.is_closed(), "a GOAWAY drains the open stream first");
         match end {
@@ -128,11 +135,13 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
                 reason: Reason::INTERNAL_ERROR,
                 origin: weft_mux::Origin::Peer,
                 detail: "transport read failed",
+                peer_text: None,
             }),
             _ => p.s.handle_transport_closed(CloseCause {
                 reason: Reason::INTERNAL_ERROR,
                 origin: weft_mux::Origin::Local,
                 detail: "write failed",
+                peer_text: None,
             }),
         }
         let cause = p.s.close_cause().unwrap();
@@ -142,6 +151,12 @@ fn a_transport_close_after_the_peers_goaway_reports_the_peers_reason() {
             "{end} after {order:?}: {cause}"
         );
         assert!(!cause.to_string().contains("no GOAWAY"), "{end}: {cause}");
+        // What the peer said goes with the reason that stands.
+        assert_eq!(
+            cause.peer_text.as_deref(),
+            Some("late frame flood"),
+            "{end} after {order:?}: {cause}"
+        );
     }
 }
 

@@ -408,7 +408,10 @@ impl Client {
         value
     }
 
-    /// A server-streaming call: sends `request`, returns the response stream.
+    /// A server-streaming call: sends `request`, and returns the response
+    /// stream once the server answers (its first message, or its end): a
+    /// server that rejects the call fails it here. A server slow to send
+    /// its first message delays the return as much (docs/FAQ.md).
     pub async fn server_streaming(
         &self,
         method: &str,
@@ -511,7 +514,7 @@ impl Client {
             ))
         };
         let (stream, deadline) = obs.opened(opened.await)?;
-        Ok(Call {
+        let mut call = Call {
             obs,
             stream,
             reader: Reader::new(self.max()),
@@ -520,7 +523,16 @@ impl Client {
             send_ended: end,
             outcome: None,
             timer: None,
-        })
+        };
+        if end {
+            // The request side is complete (server streaming), so waiting
+            // for the server cannot deadlock: a server that rejects the
+            // call fails it here, not on the first `message()`. A call
+            // whose client sends next (client streaming, bidi) returns at
+            // once; a rejection is then its first send's or read's error.
+            call.answered().await?;
+        }
+        Ok(call)
     }
 }
 
@@ -564,6 +576,16 @@ struct Call {
 }
 
 impl Call {
+    /// Waits, within the deadline, for the server's first frame (see
+    /// [`Reader::answered`]); a failure is the call's outcome.
+    async fn answered(&mut self) -> Result<(), Status> {
+        let r = within(self.deadline, self.reader.answered(&mut self.stream)).await;
+        if r.is_err() {
+            self.obs.ended(&r);
+        }
+        r
+    }
+
     async fn message(&mut self) -> Result<Option<Bytes>, Status> {
         if let Some(o) = &self.outcome {
             return o.clone().map(|()| None);
@@ -736,8 +758,9 @@ impl<T, C: Codec<T>> Streaming<T, C> {
         self.call.next_as::<T, C>().await
     }
 
-    /// The response headers (`Context::set_header`), once the first
-    /// message has been read. A call that sent no message carries its
+    /// The response headers (`Context::set_header`): there as soon as
+    /// the call returns, since it waits for the server's first frame,
+    /// which carries them. A call that sent no message carries its
     /// headers in its trailers instead (gRPC's "trailers-only" response).
     pub fn headers(&self) -> Option<&Metadata> {
         self.call.reader.headers()

@@ -152,6 +152,28 @@ impl Reader {
         }
     }
 
+    /// Waits for the sender's first frame (a message or its first bytes,
+    /// its headers with them, or its end) without taking a message: what
+    /// a server-streaming call waits for before it returns (as tonic's
+    /// waits for response headers, which weft's server sends only with its
+    /// first message). A sender that ended before any message with an
+    /// error status is that status; a reset or a lost connection is its
+    /// error. Cancel safe.
+    pub(crate) async fn answered(&mut self, stream: &mut Stream) -> Result<(), Status> {
+        while self.chunk.is_empty() && !self.ended {
+            let chunk = stream.recv().await;
+            self.absorb(chunk)?;
+        }
+        if self.ended && self.chunk.is_empty() && !self.decoder.is_mid_message() {
+            // Ended without a message: only an error status is news now
+            // (an `OK` end reads as the stream's clean end).
+            if let Some(t) = self.trailers.as_ref().filter(|t| t.status().is_some()) {
+                return status_of(Some(t));
+            }
+        }
+        Ok(())
+    }
+
     /// [`next`](Self::next) as a poll (the connection task reads the socket).
     pub(crate) fn poll_next(
         &mut self,

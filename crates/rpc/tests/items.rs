@@ -202,15 +202,13 @@ async fn a_waiting_handler_is_dropped_as_soon_as_its_caller_resets() {
         settle(|| probe.dropped() == 1).await,
         "a unary handler outlived its caller's reset"
     );
-    // A server-streaming handler that waits without sending.
+    // A server-streaming handler that waits without sending (the call
+    // waits for its first frame, so it is the call that is dropped).
     let opts = CallOptions::new();
-    let stream = p
+    let call = p
         .client
-        .server_streaming("quiet_stream", Bytes::new(), &opts)
-        .await
-        .unwrap();
-    assert!(settle(|| probe.started() == 2).await);
-    drop(stream);
+        .server_streaming("quiet_stream", Bytes::new(), &opts);
+    assert!(!drop_once(call, || probe.started() == 2).await);
     assert!(
         settle(|| probe.dropped() == 2).await,
         "a streaming handler outlived its caller's reset"
@@ -248,14 +246,14 @@ async fn item_37_cancellation_races() {
         }
         drop(s);
     }
-    // A streaming handler that waits without sending is dropped too.
-    let s = p
+    // A streaming handler that waits without sending is dropped too (with
+    // its call, which waits for the first frame).
+    let opts = CallOptions::new();
+    let call = p
         .client
-        .server_streaming("quiet_stream", Bytes::new(), &CallOptions::new())
-        .await
-        .unwrap();
-    assert!(settle(|| probe.started() == probe.dropped() + 1).await);
-    drop(s);
+        .server_streaming("quiet_stream", Bytes::new(), &opts);
+    let before = probe.started();
+    assert!(!drop_once(call, || probe.started() == before + 1).await);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(settle(|| probe.dropped() == probe.started()).await);
     assert!(probe.started() >= unary_started + 5);

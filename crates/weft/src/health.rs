@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use weft_rpc::{Client, Router, Status};
+use weft_rpc::{CallOptions, Caller, Raw, Router, Status};
 
 /// The method name of the health check.
 pub const HEALTH_METHOD: &str = "weft.health/check";
@@ -152,11 +152,29 @@ fn answer(health: &Health, req: &[u8]) -> Result<Bytes, Status> {
     }
 }
 
-/// Asks the server on `client` for the health of `service` (`""`: the
-/// whole server).
-pub async fn check(client: &Client, service: &str) -> Result<Serving, Status> {
+/// Asks the server behind `caller` for the health of `service` (`""`:
+/// the whole server). `caller` is any [`Caller`]: a [`Client`] asks its
+/// one connection; a [`Channel`](crate::Channel) asks whichever
+/// connection it would use for a call, waiting for one (see
+/// [`check_with`] to bound that wait).
+///
+/// A server without the health service answers `UNIMPLEMENTED`: treat it
+/// as "no health information", not as unhealthy (PROTOCOL 7.8).
+///
+/// [`Client`]: weft_rpc::Client
+pub async fn check(caller: &impl Caller, service: &str) -> Result<Serving, Status> {
+    check_with(caller, service, CallOptions::none()).await
+}
+
+/// [`check`] with call options: a deadline (which, on a channel, also
+/// bounds the wait for a connection), metadata.
+pub async fn check_with(
+    caller: &impl Caller,
+    service: &str,
+    opts: &CallOptions,
+) -> Result<Serving, Status> {
     let body = Bytes::copy_from_slice(service.as_bytes());
-    let reply = client.unary(HEALTH_METHOD, body).await?;
+    let reply: Bytes = caller.call_unary(HEALTH_METHOD, Raw, body, opts).await?;
     Serving::parse(&reply).ok_or_else(|| Status::internal("malformed health answer"))
 }
 
@@ -195,5 +213,31 @@ mod tests {
         assert_eq!(health.get(""), Some(Serving::NotServing));
         assert!(!stop.is_finished());
         stop.await.unwrap();
+    }
+
+    /// The same check through a `Channel` (any `Caller`): it connects
+    /// lazily, and a deadline bounds the whole check.
+    #[tokio::test(start_paused = true)]
+    async fn a_channel_asks_as_a_client_does() {
+        let health = Health::new();
+        health.set("db", Serving::NotServing);
+        let endpoint = crate::Endpoint::from_fn("memory", move || {
+            let router = health.install(Router::new());
+            async move { crate::memory(router, &crate::Config::new()).await }
+        });
+        let channel = crate::Channel::builder().endpoint(endpoint);
+        assert_eq!(check(&channel, "").await.unwrap(), Serving::Serving);
+        assert_eq!(check(&channel, "db").await.unwrap(), Serving::NotServing);
+        let e = check(&channel, "nope").await.unwrap_err();
+        assert_eq!(e.code(), weft_rpc::Code::NOT_FOUND, "{e}");
+
+        // A server without the service: UNIMPLEMENTED, within the deadline.
+        let bare = crate::Endpoint::from_fn("bare", || async {
+            crate::memory(Router::new(), &crate::Config::new()).await
+        });
+        let channel = crate::Channel::builder().endpoint(bare);
+        let opts = CallOptions::new().timeout(Duration::from_secs(1));
+        let e = check_with(&channel, "", &opts).await.unwrap_err();
+        assert_eq!(e.code(), weft_rpc::Code::UNIMPLEMENTED, "{e}");
     }
 }

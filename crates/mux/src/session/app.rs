@@ -16,7 +16,7 @@ impl Session {
     ) -> Result<u32, OpenError> {
         self.clock = now;
         if let State::Closed(c) = &self.state {
-            return Err(OpenError::Closed(c.clone()));
+            return Err(OpenError::Closed(CloseCause::clone(c)));
         }
         if self.is_going_away() {
             return Err(OpenError::GoingAway);
@@ -186,7 +186,7 @@ impl Session {
     pub fn recv(&mut self, id: u32) -> Recv {
         let Some(s) = self.streams.get_mut(&id) else {
             return Recv::Failed(StreamError::new(match &self.state {
-                State::Closed(c) => StreamKind::Closed(c.clone()),
+                State::Closed(c) => StreamKind::Closed(CloseCause::clone(c)),
                 State::Open => StreamKind::SendClosed,
             }));
         };
@@ -213,7 +213,7 @@ impl Session {
             return Recv::End;
         }
         if let State::Closed(c) = &self.state {
-            return Recv::Failed(StreamError::new(StreamKind::Closed(c.clone())));
+            return Recv::Failed(StreamError::new(StreamKind::Closed(CloseCause::clone(c))));
         }
         Recv::Pending
     }
@@ -233,7 +233,7 @@ impl Session {
             return Some(StreamError::new(k.clone()));
         }
         match &self.state {
-            State::Closed(c) => Some(StreamError::new(StreamKind::Closed(c.clone()))),
+            State::Closed(c) => Some(StreamError::new(StreamKind::Closed(CloseCause::clone(c)))),
             State::Open => None,
         }
     }
@@ -412,7 +412,7 @@ fn sendable<'a>(
     id: u32,
 ) -> Result<&'a mut StreamState, StreamError> {
     if let State::Closed(c) = state {
-        return Err(StreamError::new(StreamKind::Closed(c.clone())));
+        return Err(StreamError::new(StreamKind::Closed(CloseCause::clone(c))));
     }
     let Some(s) = streams.get_mut(&id) else {
         return Err(StreamError::new(StreamKind::SendClosed));

@@ -393,18 +393,30 @@ impl Session {
         let (last, reason, text) = frame
             .parse_goaway()
             .map_err(|_| protocol("bad GOAWAY payload"))?;
-        let prev = self.goaway.received;
-        let g = PeerGoAway {
-            last: prev.map_or(last, |p| p.last.min(last)),
-            // An error reason stands even if a later GOAWAY says NO_ERROR.
-            reason: match prev {
-                Some(p) if reason == Reason::NO_ERROR => p.reason,
-                _ => reason,
+        let said = crate::error::peer_text(&text);
+        let prev = self.goaway.received.take();
+        let first = prev.is_none();
+        let g = match prev {
+            // An error reason, and what was said with it, stands even if a
+            // later GOAWAY says NO_ERROR.
+            Some(p) if reason == Reason::NO_ERROR && p.reason != Reason::NO_ERROR => PeerGoAway {
+                last: p.last.min(last),
+                ..*p
+            },
+            Some(p) => PeerGoAway {
+                last: p.last.min(last),
+                reason,
+                text: said.or(p.text),
+            },
+            None => PeerGoAway {
+                last,
+                reason,
+                text: said,
             },
         };
-        self.goaway.received = Some(g);
         let last = g.last;
-        let first = prev.is_none();
+        // Boxed: a connection holds it only once its peer is going away.
+        self.goaway.received = Some(Box::new(g));
         if first {
             self.events.push_back(Event::GoingAway);
         }

@@ -20,7 +20,9 @@ mod table;
 mod unreadable;
 mod window;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -54,6 +56,14 @@ pub enum Role {
 }
 
 impl Role {
+    /// How the peer's user knows this side: "client" or "server".
+    fn name(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
+
     fn first_id(self) -> u32 {
         match self {
             Role::Client => 1,
@@ -141,7 +151,8 @@ pub struct Stats {
 #[derive(Debug)]
 enum State {
     Open,
-    Closed(CloseCause),
+    /// Boxed: every connection holds a `State`, few reach this one.
+    Closed(Box<CloseCause>),
 }
 
 /// The session core of one connection.
@@ -214,18 +225,21 @@ struct PeerSettings {
 struct GoAway {
     sent: bool,
     /// The peer's `GOAWAY`s, once one came.
-    received: Option<PeerGoAway>,
+    received: Option<Box<PeerGoAway>>,
     drain_deadline: Option<Instant>,
 }
 
 /// What the peer's `GOAWAY`s said.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct PeerGoAway {
     /// The lowest last-processed id among them.
     last: u32,
     /// The reason of the latest one that gave an error (`NO_ERROR` if none
     /// did): why the connection ends when the peer then closes it.
     reason: Reason,
+    /// The debug text that went with `reason` (the latest non-empty one
+    /// among `GOAWAY`s of that reason), bounded.
+    text: Option<Arc<str>>,
 }
 
 /// The clocks behind the idle, keepalive and progress deadlines.
@@ -490,7 +504,17 @@ impl Session {
         if let (Some(i), Some(since)) = (self.limits.idle_timeout, self.timers.idle_since)
             && now >= since + i
         {
-            self.fail(CloseCause::local(Reason::NO_ERROR, "idle timeout"), true);
+            // The peer learns why, and after how long (its user sees
+            // this text, not a bare "went away").
+            let said = format!(
+                "closed by the {}'s idle timeout ({})",
+                self.role.name(),
+                Shown(i)
+            );
+            self.fail_saying(
+                CloseCause::local(Reason::NO_ERROR, "idle timeout"),
+                Some(said.into_bytes().into()),
+            );
             return;
         }
         self.check_progress(now);
@@ -738,8 +762,10 @@ impl Session {
     /// `GOAWAY(ENHANCE_YOUR_CALM)` and closes is not "no reason given"),
     /// otherwise `fallback`.
     pub(super) fn peer_ended(&self, fallback: CloseCause) -> CloseCause {
-        match self.goaway.received {
-            Some(g) => CloseCause::peer(g.reason, "the peer sent GOAWAY and closed"),
+        match &self.goaway.received {
+            Some(g) => {
+                CloseCause::peer(g.reason, "the peer sent GOAWAY and closed").saying(g.text.clone())
+            }
             None => fallback,
         }
     }
@@ -747,11 +773,11 @@ impl Session {
     /// After a `GOAWAY` either way, close once no stream is left.
     fn maybe_finish_drain(&mut self) {
         if self.is_going_away() && self.streams.is_empty() && !self.is_closed() {
-            let cause = match self.goaway.received {
+            let cause = match &self.goaway.received {
                 // Every stream finished: a graceful end, whatever reason
                 // the peer gave for going away.
-                Some(_) if !self.goaway.sent => {
-                    CloseCause::peer(Reason::NO_ERROR, "peer went away")
+                Some(g) if !self.goaway.sent => {
+                    CloseCause::peer(Reason::NO_ERROR, "peer went away").saying(g.text.clone())
                 }
                 _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
             };
@@ -769,20 +795,26 @@ impl Session {
     /// Closes the session; `goaway` queues a final `GOAWAY` with the cause's
     /// reason (unless one was sent already with the same meaning).
     fn fail(&mut self, cause: CloseCause, goaway: bool) {
+        let text = goaway.then_some(Cow::Borrowed(cause.detail.as_bytes()));
+        self.fail_saying(cause, text);
+    }
+
+    /// [`fail`](Self::fail), with `goaway` the final `GOAWAY`'s debug text
+    /// (`None`: no `GOAWAY`).
+    fn fail_saying(&mut self, cause: CloseCause, goaway: Option<Cow<'static, [u8]>>) {
         if self.is_closed() {
             return;
         }
-        if goaway && !cause.by_peer() {
+        if let Some(text) = goaway
+            && !cause.by_peer()
+        {
             // Drop pending control traffic; the GOAWAY is what matters.
             self.control.clear();
-            self.control.push_back(Frame::goaway(
-                self.ids.last_processed,
-                cause.reason,
-                cause.detail.as_bytes(),
-            ));
+            self.control
+                .push_back(Frame::goaway(self.ids.last_processed, cause.reason, &text));
         }
         tracing::debug!(%cause, "connection closed");
-        self.state = State::Closed(cause.clone());
+        self.state = State::Closed(Box::new(cause.clone()));
         self.ready.clear();
         self.accept_queue.clear();
         let ids: Vec<u32> = self.streams.keys().copied().collect();
@@ -799,6 +831,20 @@ impl Session {
             self.events.push_back(Event::Writable(id));
         }
         self.events.push_back(Event::Closed);
+    }
+}
+
+/// A duration as a person writes it: "30 s", "200 ms", "1.5 s".
+struct Shown(Duration);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.0.as_millis();
+        if ms >= 1000 {
+            write!(f, "{} s", self.0.as_secs_f64())
+        } else {
+            write!(f, "{ms} ms")
+        }
     }
 }
 

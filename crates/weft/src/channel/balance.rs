@@ -38,6 +38,8 @@ type Picks = Buffer<(), BoxFuture<Result<Pool, BoxError>>>;
 /// The shared balancer of a channel.
 pub(crate) struct Picker {
     picks: Mutex<Picks>,
+    /// The balancer's endpoints, for their last connect error.
+    census: Arc<Census>,
 }
 
 impl std::fmt::Debug for Picker {
@@ -52,15 +54,26 @@ impl Picker {
         K: std::hash::Hash + Eq + Clone + Send + 'static,
         S: futures_core::Stream<Item = Change<K, Endpoint>> + Send + 'static,
     {
+        let census = Arc::<Census>::default();
         let discovered = Discovered {
             changes: Box::pin(changes),
             settings,
-            census: Arc::default(),
+            census: census.clone(),
         };
         let balance = BoxService::new(Balance::new(discovered));
         Picker {
             picks: Mutex::new(Buffer::new(balance, PICK_QUEUE)),
+            census,
         }
+    }
+
+    /// For a call that found no endpoint ready in time: the latest
+    /// connect error of any endpoint, if one failed.
+    pub(crate) fn connect_error(&self) -> Option<String> {
+        let e = self.census.connect_error()?;
+        Some(format!(
+            "waiting for a ready endpoint; last connect error: {e}"
+        ))
     }
 
     /// A connection on the endpoint the balancer picks.

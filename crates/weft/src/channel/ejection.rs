@@ -16,9 +16,19 @@ use super::outlier::{Change, Outcome, Outlier, Policy, most_ejected};
 pub(crate) struct Census {
     endpoints: AtomicUsize,
     ejected: AtomicUsize,
+    /// The latest connect error of any endpoint (the endpoint's name, the
+    /// error): what a call that found no endpoint ready in time reports.
+    /// Cleared when that endpoint connects.
+    connect_error: Mutex<Option<(String, String)>>,
 }
 
 impl Census {
+    /// The latest connect error, naming its endpoint.
+    pub(crate) fn connect_error(&self) -> Option<String> {
+        let last = lock(&self.connect_error);
+        last.as_ref().map(|(name, e)| format!("{name}: {e}"))
+    }
+
     /// Takes one ejection place if fewer than the most allowed are taken.
     fn take_room(&self) -> bool {
         let most = most_ejected(self.endpoints.load(Ordering::Acquire));
@@ -56,6 +66,16 @@ impl Detector {
             census,
             clean: AtomicBool::new(true),
             out: AtomicBool::new(false),
+        }
+    }
+
+    /// Records how a connect of endpoint `name` went.
+    pub(crate) fn connected(&self, name: &str, outcome: Result<(), &str>) {
+        let mut last = lock(&self.census.connect_error);
+        match outcome {
+            Err(e) => *last = Some((name.to_owned(), e.to_owned())),
+            Ok(()) if last.as_ref().is_some_and(|(n, _)| n == name) => *last = None,
+            Ok(()) => {}
         }
     }
 

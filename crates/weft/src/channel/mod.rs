@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
 use weft_rpc::{
     BidiCall, CallOptions, Caller, Client, ClientInterceptors, ClientStreamingCall, Code,
-    Idempotency, Raw, Status, Streaming, Within, method, within,
+    Idempotency, Raw, Status, Streaming, method, within,
 };
 
 mod backoff;
@@ -284,6 +284,16 @@ pub struct Channel {
     intercept: ClientInterceptors,
 }
 
+/// What a call waits for when its deadline passes: what its
+/// `DEADLINE_EXCEEDED` says.
+#[derive(Debug, Clone, Copy)]
+enum Waiting {
+    /// A live connection (none is up: connecting or backing off).
+    Connection,
+    /// Room under the server's cap on concurrent streams.
+    Room,
+}
+
 /// Each thread's preferred slot among an endpoint's connections.
 fn thread_hint() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -320,8 +330,22 @@ impl Channel {
     /// A live connection's client, waiting for one if need be (no retry
     /// of the call: for calls the channel's shapes do not cover).
     pub async fn client(&self) -> Result<Client, Status> {
-        let work = async { self.lease().await.map(|l| l.client.clone()) };
-        within(self.deadline(&CallOptions::new()), work).await
+        let deadline = self.deadline(&CallOptions::new());
+        let lease = self.lease_within(deadline).await?;
+        Ok(lease.client.clone())
+    }
+
+    /// A live connection, waiting for one until `deadline`: a call that
+    /// runs out of time here fails naming the last connect error.
+    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
+        if let Route::One(pool) = &self.shared.route
+            && let Some(lease) = pool.try_lease(thread_hint())
+        {
+            // The common case takes no timer.
+            return Ok(lease);
+        }
+        let waited = within(deadline, self.lease()).await;
+        self.timed_out(waited, Waiting::Connection)
     }
 
     async fn lease(&self) -> Result<Lease, Status> {
@@ -344,6 +368,33 @@ impl Channel {
         match (opts.deadline_at(), timeout) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// `waited`, a wait bounded by [`within`], with its
+    /// `DEADLINE_EXCEEDED` saying what the call was `waiting` for: one still
+    /// waiting for a connection names the endpoint's last connect error (as
+    /// a `fail_fast` channel's `UNAVAILABLE` does), so that a dead server
+    /// reads as such and not as a slow one. (A mapping after the wait, not
+    /// an `async fn` around it: that would hold the awaited work twice.)
+    fn timed_out<T>(&self, waited: Result<T, Status>, waiting: Waiting) -> Result<T, Status> {
+        match waited {
+            Err(s) if s.code() == Code::DEADLINE_EXCEEDED => {
+                let why = match waiting {
+                    Waiting::Connection => match &self.shared.route {
+                        Route::One(pool) => pool.connect_error(),
+                        Route::Balanced(picker) => picker.connect_error(),
+                    },
+                    Waiting::Room => Some(
+                        "waiting for room on the connection (the server's stream cap)".into(),
+                    ),
+                };
+                Err(match why {
+                    Some(why) => Status::deadline_exceeded(format!("deadline exceeded {why}")),
+                    None => s,
+                })
+            }
+            other => other,
         }
     }
 
@@ -386,25 +437,27 @@ impl Channel {
     /// passes. `attempt` gets an owned client: a future borrowing one
     /// through a higher-ranked closure would not be `Send`.
     ///
-    /// A plain function around an `async` block, bounded by
-    /// [`within`]: an `async fn` taking the work as an argument would hold
-    /// it twice, doubling the call future that every caller moves.
+    /// Each wait is bounded where it happens: for a connection and for
+    /// room here, the attempt by its own deadline (`fix` put it in the
+    /// options). A plain function around an `async` block: an `async fn`
+    /// taking the attempt as an argument would hold it twice, doubling the
+    /// call future that every caller moves.
     fn run<'a, T, F, Fut>(
         &'a self,
         method: &'a str,
         idempotency: Idempotency,
         deadline: Option<Instant>,
         attempt: F,
-    ) -> Within<impl Future<Output = Result<T, Status>> + 'a>
+    ) -> impl Future<Output = Result<T, Status>> + 'a
     where
         F: Fn(Client) -> Fut + 'a,
         Fut: Future<Output = Result<T, Status>> + 'a,
         T: 'a,
     {
-        let work = async move {
+        async move {
             self.shared.budget.deposit();
             loop {
-                let lease = self.lease().await?;
+                let lease = self.lease_within(deadline).await?;
                 let status = match attempt(lease.client.clone()).await {
                     Ok(v) => {
                         lease.record(Outcome::Success);
@@ -424,14 +477,17 @@ impl Channel {
                         // its peer's max concurrent streams) instead of
                         // replacing it.
                         let conn = lease.client.connection();
-                        let _ = std::future::poll_fn(|cx| conn.poll_open_ready(cx)).await;
+                        let room =
+                            std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
+                        let waited = within(deadline, room).await;
+                        self.timed_out(waited, Waiting::Room)?;
                     } else {
                         lease.retire();
                     }
                 }
                 drop(lease);
-                let retry =
-                    self.may_retry(method, idempotency, &status) && self.shared.budget.withdraw();
+                let retry = self.may_retry(method, idempotency, &status)
+                    && self.shared.budget.withdraw();
                 // Neither a failure nor a retry completes on the poll that
                 // failed (a local failure needs no I/O): a caller's retry
                 // loop yields to the runtime instead of spinning.
@@ -441,8 +497,7 @@ impl Channel {
                 }
                 tracing::debug!(method, %status, "retrying");
             }
-        };
-        within(deadline, work)
+        }
     }
 
     /// A unary call on raw bytes.

@@ -289,6 +289,20 @@ impl Pool {
         Status::unavailable(format!("{}: {why}", self.name())).retry_safe()
     }
 
+    /// While no connection is up: what the endpoint is doing about it,
+    /// with its last connect error, for a call that gave up waiting
+    /// (`None` once a connection is up: the wait was not for one).
+    pub(crate) fn connect_error(&self) -> Option<String> {
+        if self.is_ready() {
+            return None;
+        }
+        let name = self.name();
+        Some(match &*lock(&self.inner.last_error) {
+            Some(e) => format!("waiting for a connection to {name}; last connect error: {e}"),
+            None => format!("waiting for a connection to {name} (still connecting)"),
+        })
+    }
+
     /// Starts an attempt on every idle slot and every slot whose backoff
     /// ended.
     fn kick(&self) -> Kicked {
@@ -365,6 +379,11 @@ async fn connect(inner: Arc<Inner>, idx: usize, failures: u32) {
     let attempt = tokio::time::timeout(timeout, inner.endpoint.connect()).await;
     let next = match attempt {
         Ok(Ok(client)) => {
+            // An error from before this connection would mislead later.
+            *lock(&inner.last_error) = None;
+            if let Some(d) = &inner.detector {
+                d.connected(inner.endpoint.name(), Ok(()));
+            }
             let generation = inner.generation.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(watch(
                 Arc::downgrade(&inner),
@@ -392,6 +411,9 @@ async fn connect(inner: Arc<Inner>, idx: usize, failures: u32) {
 
 fn backoff(inner: &Inner, start: Instant, failures: u32, error: String) -> Slot {
     tracing::debug!(endpoint = inner.endpoint.name(), %error, "connect failed");
+    if let Some(d) = &inner.detector {
+        d.connected(inner.endpoint.name(), Err(&error));
+    }
     *lock(&inner.last_error) = Some(error);
     let failures = failures.saturating_add(1);
     let unit = lock(&inner.rng).next_f64();
