@@ -550,12 +550,18 @@ async fn read_response(reader: &mut Reader, stream: &mut Stream) -> Result<Bytes
         Some(_) => reader.next(stream).await?.is_some(),
         None => false,
     };
-    wire::status_of(reader.trailers())?;
-    match (first, more) {
-        (Some(m), false) => Ok(m),
-        (None, _) => Err(Status::internal("response ended without a message")),
-        (Some(_), true) => Err(Status::internal("more than one response message")),
+    if more {
+        // A second message before the end: the method streams (its status
+        // is still to come, so it cannot be read here); the caller's drop
+        // of the stream resets it.
+        return Err(Status::invalid_argument(format!(
+            "method {:?} sent a unary call more than one response: it streams its \
+             responses (call it as server-streaming or bidi)",
+            stream.metadata().method().unwrap_or("?")
+        )));
     }
+    wire::status_of(reader.trailers())?;
+    first.ok_or_else(|| Status::internal("response ended without a message"))
 }
 
 /// The state shared by the streaming handles.

@@ -42,6 +42,37 @@ async fn a_client_streaming_call_to_a_unary_method_names_its_shape() {
 }
 
 #[tokio::test]
+async fn a_unary_call_to_a_streaming_method_names_its_shape() {
+    let router = Router::new().server_streaming(
+        "count",
+        |_ctx, _req: Bytes, mut sink: ResponseSink| async move {
+            for _ in 0..3 {
+                sink.send(Bytes::from_static(b"n")).await?;
+            }
+            Ok(())
+        },
+    );
+    let client = weft::memory(router, &Config::new()).await.unwrap();
+    let e = client.unary("count", Bytes::new()).await.unwrap_err();
+    assert_eq!(e.code(), Code::INVALID_ARGUMENT, "{e}");
+    assert_eq!(
+        e.message(),
+        "method \"count\" sent a unary call more than one response: it streams its \
+         responses (call it as server-streaming or bidi)"
+    );
+    // The connection stays usable.
+    let mut list = client
+        .server_streaming("count", Bytes::new(), &CallOptions::new())
+        .await
+        .unwrap();
+    let mut n = 0;
+    while list.message().await.unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 3);
+}
+
+#[tokio::test]
 async fn a_bidi_call_to_a_server_streaming_method_names_its_shape() {
     let client = client().await;
     let mut call = client.bidi("list", &CallOptions::new()).await.unwrap();
