@@ -237,6 +237,11 @@ pub(crate) enum ClientMeters {
 }
 
 impl ClientMeters {
+    /// Whether calls are not metered.
+    pub(crate) fn is_off(&self) -> bool {
+        matches!(self, ClientMeters::Off)
+    }
+
     /// The handles of a client made now, metered as `metrics` says.
     pub(crate) fn new(metrics: Metrics) -> ClientMeters {
         if metrics.enabled() {
@@ -329,6 +334,11 @@ impl CallMeter {
         }
     }
 
+    /// Whether this call is not metered at all.
+    pub(crate) fn is_off(&self) -> bool {
+        matches!(self.0, Metered::Off)
+    }
+
     /// A unary message of `n` bytes came in (the server's request, the
     /// client's response).
     pub(crate) fn received(&self, n: usize) {
@@ -352,10 +362,12 @@ impl CallMeter {
     /// (for a client's unary call, whose response is decoded inside the
     /// call's future).
     pub(crate) fn counting<T, F: FnOnce(Bytes) -> Result<T, Status>>(
-        &self,
+        meter: Option<&CallMeter>,
         finish: F,
     ) -> impl FnOnce(Bytes) -> Result<T, Status> + use<T, F> {
-        let received = self.method().map(|m| m.received.clone());
+        let received = meter
+            .and_then(CallMeter::method)
+            .map(|m| m.received.clone());
         move |b| {
             if let Some(received) = received {
                 received.increment(b.len() as u64);
@@ -366,8 +378,17 @@ impl CallMeter {
 
     /// The call ended with `code`: it is no longer in flight (later calls
     /// are ignored).
+    #[inline]
     pub(crate) fn finish(&mut self, code: Code) {
-        // An unmetered call becomes `Finished` too: the two record nothing.
+        // Inlined, so an unmetered call pays this one branch, not a call.
+        if matches!(self.0, Metered::Running { .. }) {
+            self.record(code);
+        }
+    }
+
+    /// [`finish`](Self::finish) of a running meter.
+    #[inline(never)]
+    fn record(&mut self, code: Code) {
         let Metered::Running { m, start } = std::mem::replace(&mut self.0, Metered::Finished)
         else {
             return;
@@ -379,6 +400,7 @@ impl CallMeter {
 }
 
 impl Drop for CallMeter {
+    #[inline]
     fn drop(&mut self) {
         // Dropped without an outcome: the call was cut off.
         self.finish(Code::CANCELLED);
