@@ -53,6 +53,7 @@ mod meter;
 pub mod method;
 pub mod middleware;
 mod observe;
+mod open;
 mod options;
 mod pool;
 mod response;

@@ -55,6 +55,7 @@ use tokio::time::Instant;
 
 use crate::codec::Framed;
 use crate::hash::FastHash;
+use crate::router::RouteId;
 use crate::{Code, Status, method};
 
 /// Whether an endpoint records call metrics (`weft_rpc_client_*`,
@@ -181,9 +182,8 @@ impl MethodMeter {
     }
 }
 
-/// Most methods whose handles a connection (server) or a client keeps (a
-/// peer calling many unknown names cannot grow it: only routed names
-/// reach the server's; past it, a call registers its handles itself).
+/// Most methods whose handles a client keeps (past it, a call registers
+/// its handles itself).
 const METHODS_MAX: usize = 1024;
 
 /// The method handles of one server connection, held by its accepting
@@ -192,34 +192,35 @@ const METHODS_MAX: usize = 1024;
 pub(crate) enum Meters {
     /// Calls are not metered.
     Off,
-    /// Handles by method name.
-    On(HashMap<Arc<str>, Arc<MethodMeter>, FastHash>),
+    /// Handles by route ([`RouteId`]): registered at a method's first call
+    /// on the connection, then found by index (only routed calls are
+    /// metered, so the table is as long as the router's).
+    On(Vec<Option<Arc<MethodMeter>>>),
 }
 
 impl Meters {
-    /// The handles of a connection that opens now, metered as `metrics` says.
-    pub(crate) fn new(metrics: Metrics) -> Meters {
+    /// The handles of a connection that opens now, to a router of
+    /// `routes` methods, metered as `metrics` says.
+    pub(crate) fn new(metrics: Metrics, routes: usize) -> Meters {
         if metrics.enabled() {
-            Meters::On(HashMap::default())
+            Meters::On(vec![None; routes])
         } else {
             Meters::Off
         }
     }
 
-    /// A call of `method` starts.
-    pub(crate) fn start(&mut self, method: &Arc<str>) -> CallMeter {
+    /// A call of `method`, routed to `route`, starts.
+    pub(crate) fn start(&mut self, route: RouteId, method: &Arc<str>) -> CallMeter {
         let Meters::On(methods) = self else {
             return CallMeter::OFF;
         };
-        let m = match methods.get(method) {
-            Some(m) => m.clone(),
-            None => {
-                let m = Arc::new(MethodMeter::new(method.clone(), &SERVER));
-                if methods.len() < METHODS_MAX {
-                    methods.insert(method.clone(), m.clone());
-                }
-                m
-            }
+        let m = match methods.get_mut(route.index()) {
+            Some(Some(m)) => m.clone(),
+            Some(slot @ None) => slot
+                .insert(Arc::new(MethodMeter::new(method.clone(), &SERVER)))
+                .clone(),
+            // Not a route of this connection's router: counted, not kept.
+            None => Arc::new(MethodMeter::new(method.clone(), &SERVER)),
         };
         CallMeter::begin(m)
     }

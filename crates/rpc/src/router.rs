@@ -23,6 +23,19 @@ pub enum Shape {
     Bidi,
 }
 
+/// A route's place in its [`Router`]'s table: the server resolves a
+/// call's name to it once, as the call opens, and everything after
+/// (handler, metric handles) is found by index, not by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RouteId(u32);
+
+impl RouteId {
+    /// The index into a table with one entry per route.
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 #[derive(Clone)]
 pub(crate) struct Route {
     pub(crate) name: Arc<str>,
@@ -50,14 +63,17 @@ pub(crate) struct Route {
 /// ```
 #[derive(Default, Clone)]
 pub struct Router {
-    routes: HashMap<Arc<str>, Route, FastHash>,
+    /// Routes in registration order; a [`RouteId`] indexes it.
+    routes: Vec<Route>,
+    /// Canonical names to their routes.
+    ids: HashMap<Arc<str>, RouteId, FastHash>,
 }
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut m = f.debug_map();
-        for (name, r) in &self.routes {
-            m.entry(name, &r.shape);
+        for r in &self.routes {
+            m.entry(&r.name, &r.shape);
         }
         m.finish()
     }
@@ -84,15 +100,19 @@ impl Router {
             Ok(c) => Arc::from(&*c),
             Err(e) => panic!("cannot register method {name:?}: {e}"),
         };
-        let route = Route {
-            name: canonical.clone(),
+        let id = match u32::try_from(self.routes.len()) {
+            Ok(i) => RouteId(i),
+            Err(_) => panic!("cannot register method {name:?}: too many methods"),
+        };
+        if self.ids.insert(canonical.clone(), id).is_some() {
+            panic!("method {canonical:?} registered twice");
+        }
+        self.routes.push(Route {
+            name: canonical,
             shape,
             handler,
             codec,
-        };
-        if self.routes.insert(canonical.clone(), route).is_some() {
-            panic!("method {canonical:?} registered twice");
-        }
+        });
         self
     }
 
@@ -231,7 +251,7 @@ impl Router {
 
     /// The canonical names and shapes of every method, sorted.
     pub fn methods(&self) -> Vec<(&str, Shape)> {
-        let mut v: Vec<_> = self.routes.values().map(|r| (&*r.name, r.shape)).collect();
+        let mut v: Vec<_> = self.routes.iter().map(|r| (&*r.name, r.shape)).collect();
         v.sort_by_key(|(n, _)| *n);
         v
     }
@@ -239,10 +259,22 @@ impl Router {
     /// Finds the route of a called name: `INVALID_ARGUMENT` for a malformed
     /// name, `UNIMPLEMENTED` for an unknown one.
     pub(crate) fn route(&self, name: &str) -> Result<&Route, Status> {
+        self.resolve(name).map(|(_, route)| route)
+    }
+
+    /// [`route`](Self::route), with the route's id: a call's name is
+    /// canonicalised and hashed once, here, as the call opens.
+    pub(crate) fn resolve(&self, name: &str) -> Result<(RouteId, &Route), Status> {
         let canonical = method::canonicalize(name)?;
-        self.routes
+        self.ids
             .get(&*canonical)
+            .and_then(|&id| Some((id, self.routes.get(id.index())?)))
             .ok_or_else(|| Status::unimplemented(format!("no method {:?}", canonical.as_ref())))
+    }
+
+    /// How many routes there are (every [`RouteId`] is below it).
+    pub(crate) fn len(&self) -> usize {
+        self.routes.len()
     }
 }
 
