@@ -5,7 +5,7 @@
 //! start, so asking for them one by one walked it four times per call;
 //! [`Open::read`] walks it once. Each field is what its accessor would
 //! return: the first entry of its kind, `None` when that entry is
-//! malformed (a method that is not UTF-8, a timeout that is not 8 bytes).
+//! malformed (a timeout that is not 8 bytes); the method stays bytes.
 
 use weft_frame::Metadata;
 use weft_frame::metadata::{CODEC_KEY, tag};
@@ -13,8 +13,10 @@ use weft_frame::metadata::{CODEC_KEY, tag};
 /// The entries of a call's `OPEN` metadata that route it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Open<'a> {
-    /// The method name as the caller spelled it ([`Metadata::method`]).
-    pub(crate) method: Option<&'a str>,
+    /// The method name as the caller spelled it, unchecked: the router
+    /// checks it is UTF-8 only when it is not the previous call's
+    /// ([`Metadata::method`] checks first).
+    pub(crate) method: Option<&'a [u8]>,
     /// The caller's remaining time in microseconds, unchecked
     /// ([`Metadata::timeout_micros`]).
     pub(crate) timeout_micros: Option<u64>,
@@ -37,7 +39,7 @@ impl<'a> Open<'a> {
             }
         }
         Open {
-            method: method.and_then(|v| std::str::from_utf8(v).ok()),
+            method,
             timeout_micros: timeout.and_then(|v| Some(u64::from_be_bytes(v.try_into().ok()?))),
             codec,
         }
@@ -81,14 +83,19 @@ mod tests {
         ];
         for meta in &blocks {
             let open = Open::read(meta);
-            assert_eq!(open.method, meta.method(), "{meta:?}");
+            let method = open.method.and_then(|m| std::str::from_utf8(m).ok());
+            assert_eq!(method, meta.method(), "{meta:?}");
             assert_eq!(open.timeout_micros, meta.timeout_micros(), "{meta:?}");
             assert_eq!(open.codec, meta.codec(), "{meta:?}");
         }
         let open = Open::read(&blocks[2]);
-        assert_eq!(open.method, Some("first"));
+        assert_eq!(open.method, Some(&b"first"[..]));
         assert_eq!(open.codec, Some(&b"a"[..]));
         assert_eq!(open.timeout_micros, Some(1));
-        assert_eq!(Open::read(&blocks[3]), Open::default());
+        let open = Open::read(&blocks[3]);
+        assert_eq!(
+            (open.method, open.timeout_micros),
+            (Some(&b"\xff"[..]), None)
+        );
     }
 }

@@ -272,6 +272,29 @@ impl Router {
             .ok_or_else(|| Status::unimplemented(format!("no method {:?}", canonical.as_ref())))
     }
 
+    /// [`resolve`](Self::resolve) for the raw bytes of a call's method
+    /// entry, trying `last` first: the route this connection's previous
+    /// call resolved to. A caller repeating a method in its canonical
+    /// spelling (what weft's client sends) costs one comparison, not a
+    /// UTF-8 check, canonicalisation and a hash. Equal bytes are the same
+    /// route: a canonical name canonicalises to itself.
+    pub(crate) fn resolve_after(
+        &self,
+        name: Option<&[u8]>,
+        last: &mut Option<RouteId>,
+    ) -> Result<(RouteId, &Route), Status> {
+        if let (Some(id), Some(name)) = (*last, name)
+            && let Some(route) = self.routes.get(id.index())
+            && route.name.as_bytes() == name
+        {
+            return Ok((id, route));
+        }
+        let name = name.and_then(|n| std::str::from_utf8(n).ok());
+        let (id, route) = self.resolve(name.unwrap_or(""))?;
+        *last = Some(id);
+        Ok((id, route))
+    }
+
     /// How many routes there are (every [`RouteId`] is below it).
     pub(crate) fn len(&self) -> usize {
         self.routes.len()
@@ -308,6 +331,41 @@ mod tests {
             ]
         );
         assert!(format!("{r:?}").contains("svc/chat"));
+    }
+
+    /// Whatever the connection resolved last, a name reaches the route
+    /// its canonical form names, or fails as `route` fails it.
+    #[test]
+    fn resolving_after_a_previous_call_finds_the_same_routes() {
+        let r = router();
+        let names: [&[u8]; 9] = [
+            b"echo",
+            b"echo",
+            b"/ECHO",
+            b"svc/sum",
+            b"svc/sum",
+            b"svc/chat",
+            b"nope",
+            b"\xff",
+            b"svc/count",
+        ];
+        let mut last = None;
+        for name in names {
+            let got = r.resolve_after(Some(name), &mut last);
+            let text = std::str::from_utf8(name).unwrap_or("");
+            match (got, r.resolve(text)) {
+                (Ok((id, a)), Ok((want_id, b))) => {
+                    assert_eq!((id, &a.name), (want_id, &b.name), "{text}");
+                    assert_eq!(last, Some(id));
+                }
+                (Err(a), Err(b)) => assert_eq!(a.code(), b.code(), "{text}"),
+                (a, b) => panic!("{text}: {:?} vs {:?}", a.is_ok(), b.is_ok()),
+            }
+        }
+        assert_eq!(
+            r.resolve_after(None, &mut last).err().map(|e| e.code()),
+            Some(Code::INVALID_ARGUMENT)
+        );
     }
 
     #[test]

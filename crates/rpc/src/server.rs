@@ -34,6 +34,7 @@ use crate::observe;
 use crate::open::Open;
 #[cfg(feature = "tower")]
 use crate::router::Route;
+use crate::router::RouteId;
 use crate::{Context, PeerInfo, Router, Status, deadline};
 
 /// Serves a [`Router`] on connections, optionally through middleware
@@ -165,6 +166,7 @@ impl Server {
         let _open = matches!(meters, Meters::On(_)).then(ConnectionMeter::open);
         let calls = Arc::new(Calls::default());
         let mut arrival = Arrival::Unread;
+        let mut last_route = None;
         loop {
             // A stream accepted without waiting is of the batch before it.
             let mut waited = false;
@@ -186,6 +188,7 @@ impl Server {
                 calls: &calls,
                 meters: &mut meters,
                 arrival: &mut arrival,
+                last_route: &mut last_route,
             };
             let pending = poll_fn(|cx| {
                 Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
@@ -236,13 +239,14 @@ impl Server {
             calls,
             meters,
             arrival,
+            last_route,
         } = at;
         let id = stream.id();
         let meta = stream.metadata();
         // The metadata is read once, the name resolved once: the route id
         // finds everything else (handler, metric handles) by index.
         let open = Open::read(meta);
-        let (route_id, route) = match self.router.resolve(open.method.unwrap_or("")) {
+        let (route_id, route) = match self.router.resolve_after(open.method, last_route) {
             Ok(r) => r,
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
@@ -309,6 +313,8 @@ struct Started<'a> {
     calls: &'a Arc<Calls>,
     meters: &'a mut Meters,
     arrival: &'a mut Arrival,
+    /// The route the previous call resolved to.
+    last_route: &'a mut Option<RouteId>,
 }
 
 /// A call through the server's layers: ended with the stack's error if
