@@ -25,11 +25,16 @@
 //! none is made up.
 //!
 //! ## Cost when nobody listens
-//! `span!` returns a disabled span after one cached interest check; no
-//! id is drawn, no metadata built, nothing allocated. The call's meter,
-//! which travels with the span on the client as [`ClientCall`], is off
-//! unless a `metrics` recorder was installed when the client was made
-//! ([`Metrics`](crate::Metrics)): then no clock is read either.
+//! Until a tracing subscriber has been set (globally or for a scope) no
+//! span is made at all: one relaxed load per hook ([`listening`]); no id
+//! is drawn, no metadata read, nothing allocated. With one set, `span!`
+//! returns a disabled span after its cached interest check. The call's
+//! meter is off unless a `metrics` recorder was installed when the client
+//! was made or the connection opened ([`Metrics`](crate::Metrics)): then
+//! no clock is read either, and a client call's observers are one
+//! `Quiet` value. Measured in docs/BENCHMARKS.md, "What observability
+//! costs". (With tracing's `log` feature and no subscriber, call spans
+//! are therefore not forwarded to `log`.)
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -191,6 +196,19 @@ fn record_ids(span: &Span, trace: &TraceContext, parent: Option<u64>) {
     }
 }
 
+/// Whether a tracing subscriber could hear a span or event at `level`:
+/// one has been set, globally or for a scope (a relaxed load), and its
+/// level filter lets `level` through.
+///
+/// tracing's own level check is no help when none is set: its stand-in
+/// dispatcher gives no level hint, so the maximum level reads `TRACE` once
+/// any callsite has registered, and every span macro goes on to ask the
+/// callsite (and every `Span::current` the thread-local dispatcher).
+#[inline]
+fn listening(level: Level) -> bool {
+    tracing::dispatcher::has_been_set() && tracing::level_enabled!(level)
+}
+
 /// The span of a server connection.
 pub(crate) fn connection_span(peer: &PeerInfo) -> Span {
     tracing::span!(
@@ -208,14 +226,14 @@ pub(crate) fn connection_span(peer: &PeerInfo) -> Span {
 /// metadata only if a nested call asks for it
 /// ([`Context::trace_context`](crate::Context::trace_context)).
 ///
-/// With no subscriber at `INFO` this is one relaxed load (the span
-/// macro's level check): the metadata is not read at all.
+/// With no subscriber this is one relaxed load ([`listening`]): the
+/// metadata is not read at all.
 pub(crate) fn server_span(
     meta: &Metadata,
     peer: &PeerInfo,
     stream_id: u32,
 ) -> (Span, Option<TraceContext>) {
-    if !tracing::level_enabled!(Level::INFO) {
+    if !listening(Level::INFO) {
         return (Span::none(), None);
     }
     let span = tracing::span!(
@@ -248,10 +266,10 @@ pub(crate) fn server_span(
 /// the call's end as an event.
 ///
 /// Nothing is looked up unless a subscriber listens at `WARN` or finer
-/// (one relaxed load): finding the current span costs a thread-local
-/// access and a dispatcher call, about a hundred instructions per call.
+/// ([`listening`]): finding the current span costs a thread-local access
+/// and a dispatcher call, a few dozen instructions per call.
 pub(crate) fn server_finished(status: &Status) {
-    if !tracing::level_enabled!(Level::WARN) {
+    if !listening(Level::WARN) {
         return;
     }
     let span = Span::current();
@@ -269,6 +287,9 @@ pub(crate) fn server_finished(status: &Status) {
 
 /// Records the stream id of a client call on the current span (its own).
 pub(crate) fn client_stream(id: u32) {
+    if !listening(Level::INFO) {
+        return;
+    }
     let span = Span::current();
     if !span.is_disabled() {
         span.record("rpc.weft.stream_id", id);
@@ -346,7 +367,7 @@ pub(crate) fn client_call<'a>(
     opts: &'a CallOptions,
 ) -> (ClientCall, Cow<'a, CallOptions>) {
     // Nothing listens: one relaxed load and a branch, no span made at all.
-    if !tracing::level_enabled!(Level::INFO) && meters.is_off() {
+    if !listening(Level::INFO) && meters.is_off() {
         return (ClientCall(Observers::Quiet), Cow::Borrowed(opts));
     }
     let (span, opts) = client_span(peer, method, opts);
