@@ -61,7 +61,9 @@ pub struct Context {
     peer: Arc<PeerInfo>,
     metadata: Metadata,
     cancel: CancelSlot,
-    /// The trace context nested calls continue (see `observe`).
+    /// The trace context nested calls continue (see `observe`): this
+    /// call's own when its span is enabled; `None` passes on the caller's,
+    /// read from [`metadata`](Self::metadata) only when asked for.
     trace: Option<TraceContext>,
 }
 
@@ -112,6 +114,7 @@ impl Context {
     /// when the caller sent one or this call is traced.
     pub fn trace_context(&self) -> Option<TraceContext> {
         self.trace
+            .or_else(|| crate::observe::incoming(&self.metadata))
     }
 
     /// The canonical method name.
@@ -149,7 +152,7 @@ impl Context {
     /// copied: credentials meant for this server must not leak to the next.
     pub fn call_options(&self) -> CallOptions {
         let mut o = CallOptions::new();
-        if let Some(t) = self.trace {
+        if let Some(t) = self.trace_context() {
             o = o.metadata(crate::TRACEPARENT, &t.encode());
         }
         if let Some(d) = self.deadline {
@@ -493,5 +496,36 @@ mod tests {
         let free = Context::new("m", None, Metadata::new(), PeerInfo::default());
         assert_eq!(free.remaining(), None);
         assert_eq!(free.call_options().deadline_at(), None);
+    }
+
+    /// With no subscriber the server makes no span and no trace of its
+    /// own, and reads no `traceparent` as the call starts: a nested call
+    /// must still carry the caller's on, unchanged, read when asked for.
+    #[test]
+    fn an_untraced_call_passes_the_callers_traceparent_on() {
+        let parent = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let meta = Metadata::builder()
+            .custom(crate::TRACEPARENT, parent)
+            .finish();
+        let ctx = Context::for_call(
+            Arc::from("m"),
+            None,
+            Arc::new(PeerInfo::default()),
+            meta,
+            Arc::new(Calls::default()),
+            1,
+        )
+        .with_trace(None);
+        assert_eq!(ctx.trace_context(), TraceContext::parse(parent));
+        let open = ctx
+            .call_options()
+            .open_metadata("m", None, Instant::now(), None)
+            .unwrap();
+        assert_eq!(open.get(crate::TRACEPARENT), Some(&parent[..]));
+        // Its own trace, when its span made one, wins.
+        let own = TraceContext::parse(parent).map(|t| TraceContext { span_id: 7, ..t });
+        let traced =
+            Context::new("m", None, ctx.metadata().clone(), PeerInfo::default()).with_trace(own);
+        assert_eq!(traced.trace_context(), own);
     }
 }

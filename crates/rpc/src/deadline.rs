@@ -41,9 +41,42 @@ pub fn from_micros(micros: u64) -> Result<Duration, Status> {
 /// The deadline of an incoming call whose metadata arrived at `now`:
 /// `Ok(None)` when it carries no timeout.
 pub fn incoming(metadata: &Metadata, now: Instant) -> Result<Option<Instant>, Status> {
-    match metadata.timeout_micros() {
+    from_timeout(metadata.timeout_micros(), now)
+}
+
+/// [`incoming`] for a timeout already read from the metadata.
+pub(crate) fn from_timeout(micros: Option<u64>, now: Instant) -> Result<Option<Instant>, Status> {
+    match micros {
         None => Ok(None),
         Some(micros) => Ok(Some(now + from_micros(micros)?)),
+    }
+}
+
+/// When the calls of one batch arrived. The server reads the clock at
+/// most once per batch, the calls it accepts one after another without
+/// waiting for the socket (what one read brought in), and only for a call
+/// that carries a timeout; every call of the batch counts its deadline
+/// from that instant. A call queued behind a slow handler of its batch
+/// so counts the time it waited, as its caller's clock does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// A new batch: the clock has not been read for it yet.
+    Unread,
+    /// The batch arrived at this instant.
+    At(Instant),
+}
+
+impl Arrival {
+    /// The batch's instant, reading the clock if no call of it has.
+    pub(crate) fn now(&mut self) -> Instant {
+        match *self {
+            Arrival::At(t) => t,
+            Arrival::Unread => {
+                let t = Instant::now();
+                *self = Arrival::At(t);
+                t
+            }
+        }
     }
 }
 

@@ -54,6 +54,7 @@ pub mod method;
 pub mod middleware;
 mod mismatch;
 mod observe;
+mod open;
 mod options;
 mod pool;
 mod response;

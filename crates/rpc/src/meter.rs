@@ -55,6 +55,7 @@ use tokio::time::Instant;
 
 use crate::codec::Framed;
 use crate::hash::FastHash;
+use crate::router::RouteId;
 use crate::{Code, Status, method};
 
 /// Whether an endpoint records call metrics (`weft_rpc_client_*`,
@@ -181,9 +182,8 @@ impl MethodMeter {
     }
 }
 
-/// Most methods whose handles a connection (server) or a client keeps (a
-/// peer calling many unknown names cannot grow it: only routed names
-/// reach the server's; past it, a call registers its handles itself).
+/// Most methods whose handles a client keeps (past it, a call registers
+/// its handles itself).
 const METHODS_MAX: usize = 1024;
 
 /// The method handles of one server connection, held by its accepting
@@ -192,34 +192,35 @@ const METHODS_MAX: usize = 1024;
 pub(crate) enum Meters {
     /// Calls are not metered.
     Off,
-    /// Handles by method name.
-    On(HashMap<Arc<str>, Arc<MethodMeter>, FastHash>),
+    /// Handles by route ([`RouteId`]): registered at a method's first call
+    /// on the connection, then found by index (only routed calls are
+    /// metered, so the table is as long as the router's).
+    On(Vec<Option<Arc<MethodMeter>>>),
 }
 
 impl Meters {
-    /// The handles of a connection that opens now, metered as `metrics` says.
-    pub(crate) fn new(metrics: Metrics) -> Meters {
+    /// The handles of a connection that opens now, to a router of
+    /// `routes` methods, metered as `metrics` says.
+    pub(crate) fn new(metrics: Metrics, routes: usize) -> Meters {
         if metrics.enabled() {
-            Meters::On(HashMap::default())
+            Meters::On(vec![None; routes])
         } else {
             Meters::Off
         }
     }
 
-    /// A call of `method` starts.
-    pub(crate) fn start(&mut self, method: &Arc<str>) -> CallMeter {
+    /// A call of `method`, routed to `route`, starts.
+    pub(crate) fn start(&mut self, route: RouteId, method: &Arc<str>) -> CallMeter {
         let Meters::On(methods) = self else {
             return CallMeter::OFF;
         };
-        let m = match methods.get(method) {
-            Some(m) => m.clone(),
-            None => {
-                let m = Arc::new(MethodMeter::new(method.clone(), &SERVER));
-                if methods.len() < METHODS_MAX {
-                    methods.insert(method.clone(), m.clone());
-                }
-                m
-            }
+        let m = match methods.get_mut(route.index()) {
+            Some(Some(m)) => m.clone(),
+            Some(slot @ None) => slot
+                .insert(Arc::new(MethodMeter::new(method.clone(), &SERVER)))
+                .clone(),
+            // Not a route of this connection's router: counted, not kept.
+            None => Arc::new(MethodMeter::new(method.clone(), &SERVER)),
         };
         CallMeter::begin(m)
     }
@@ -237,6 +238,11 @@ pub(crate) enum ClientMeters {
 }
 
 impl ClientMeters {
+    /// Whether calls are not metered.
+    pub(crate) fn is_off(&self) -> bool {
+        matches!(self, ClientMeters::Off)
+    }
+
     /// The handles of a client made now, metered as `metrics` says.
     pub(crate) fn new(metrics: Metrics) -> ClientMeters {
         if metrics.enabled() {
@@ -329,6 +335,11 @@ impl CallMeter {
         }
     }
 
+    /// Whether this call is not metered at all.
+    pub(crate) fn is_off(&self) -> bool {
+        matches!(self.0, Metered::Off)
+    }
+
     /// A unary message of `n` bytes came in (the server's request, the
     /// client's response).
     pub(crate) fn received(&self, n: usize) {
@@ -352,10 +363,12 @@ impl CallMeter {
     /// (for a client's unary call, whose response is decoded inside the
     /// call's future).
     pub(crate) fn counting<T, F: FnOnce(Bytes) -> Result<T, Status>>(
-        &self,
+        meter: Option<&CallMeter>,
         finish: F,
     ) -> impl FnOnce(Bytes) -> Result<T, Status> + use<T, F> {
-        let received = self.method().map(|m| m.received.clone());
+        let received = meter
+            .and_then(CallMeter::method)
+            .map(|m| m.received.clone());
         move |b| {
             if let Some(received) = received {
                 received.increment(b.len() as u64);
@@ -366,8 +379,17 @@ impl CallMeter {
 
     /// The call ended with `code`: it is no longer in flight (later calls
     /// are ignored).
+    #[inline]
     pub(crate) fn finish(&mut self, code: Code) {
-        // An unmetered call becomes `Finished` too: the two record nothing.
+        // Inlined, so an unmetered call pays this one branch, not a call.
+        if matches!(self.0, Metered::Running { .. }) {
+            self.record(code);
+        }
+    }
+
+    /// [`finish`](Self::finish) of a running meter.
+    #[inline(never)]
+    fn record(&mut self, code: Code) {
         let Metered::Running { m, start } = std::mem::replace(&mut self.0, Metered::Finished)
         else {
             return;
@@ -379,6 +401,7 @@ impl CallMeter {
 }
 
 impl Drop for CallMeter {
+    #[inline]
     fn drop(&mut self) {
         // Dropped without an outcome: the call was cut off.
         self.finish(Code::CANCELLED);

@@ -25,11 +25,16 @@
 //! none is made up.
 //!
 //! ## Cost when nobody listens
-//! `span!` returns a disabled span after one cached interest check; no
-//! id is drawn, no metadata built, nothing allocated. The call's meter,
-//! which travels with the span on the client as [`ClientCall`], is off
-//! unless a `metrics` recorder was installed when the client was made
-//! ([`Metrics`](crate::Metrics)): then no clock is read either.
+//! Until a tracing subscriber has been set (globally or for a scope) no
+//! span is made at all: one relaxed load per hook ([`listening`]); no id
+//! is drawn, no metadata read, nothing allocated. With one set, `span!`
+//! returns a disabled span after its cached interest check. The call's
+//! meter is off unless a `metrics` recorder was installed when the client
+//! was made or the connection opened ([`Metrics`](crate::Metrics)): then
+//! no clock is read either, and a client call's observers are one
+//! `Quiet` value. Measured in docs/BENCHMARKS.md, "What observability
+//! costs". (With tracing's `log` feature and no subscriber, call spans
+//! are therefore not forwarded to `log`.)
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -65,28 +70,17 @@ pub struct TraceContext {
 
 impl TraceContext {
     /// Parses `00-<32 hex>-<16 hex>-<2 hex>`; `None` for anything else,
-    /// including all-zero ids and a version other than `00`.
+    /// including all-zero ids, upper-case hex and a version other than
+    /// `00`. One pass over the 55 bytes, no formatting machinery: a traced
+    /// server parses one per call.
     pub fn parse(v: &[u8]) -> Option<TraceContext> {
-        let s = std::str::from_utf8(v).ok()?;
-        let mut parts = s.split('-');
-        let (ver, trace, span, flags) =
-            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        let lower_hex = |p: &str, n: usize| {
-            p.len() == n
-                && p.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        };
-        if parts.next().is_some()
-            || ver != "00"
-            || !lower_hex(trace, 32)
-            || !lower_hex(span, 16)
-            || !lower_hex(flags, 2)
-        {
+        let v: &[u8; 55] = v.try_into().ok()?;
+        if &v[..3] != b"00-" || v[35] != b'-' || v[52] != b'-' {
             return None;
         }
-        let trace_id = u128::from_str_radix(trace, 16).ok()?;
-        let span_id = u64::from_str_radix(span, 16).ok()?;
-        let flags = u8::from_str_radix(flags, 16).ok()?;
+        let trace_id = lower_hex(&v[3..35])?;
+        let span_id = u64::try_from(lower_hex(&v[36..52])?).ok()?;
+        let flags = lower_hex(&v[53..55])?;
         (trace_id != 0 && span_id != 0).then_some(TraceContext {
             trace_id,
             span_id,
@@ -94,16 +88,14 @@ impl TraceContext {
         })
     }
 
-    /// The `traceparent` value.
+    /// The `traceparent` value, written digit by digit (`format!` cost a
+    /// traced client call about 2,500 instructions and an allocation).
     pub fn encode(&self) -> [u8; 55] {
-        let mut out = [0u8; 55];
-        let text = format!(
-            "00-{:032x}-{:016x}-{:02x}",
-            self.trace_id,
-            self.span_id,
-            u8::from(self.sampled)
-        );
-        out.copy_from_slice(text.as_bytes());
+        let mut out = [b'-'; 55];
+        out[..2].copy_from_slice(b"00");
+        put_hex(&mut out[3..35], self.trace_id);
+        put_hex(&mut out[36..52], u128::from(self.span_id));
+        put_hex(&mut out[53..55], u128::from(u8::from(self.sampled)));
         out
     }
 
@@ -122,6 +114,29 @@ impl TraceContext {
             span_id: random_id(),
             ..*self
         }
+    }
+}
+
+/// The value of lower-case hex `digits` (at most 32 of them); `None` for
+/// any other byte.
+fn lower_hex(digits: &[u8]) -> Option<u128> {
+    digits.iter().try_fold(0u128, |acc, &d| {
+        let nibble = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            _ => return None,
+        };
+        Some(acc << 4 | u128::from(nibble))
+    })
+}
+
+/// Writes the low `out.len()` nibbles of `v` into `out`, lower-case hex,
+/// most significant first.
+fn put_hex(out: &mut [u8], mut v: u128) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for d in out.iter_mut().rev() {
+        *d = DIGITS[(v & 0xf) as usize];
+        v >>= 4;
     }
 }
 
@@ -168,7 +183,7 @@ fn split(method: &str) -> (&str, &str) {
 }
 
 /// The trace context in a call's metadata, if any (and well-formed).
-fn incoming(meta: &Metadata) -> Option<TraceContext> {
+pub(crate) fn incoming(meta: &Metadata) -> Option<TraceContext> {
     meta.get(TRACEPARENT).and_then(TraceContext::parse)
 }
 
@@ -179,6 +194,19 @@ fn record_ids(span: &Span, trace: &TraceContext, parent: Option<u64>) {
     if let Some(p) = parent {
         span.record("parent_id", field::display(Hex(p)));
     }
+}
+
+/// Whether a tracing subscriber could hear a span or event at `level`:
+/// one has been set, globally or for a scope (a relaxed load), and its
+/// level filter lets `level` through.
+///
+/// tracing's own level check is no help when none is set: its stand-in
+/// dispatcher gives no level hint, so the maximum level reads `TRACE` once
+/// any callsite has registered, and every span macro goes on to ask the
+/// callsite (and every `Span::current` the thread-local dispatcher).
+#[inline]
+fn listening(level: Level) -> bool {
+    tracing::dispatcher::has_been_set() && tracing::level_enabled!(level)
 }
 
 /// The span of a server connection.
@@ -193,13 +221,21 @@ pub(crate) fn connection_span(peer: &PeerInfo) -> Span {
 }
 
 /// The span of an incoming call and the trace context its handler passes
-/// on to nested calls.
+/// on to nested calls: `None` when the span is disabled, and then the
+/// caller's `traceparent` is passed on unchanged, read from the call's
+/// metadata only if a nested call asks for it
+/// ([`Context::trace_context`](crate::Context::trace_context)).
+///
+/// With no subscriber this is one relaxed load ([`listening`]): the
+/// metadata is not read at all.
 pub(crate) fn server_span(
     meta: &Metadata,
     peer: &PeerInfo,
     stream_id: u32,
 ) -> (Span, Option<TraceContext>) {
-    let parent = incoming(meta);
+    if !listening(Level::INFO) {
+        return (Span::none(), None);
+    }
     let span = tracing::span!(
         Level::INFO,
         "rpc.server",
@@ -215,18 +251,27 @@ pub(crate) fn server_span(
         parent_id = field::Empty,
     );
     if span.is_disabled() {
-        return (span, parent);
+        return (span, None);
     }
     let (service, method) = split(meta.method().unwrap_or(""));
     span.record("rpc.service", service);
     span.record("rpc.method", method);
+    let parent = incoming(meta);
     let own = parent.map_or_else(TraceContext::root, |p| p.child());
     record_ids(&span, &own, parent.map(|p| p.span_id));
     (span, Some(own))
 }
 
-/// Records a server call's outcome on the current span (its own).
+/// Records a server call's outcome on the current span (its own), and
+/// the call's end as an event.
+///
+/// Nothing is looked up unless a subscriber listens at `WARN` or finer
+/// ([`listening`]): finding the current span costs a thread-local access
+/// and a dispatcher call, a few dozen instructions per call.
 pub(crate) fn server_finished(status: &Status) {
+    if !listening(Level::WARN) {
+        return;
+    }
     let span = Span::current();
     if span.is_disabled() {
         return;
@@ -242,6 +287,9 @@ pub(crate) fn server_finished(status: &Status) {
 
 /// Records the stream id of a client call on the current span (its own).
 pub(crate) fn client_stream(id: u32) {
+    if !listening(Level::INFO) {
+        return;
+    }
     let span = Span::current();
     if !span.is_disabled() {
         span.record("rpc.weft.stream_id", id);
@@ -291,12 +339,23 @@ fn client_span<'a>(
 /// A client call's observers: its `rpc.client` span (disabled when nobody
 /// listens) and its meter (no-op handles when no recorder is installed).
 #[derive(Debug)]
-pub(crate) struct ClientCall {
-    span: Span,
-    meter: CallMeter,
-    /// When the call started, for the span's latency: read only when the
-    /// span is enabled.
-    start: Option<Instant>,
+pub(crate) struct ClientCall(Observers);
+
+/// Whether anything observes a client call.
+#[derive(Debug)]
+enum Observers {
+    /// The span is disabled and the meter off: every hook returns at
+    /// once, and dropping the call drops nothing (one branch each, where
+    /// the fields below cost a few dozen instructions per call).
+    Quiet,
+    /// A span that records, a meter that counts, or both.
+    Watched {
+        span: Span,
+        meter: CallMeter,
+        /// When the call started, for the span's latency: read only when
+        /// the span is enabled.
+        start: Option<Instant>,
+    },
 }
 
 /// The observers of an outgoing call, and its options with the
@@ -307,20 +366,29 @@ pub(crate) fn client_call<'a>(
     method: &str,
     opts: &'a CallOptions,
 ) -> (ClientCall, Cow<'a, CallOptions>) {
+    // Nothing listens: one relaxed load and a branch, no span made at all.
+    if !listening(Level::INFO) && meters.is_off() {
+        return (ClientCall(Observers::Quiet), Cow::Borrowed(opts));
+    }
     let (span, opts) = client_span(peer, method, opts);
     let meter = meters.start(method);
+    if span.is_disabled() && meter.is_off() {
+        return (ClientCall(Observers::Quiet), opts);
+    }
     let start = if span.is_disabled() {
         None
     } else {
         Some(meter.started_at().unwrap_or_else(Instant::now))
     };
-    (ClientCall { span, meter, start }, opts)
+    (ClientCall(Observers::Watched { span, meter, start }), opts)
 }
 
 impl ClientCall {
     /// A unary request message is on its way.
     pub(crate) fn sent(&self, framed: &Framed) {
-        self.meter.sent(framed);
+        if let Observers::Watched { meter, .. } = &self.0 {
+            meter.sent(framed);
+        }
     }
 
     /// `finish`, counting the response it decodes (see [`CallMeter::counting`]).
@@ -328,7 +396,15 @@ impl ClientCall {
         &self,
         finish: F,
     ) -> impl FnOnce(Bytes) -> Result<T, Status> + use<T, F> {
-        self.meter.counting(finish)
+        CallMeter::counting(self.meter(), finish)
+    }
+
+    /// The meter, if the call is watched.
+    fn meter(&self) -> Option<&CallMeter> {
+        match &self.0 {
+            Observers::Watched { meter, .. } => Some(meter),
+            Observers::Quiet => None,
+        }
     }
 
     /// A streaming call's open: records the stream id, or the failure.
@@ -338,8 +414,10 @@ impl ClientCall {
     ) -> Result<(weft_mux::Stream, T), Status> {
         match &opened {
             Ok((s, _)) => {
-                if !self.span.is_disabled() {
-                    self.span.record("rpc.weft.stream_id", s.id());
+                if let Observers::Watched { span, .. } = &self.0
+                    && !span.is_disabled()
+                {
+                    span.record("rpc.weft.stream_id", s.id());
                 }
             }
             Err(e) => self.ended(&Err::<(), _>(e.clone())),
@@ -350,18 +428,21 @@ impl ClientCall {
     /// The call's outcome, on its span and its meter (once: later
     /// outcomes are not counted again).
     pub(crate) fn ended<T>(&mut self, r: &Result<T, Status>) {
+        let Observers::Watched { span, meter, start } = &mut self.0 else {
+            return;
+        };
         let code = match r {
             Ok(_) => Code::OK,
             Err(s) => s.code(),
         };
-        self.meter.finish(code);
-        let Some(start) = self.start.take() else {
+        meter.finish(code);
+        let Some(start) = start.take() else {
             // The span is disabled (or the outcome already recorded).
             return;
         };
-        self.span.record("rpc.response.status_code", code.name());
+        span.record("rpc.response.status_code", code.name());
         let latency_us = start.elapsed().as_micros() as u64;
-        self.span.in_scope(|| {
+        span.in_scope(|| {
             tracing::debug!(
                 rpc.response.status_code = code.name(),
                 latency_us,
@@ -397,9 +478,12 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let r = {
-            let _entered = this.obs.span.enter();
-            std::task::ready!(this.inner.poll(cx))
+        let r = match &this.obs.0 {
+            Observers::Quiet => std::task::ready!(this.inner.poll(cx)),
+            Observers::Watched { span, .. } => {
+                let _entered = span.enter();
+                std::task::ready!(this.inner.poll(cx))
+            }
         };
         this.obs.ended(&r);
         Poll::Ready(r)
@@ -436,6 +520,26 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
+        }
+        // Any ids: the text `format!` would write, and back.
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..64 {
+            x = x.wrapping_mul(0x5851_f42d_4c95_7f2d).wrapping_add(1);
+            let t = TraceContext {
+                trace_id: (u128::from(x) << 64 | u128::from(x.rotate_left(17))) >> (x % 64),
+                span_id: x.max(1) >> (x % 61),
+                sampled: x & 1 == 1,
+            };
+            let text = format!(
+                "00-{:032x}-{:016x}-{:02x}",
+                t.trace_id,
+                t.span_id,
+                u8::from(t.sampled)
+            );
+            assert_eq!(&t.encode()[..], text.as_bytes());
+            let back = TraceContext::parse(text.as_bytes());
+            let valid = t.trace_id != 0 && t.span_id != 0;
+            assert_eq!(back, valid.then_some(t), "{text}");
         }
         let c = t.child();
         assert_eq!((c.trace_id, c.sampled), (t.trace_id, true));

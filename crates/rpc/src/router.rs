@@ -23,6 +23,19 @@ pub enum Shape {
     Bidi,
 }
 
+/// A route's place in its [`Router`]'s table: the server resolves a
+/// call's name to it once, as the call opens, and everything after
+/// (handler, metric handles) is found by index, not by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RouteId(u32);
+
+impl RouteId {
+    /// The index into a table with one entry per route.
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 #[derive(Clone)]
 pub(crate) struct Route {
     pub(crate) name: Arc<str>,
@@ -54,18 +67,21 @@ pub(crate) struct Route {
 /// ```
 #[derive(Default, Clone)]
 pub struct Router {
-    routes: HashMap<Arc<str>, Route, FastHash>,
-    /// Each route's name by its case-folded form ([`method::folded`]):
+    /// Routes in registration order; a [`RouteId`] indexes it.
+    routes: Vec<Route>,
+    /// Canonical names to their routes.
+    ids: HashMap<Arc<str>, RouteId, FastHash>,
+    /// Each route by its name's case-folded form ([`method::folded`]):
     /// the lookup of a name spelled in another case, kept for one release
     /// after names stopped being lower-cased.
-    folded: HashMap<Box<str>, Arc<str>, FastHash>,
+    folded: HashMap<Box<str>, RouteId, FastHash>,
 }
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut m = f.debug_map();
-        for (name, r) in &self.routes {
-            m.entry(name, &r.shape);
+        for r in &self.routes {
+            m.entry(&r.name, &r.shape);
         }
         m.finish()
     }
@@ -92,21 +108,24 @@ impl Router {
             Ok(c) => Arc::from(&*c),
             Err(e) => panic!("cannot register method {name:?}: {e}"),
         };
-        let route = Route {
-            name: canonical.clone(),
+        let id = match u32::try_from(self.routes.len()) {
+            Ok(i) => RouteId(i),
+            Err(_) => panic!("cannot register method {name:?}: too many methods"),
+        };
+        if self.ids.insert(canonical.clone(), id).is_some() {
+            panic!("method {canonical:?} registered twice");
+        }
+        let folded: Box<str> = method::folded(&canonical).into();
+        if let Some(other) = self.folded.insert(folded, id) {
+            let other = &self.routes[other.index()].name;
+            panic!("method {canonical:?} differs from registered {other:?} only in case");
+        }
+        self.routes.push(Route {
+            name: canonical,
             shape,
             handler,
             codec,
-        };
-        let folded: Box<str> = method::folded(&canonical).into();
-        if let Some(other) = self.folded.get(&folded) {
-            if *other == canonical {
-                panic!("method {canonical:?} registered twice");
-            }
-            panic!("method {canonical:?} differs from registered {other:?} only in case");
-        }
-        self.folded.insert(folded, canonical.clone());
-        self.routes.insert(canonical, route);
+        });
         self
     }
 
@@ -245,7 +264,7 @@ impl Router {
 
     /// The canonical names and shapes of every method, sorted.
     pub fn methods(&self) -> Vec<(&str, Shape)> {
-        let mut v: Vec<_> = self.routes.values().map(|r| (&*r.name, r.shape)).collect();
+        let mut v: Vec<_> = self.routes.iter().map(|r| (&*r.name, r.shape)).collect();
         v.sort_by_key(|(n, _)| *n);
         v
     }
@@ -253,15 +272,47 @@ impl Router {
     /// Finds the route of a called name: `INVALID_ARGUMENT` for a malformed
     /// name, `UNIMPLEMENTED` for an unknown one.
     pub(crate) fn route(&self, name: &str) -> Result<&Route, Status> {
+        self.resolve(name).map(|(_, route)| route)
+    }
+
+    /// [`route`](Self::route), with the route's id: a call's name is
+    /// canonicalised and hashed once, here, as the call opens.
+    pub(crate) fn resolve(&self, name: &str) -> Result<(RouteId, &Route), Status> {
         let canonical = method::canonicalize(name)?;
-        if let Some(route) = self.routes.get(&*canonical) {
-            return Ok(route);
-        }
-        // Only a miss pays for this: an earlier release's spelling.
-        self.folded
-            .get(&*method::folded(&canonical))
-            .and_then(|name| self.routes.get(name))
+        self.ids
+            .get(&*canonical)
+            // Only a miss pays for this: an earlier release's spelling.
+            .or_else(|| self.folded.get(&*method::folded(&canonical)))
+            .and_then(|&id| Some((id, self.routes.get(id.index())?)))
             .ok_or_else(|| Status::unimplemented(format!("no method {:?}", canonical.as_ref())))
+    }
+
+    /// [`resolve`](Self::resolve) for the raw bytes of a call's method
+    /// entry, trying `last` first: the route this connection's previous
+    /// call resolved to. A caller repeating a method in its canonical
+    /// spelling (what weft's client sends) costs one comparison, not a
+    /// UTF-8 check, canonicalisation and a hash. Equal bytes are the same
+    /// route: a canonical name canonicalises to itself.
+    pub(crate) fn resolve_after(
+        &self,
+        name: Option<&[u8]>,
+        last: &mut Option<RouteId>,
+    ) -> Result<(RouteId, &Route), Status> {
+        if let (Some(id), Some(name)) = (*last, name)
+            && let Some(route) = self.routes.get(id.index())
+            && route.name.as_bytes() == name
+        {
+            return Ok((id, route));
+        }
+        let name = name.and_then(|n| std::str::from_utf8(n).ok());
+        let (id, route) = self.resolve(name.unwrap_or(""))?;
+        *last = Some(id);
+        Ok((id, route))
+    }
+
+    /// How many routes there are (every [`RouteId`] is below it).
+    pub(crate) fn len(&self) -> usize {
+        self.routes.len()
     }
 }
 
@@ -299,6 +350,41 @@ mod tests {
             ]
         );
         assert!(format!("{r:?}").contains("svc/chat"));
+    }
+
+    /// Whatever the connection resolved last, a name reaches the route
+    /// its canonical form names, or fails as `route` fails it.
+    #[test]
+    fn resolving_after_a_previous_call_finds_the_same_routes() {
+        let r = router();
+        let names: [&[u8]; 9] = [
+            b"echo",
+            b"echo",
+            b"/ECHO",
+            b"svc/sum",
+            b"svc/sum",
+            b"svc/chat",
+            b"nope",
+            b"\xff",
+            b"svc/count",
+        ];
+        let mut last = None;
+        for name in names {
+            let got = r.resolve_after(Some(name), &mut last);
+            let text = std::str::from_utf8(name).unwrap_or("");
+            match (got, r.resolve(text)) {
+                (Ok((id, a)), Ok((want_id, b))) => {
+                    assert_eq!((id, &a.name), (want_id, &b.name), "{text}");
+                    assert_eq!(last, Some(id));
+                }
+                (Err(a), Err(b)) => assert_eq!(a.code(), b.code(), "{text}"),
+                (a, b) => panic!("{text}: {:?} vs {:?}", a.is_ok(), b.is_ok()),
+            }
+        }
+        assert_eq!(
+            r.resolve_after(None, &mut last).err().map(|e| e.code()),
+            Some(Code::INVALID_ARGUMENT)
+        );
     }
 
     #[test]

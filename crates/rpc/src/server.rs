@@ -18,18 +18,21 @@
 
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use tokio::time::Instant;
 use weft_mux::{Incoming, Stream};
 
 use crate::call::{BoxFuture, CallGuard, ServerCall, reject};
 use crate::codec::DEFAULT_MAX_MESSAGE;
 use crate::context::Calls;
+use crate::deadline::Arrival;
 use crate::meter::{ConnectionMeter, Meters, Metrics};
 use crate::middleware::Interceptor;
 use crate::observe;
+use crate::open::Open;
+use crate::router::RouteId;
 use crate::{Context, PeerInfo, Router, Status, deadline};
 
 /// Serves a [`Router`] on connections, optionally through middleware
@@ -162,17 +165,37 @@ impl Server {
     }
 
     async fn serve_streams(&self, mut incoming: Incoming, peer: Arc<PeerInfo>) {
-        let mut meters = Meters::new(self.metrics);
+        let mut meters = Meters::new(self.metrics, self.router.len());
         let _open = matches!(meters, Meters::On(_)).then(ConnectionMeter::open);
         let calls = Arc::new(Calls::default());
-        while let Some(stream) = incoming.accept().await {
+        let mut arrival = Arrival::Unread;
+        let mut last_route = None;
+        loop {
+            // A stream accepted without waiting is of the batch before it.
+            let mut waited = false;
+            let mut accept = pin!(incoming.accept());
+            let accepted = poll_fn(|cx| {
+                let polled = accept.as_mut().poll(cx);
+                waited |= polled.is_pending();
+                polled
+            })
+            .await;
+            let Some(stream) = accepted else { break };
+            if waited {
+                arrival = Arrival::Unread;
+            }
             // The call's first poll runs here; only a pending call is spawned.
             let mut stream = Some(stream);
+            let mut at = Started {
+                peer: &peer,
+                calls: &calls,
+                meters: &mut meters,
+                arrival: &mut arrival,
+                last_route: &mut last_route,
+            };
             let pending = poll_fn(|cx| {
                 Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
-                    stream
-                        .take()
-                        .and_then(|s| self.start(s, &peer, &calls, &mut meters, cx))
+                    stream.take().and_then(|s| self.start(s, &mut at, cx))
                 })))
             })
             .await;
@@ -189,14 +212,14 @@ impl Server {
     fn start(
         &self,
         stream: Stream,
-        peer: &Arc<PeerInfo>,
-        calls: &Arc<Calls>,
-        meters: &mut Meters,
+        at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
     ) -> Option<BoxFuture> {
-        let (span, trace) = observe::server_span(stream.metadata(), peer, stream.id());
-        let entered = span.enter();
-        let started = self.start_in_span(stream, peer, calls, meters, cx, trace);
+        let (span, trace) = observe::server_span(stream.metadata(), at.peer, stream.id());
+        // Nobody listens: no span to enter, nor to wrap the call in. (One
+        // call of `start_in_span`, so that it stays inlined.)
+        let entered = (!span.is_disabled()).then(|| span.enter());
+        let started = self.start_in_span(stream, at, cx, trace);
         drop(entered);
         match started {
             Some(call) if !span.is_disabled() => {
@@ -210,29 +233,39 @@ impl Server {
     fn start_in_span(
         &self,
         stream: Stream,
-        peer: &Arc<PeerInfo>,
-        calls: &Arc<Calls>,
-        meters: &mut Meters,
+        at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
         trace: Option<crate::TraceContext>,
     ) -> Option<BoxFuture> {
+        let Started {
+            peer,
+            calls,
+            meters,
+            arrival,
+            last_route,
+        } = at;
         let id = stream.id();
         let meta = stream.metadata();
-        let route = match self.router.route(meta.method().unwrap_or("")) {
+        // The metadata is read once, the name resolved once: the route id
+        // finds everything else (handler, metric handles) by index.
+        let open = Open::read(meta);
+        let (route_id, route) = match self.router.resolve_after(open.method, last_route) {
             Ok(r) => r,
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
-        if let (Some(want), Some(got)) = (route.codec, meta.codec())
+        if let (Some(want), Some(got)) = (route.codec, open.codec)
             && got != want.as_bytes()
         {
             let status = crate::typed::codec_mismatch(&route.name, want, got);
             return Some(Box::pin(reject(stream, status)));
         }
-        // The clock is read only for calls that carry a timeout.
-        let now = meta.timeout_micros().map(|_| Instant::now());
-        let deadline = match now.map(|now| deadline::incoming(meta, now)).transpose() {
-            Ok(d) => d.flatten(),
-            Err(status) => return Some(Box::pin(reject(stream, status))),
+        // The clock is read only for calls that carry a timeout, once per
+        // batch of them (see `Arrival`).
+        let now = open.timeout_micros.map(|_| arrival.now());
+        let deadline = match now.map(|now| deadline::from_timeout(open.timeout_micros, now)) {
+            None => None,
+            Some(Ok(d)) => d,
+            Some(Err(status)) => return Some(Box::pin(reject(stream, status))),
         };
         if let (Some(d), Some(now)) = (deadline, now)
             && d <= now
@@ -266,7 +299,7 @@ impl Server {
                 calls: calls.clone(),
                 id,
                 clean: false,
-                meter: meters.start(&route.name),
+                meter: meters.start(route_id, &route.name),
             },
             hold: Default::default(),
         };
@@ -277,4 +310,14 @@ impl Server {
         }
         route.handler.start(call, cx)
     }
+}
+
+/// What starting a call uses of its connection's state.
+struct Started<'a> {
+    peer: &'a Arc<PeerInfo>,
+    calls: &'a Arc<Calls>,
+    meters: &'a mut Meters,
+    arrival: &'a mut Arrival,
+    /// The route the previous call resolved to.
+    last_route: &'a mut Option<RouteId>,
 }

@@ -155,6 +155,10 @@ async fn client_unary_calls_count_by_method_and_code_with_latency_and_bytes() {
     // The server's side of the same calls, under its own names.
     let server_ok = [("rpc_method", "svc.m/echo"), ("code", "OK")];
     assert_eq!(s.counter("weft_rpc_server_handled_total", &server_ok), 4);
+    // Each method under its own name, on one connection (its handles are
+    // kept by route, per connection).
+    assert_eq!(s.counter("weft_rpc_server_handled_total", &missing), 1);
+    assert_eq!(s.counter("weft_rpc_server_started_total", &stall), 1);
     // The server read what the client sent and sent what it received.
     assert_eq!(s.counter("weft_rpc_server_received_bytes_total", &echo), 17);
     assert_eq!(s.counter("weft_rpc_server_sent_bytes_total", &echo), 33);
