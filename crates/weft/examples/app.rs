@@ -177,7 +177,7 @@ pub async fn run() -> Result<(), Box<dyn std::error::Error>> {
     // one the auth layer refused included.
     let handled = server_handled(recorder);
     println!("weft_rpc_server_handled_total: {handled:?}");
-    let get = "app.notes/get";
+    let get = NotesMethods::GET;
     for (method, code) in [(get, "OK"), (get, "NOT_FOUND"), (get, "UNAUTHENTICATED")] {
         let counted = handled
             .iter()
