@@ -187,6 +187,12 @@ impl Session {
         if len == 0 && !end {
             return Ok(());
         }
+        let pressure = s.recv.window.under_pressure() || self.conn_recv.under_pressure();
+        let (cap, configured) = (self.limits.adaptive_window, self.limits.stream_window);
+        if self.bdp.on_data(len, pressure, cap, configured, now) {
+            self.control
+                .push_back(Frame::ping(bdp::PROBE_PAYLOAD, false));
+        }
         let chunk = Chunk {
             data: frame.payload,
             metadata: frame.metadata,
@@ -236,7 +242,7 @@ impl Session {
             self.remember_refused(&frame, len);
             return self.spend(Spend::Late, now, "opens after GOAWAY");
         }
-        if !self.accepting || self.inbound >= self.limits.max_concurrent {
+        if !self.accepting || self.inbound as usize >= self.limits.max_concurrent {
             self.release_conn(len);
             self.remember_refused(&frame, len);
             self.control
@@ -371,6 +377,12 @@ impl Session {
             .parse_ping()
             .map_err(|_| protocol("bad PING payload"))?;
         if frame.flags.contains(Flags::ACK) {
+            if opaque == bdp::PROBE_PAYLOAD {
+                if let Some(window) = self.bdp.on_ack(now()) {
+                    self.grow_windows(window);
+                }
+                return Ok(());
+            }
             if self.timers.ping_sent.is_some() && opaque == self.timers.ping_seq.to_be_bytes() {
                 self.timers.ping_sent = None;
             }
@@ -426,6 +438,18 @@ impl Session {
     }
 
     // ----- internals ------------------------------------------------------
+
+    /// A bandwidth estimate raised the window to `window`: the connection's
+    /// grows at once (a `WINDOW_UPDATE` beyond what was consumed), each
+    /// stream's with its next grant back (`RecvWindow::consume`), so a
+    /// stream that only carries a small call sends no extra frame.
+    fn grow_windows(&mut self, window: u32) {
+        tracing::debug!(window, "bandwidth estimate raised the receive windows");
+        if let Some(inc) = self.conn_recv.grow(window) {
+            self.control
+                .push_back(Frame::window_update(CONNECTION_ID, inc));
+        }
+    }
 
     pub(super) fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
         let within = self.guards.peer_caused_reset();
