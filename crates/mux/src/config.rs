@@ -14,6 +14,10 @@ pub const BASELINE_WINDOW: u32 = 64 * 1024;
 /// Largest window a peer may announce or reach: 2^31 - 1 bytes.
 pub const MAX_WINDOW: u32 = i32::MAX as u32;
 
+/// Default cap on receive windows grown from bandwidth-delay estimates
+/// ([`Config::adaptive_window`]): 16 MiB, as grpc-go's `bdpLimit`.
+pub const DEFAULT_WINDOW_CAP: u32 = 16 << 20;
+
 /// Configuration of one connection. `Default` gives the documented defaults;
 /// each setter states its default, unit and memory cost.
 #[derive(Clone, Debug)]
@@ -68,7 +72,7 @@ impl Default for Config {
             max_control_queue: 4096,
             max_stream_id: u32::MAX,
             write_coalesce: 64 * 1024,
-            adaptive_window: Some(crate::session::DEFAULT_WINDOW_CAP),
+            adaptive_window: Some(DEFAULT_WINDOW_CAP),
         }
     }
 }

@@ -115,11 +115,13 @@ impl AsyncRead for DelayIo {
                 continue;
             }
             // Everything that has arrived, as far as the buffer takes it.
+            let now = Instant::now();
+            let p = &mut *p;
             while buf.remaining() > 0 {
                 let Some((at, piece)) = p.pieces.front_mut() else {
                     break;
                 };
-                if *at > Instant::now() {
+                if *at > now {
                     break;
                 }
                 let n = piece.len().min(buf.remaining());

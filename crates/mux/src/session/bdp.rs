@@ -14,9 +14,12 @@
 //! consumed, so no wire change is needed).
 //!
 //! Two choices differ from grpc-go, both to keep quiet connections quiet:
-//! - a probe starts only under window pressure (the peer holds less than
-//!   half a window of credit when data arrives), so small calls never
-//!   cause a `PING` and the clock is read only when a probe starts or ends;
+//! - a probe starts only on data that shows a transfer under way: a frame
+//!   of at least [`BULK_FRAME`] bytes, or any frame that leaves the peer
+//!   less than half a window of credit. Small calls never cause a `PING`,
+//!   and the clock is read only when a probe starts or ends. (The frame
+//!   that starts a probe should be the first of a window's worth: a probe
+//!   started mid-window would miss the rest of it in its sample.)
 //! - probes are at least [`PROBE_INTERVAL`] apart, so they stay inside the
 //!   default ping budget of a weft peer (64 per 10 s, section 6.7), which
 //!   counts every `PING` it receives.
@@ -26,17 +29,27 @@
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
+use super::window::RecvWindow;
+
 /// The payload of a probe `PING` (keepalive pings carry a small sequence
 /// number, so the two never collide).
 pub(crate) const PROBE_PAYLOAD: [u8; 8] = *b"weft-bdp";
+
+/// A received frame at least this large starts a probe: 16 KiB, a
+/// quarter of the default frame payload, larger than small calls send.
+pub(crate) const BULK_FRAME: u32 = 16 * 1024;
+
+/// Whether data of `len` bytes that left the peer `stream` and `conn`
+/// credit shows a transfer under way (what a probe waits for).
+#[inline]
+pub(crate) fn transfer_under_way(len: u32, stream: RecvWindow, conn: RecvWindow) -> bool {
+    len >= BULK_FRAME || stream.under_pressure() || conn.under_pressure()
+}
 
 /// The least time between the starts of two probes: at most 40 probes per
 /// 10 s, inside a weft peer's default budget of 64 pings (section 6.7)
 /// with room for keepalive.
 pub(crate) const PROBE_INTERVAL: Duration = Duration::from_millis(250);
-
-/// Default cap on a grown window: 16 MiB, as grpc-go's `bdpLimit`.
-pub const DEFAULT_WINDOW_CAP: u32 = 16 << 20;
 
 /// A sample at least this fraction of the estimate may raise it.
 const BETA: f64 = 2.0 / 3.0;
@@ -59,7 +72,7 @@ impl Growth {
     }
 
     /// [`Estimator::on_data`], starting the estimator from the
-    /// `configured` stream window the first time there is pressure, if
+    /// `configured` stream window the first time a transfer is under way, if
     /// growth is on (`cap`).
     #[inline]
     pub(crate) fn on_data(
@@ -94,7 +107,7 @@ impl Growth {
 enum Probe {
     /// Growth is off, or the estimate reached the cap: no more probes.
     Off,
-    /// The next data under window pressure starts a probe (at or after
+    /// The next data of a transfer under way starts a probe (at or after
     /// `not_before`).
     Idle { not_before: Option<Instant> },
     /// A probe `PING` went out at `sent`; `bytes` received since.
@@ -145,8 +158,8 @@ impl Estimator {
         matches!(self.probe, Probe::Out { .. })
     }
 
-    /// `n` flow-controlled bytes arrived; `pressure`: the peer holds less
-    /// than half a window of credit (stream or connection). Returns true
+    /// `n` flow-controlled bytes arrived; `pressure`: they show a transfer
+    /// under way ([`transfer_under_way`]). Returns true
     /// when a probe starts: the caller sends a `PING` with
     /// [`PROBE_PAYLOAD`] now. The clock is read only then.
     #[inline]
@@ -290,6 +303,22 @@ mod tests {
         let slow = Duration::from_millis(400);
         assert_eq!(probe(&mut e, t0 + PROBE_INTERVAL, 100 * K, slow), None);
         assert_eq!(e.window(), 128 * K);
+    }
+
+    #[test]
+    fn a_bulk_frame_or_a_window_half_used_shows_a_transfer() {
+        let (stream, conn) = (RecvWindow::new(256 * K), RecvWindow::new(1024 * K));
+        assert!(
+            !transfer_under_way(BULK_FRAME - 1, stream, conn),
+            "a small call"
+        );
+        assert!(transfer_under_way(BULK_FRAME, stream, conn));
+        let mut used = stream;
+        used.debit(129 * K).unwrap();
+        assert!(
+            transfer_under_way(K, used, conn),
+            "small frames filling a window"
+        );
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl Session {
         if len == 0 && !end {
             return Ok(());
         }
-        let pressure = s.recv.window.under_pressure() || self.conn_recv.under_pressure();
+        let pressure = bdp::transfer_under_way(len, s.recv.window, self.conn_recv);
         let (cap, configured) = (self.limits.adaptive_window, self.limits.stream_window);
         if self.bdp.on_data(len, pressure, cap, configured, now) {
             self.control

@@ -37,8 +37,6 @@ pub(crate) use stream::StreamWakers;
 use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, SendState, StreamState};
 use window::{RecvWindow, SendWindow};
 
-pub use bdp::DEFAULT_WINDOW_CAP;
-
 /// The metadata key of the settings frame that announces a side's
 /// per-stream receive window (section 6.4 of the protocol).
 pub const STREAM_WINDOW_KEY: &[u8] = b"stream-window";
