@@ -2,10 +2,15 @@
 //! arrives a fixed time later, on tokio's clock (so a paused clock makes a
 //! long round trip cost no real time, and the figures are exact).
 //!
-//! Bandwidth is unlimited: a transfer over it is bound by its round trip
-//! and by flow control alone, which is what a window-growth test needs to
-//! see. Bytes in flight are bounded (a writer waits beyond
-//! [`IN_FLIGHT_LIMIT`]) so a peer that never reads cannot grow memory.
+//! [`delay_pair`] has unlimited bandwidth: a transfer over it is bound by
+//! its round trip and by flow control alone, which is what a window-growth
+//! test needs to see. [`link_pair`] adds a rate and a queue ([`Link`]):
+//! bytes leave one after another at the rate, and a writer waits while
+//! the queue (the socket buffer and the bottleneck's queue together) is
+//! full, so what a sender writes ahead of a small message delays it as on
+//! a real link. Bytes in flight are bounded either way (a writer waits
+//! beyond [`IN_FLIGHT_LIMIT`]) so a peer that never reads cannot grow
+//! memory.
 
 use std::collections::VecDeque;
 use std::io;
@@ -30,10 +35,23 @@ enum End {
     Shut,
 }
 
+/// A link's shape, the same both ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    /// Time from a byte leaving the sender's queue to its arrival.
+    pub one_way: Duration,
+    /// Bytes per second leaving the queue (`None`: unlimited).
+    pub rate: Option<u64>,
+    /// Bytes the queue holds before a writer waits (with a rate only).
+    pub queue: usize,
+}
+
 /// One direction: what was written, each piece with the instant it
 /// arrives.
 #[derive(Debug)]
 struct Pipe {
+    /// When the last queued byte has left the queue (with a rate).
+    free_at: Option<Instant>,
     pieces: VecDeque<(Instant, Bytes)>,
     in_flight: usize,
     end: End,
@@ -44,6 +62,7 @@ struct Pipe {
 impl Pipe {
     fn new() -> Arc<Mutex<Pipe>> {
         Arc::new(Mutex::new(Pipe {
+            free_at: None,
             pieces: VecDeque::new(),
             in_flight: 0,
             end: End::Open,
@@ -58,28 +77,34 @@ impl Pipe {
 pub struct DelayIo {
     rx: Arc<Mutex<Pipe>>,
     tx: Arc<Mutex<Pipe>>,
-    delay: Duration,
+    link: Link,
     /// The wait for the next piece to arrive.
     sleep: Option<Pin<Box<Sleep>>>,
+    /// The wait for room in the queue.
+    write_sleep: Option<Pin<Box<Sleep>>>,
 }
 
 /// Two connected ends; each byte written at one is readable at the other
 /// `one_way` later.
 pub fn delay_pair(one_way: Duration) -> (DelayIo, DelayIo) {
+    link_pair(Link {
+        one_way,
+        rate: None,
+        queue: 0,
+    })
+}
+
+/// Two connected ends of a [`Link`].
+pub fn link_pair(link: Link) -> (DelayIo, DelayIo) {
     let (ab, ba) = (Pipe::new(), Pipe::new());
-    let a = DelayIo {
-        rx: ba.clone(),
-        tx: ab.clone(),
-        delay: one_way,
+    let end = |rx, tx| DelayIo {
+        rx,
+        tx,
+        link,
         sleep: None,
+        write_sleep: None,
     };
-    let b = DelayIo {
-        rx: ab,
-        tx: ba,
-        delay: one_way,
-        sleep: None,
-    };
-    (a, b)
+    (end(ba.clone(), ab.clone()), end(ab, ba))
 }
 
 fn lock(p: &Mutex<Pipe>) -> std::sync::MutexGuard<'_, Pipe> {
@@ -142,22 +167,47 @@ impl AsyncRead for DelayIo {
 
 impl AsyncWrite for DelayIo {
     fn poll_write(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let mut p = lock(&self.tx);
+        let this = &mut *self;
+        let mut p = lock(&this.tx);
         if p.end == End::Shut {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
-        let room = IN_FLIGHT_LIMIT - p.in_flight;
+        let mut room = IN_FLIGHT_LIMIT - p.in_flight;
         if room == 0 {
             p.writer = Some(cx.waker().clone());
             return Poll::Pending;
         }
+        let now = Instant::now();
+        let mut leaves = now;
+        if let Some(rate) = this.link.rate {
+            let secs = |bytes: usize| Duration::from_secs_f64(bytes as f64 / rate as f64);
+            let free_at = p.free_at.filter(|&f| f > now).unwrap_or(now);
+            let backlog = (free_at - now).as_secs_f64() * rate as f64;
+            let queue_room = this.link.queue.saturating_sub(backlog.ceil() as usize);
+            if queue_room == 0 {
+                // Wait until the queue has drained below its size.
+                let at = free_at - secs(this.link.queue) + Duration::from_micros(1);
+                drop(p);
+                let sleep = this
+                    .write_sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                sleep.as_mut().reset(at);
+                if sleep.as_mut().poll(cx).is_ready() {
+                    cx.waker().wake_by_ref();
+                }
+                return Poll::Pending;
+            }
+            room = room.min(queue_room);
+            leaves = free_at + secs(room.min(buf.len()));
+            p.free_at = Some(leaves);
+        }
         let n = buf.len().min(room);
         p.pieces.push_back((
-            Instant::now() + self.delay,
+            leaves + this.link.one_way,
             Bytes::copy_from_slice(&buf[..n]),
         ));
         p.in_flight += n;
@@ -217,5 +267,37 @@ mod tests {
             0,
             "end of file after the bytes"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rated_link_queues_bytes_and_a_full_queue_makes_writers_wait() {
+        // 1 MB/s: 1,000 bytes take 1 ms to leave; the queue holds 2,000.
+        let (mut a, mut b) = link_pair(Link {
+            one_way: Duration::from_millis(10),
+            rate: Some(1_000_000),
+            queue: 2_000,
+        });
+        let t0 = Instant::now();
+        a.write_all(&[1; 2_000]).await.unwrap();
+        assert_eq!(
+            t0.elapsed(),
+            Duration::ZERO,
+            "the queue takes 2,000 at once"
+        );
+        a.write_all(&[2; 1_000]).await.unwrap();
+        let waited = t0.elapsed();
+        assert!(
+            waited >= Duration::from_millis(1) && waited < Duration::from_millis(2),
+            "the next 1,000 wait for room: {waited:?}"
+        );
+        // The last byte leaves at about 3 ms and arrives 10 ms later.
+        let mut got = vec![0u8; 3_000];
+        b.read_exact(&mut got).await.unwrap();
+        let arrived = t0.elapsed();
+        assert!(
+            arrived >= Duration::from_millis(12) && arrived < Duration::from_millis(14),
+            "{arrived:?}"
+        );
+        assert_eq!(got[2_999], 2);
     }
 }

@@ -38,7 +38,7 @@ mod process;
 mod server;
 mod wait;
 
-pub use delay::{DelayIo, IN_FLIGHT_LIMIT, delay_pair};
+pub use delay::{DelayIo, IN_FLIGHT_LIMIT, Link, delay_pair, link_pair};
 pub use faulty::{Faults, FaultyIo};
 pub use modes::{Mode, TEST_PSK};
 pub use pair::{Endpoint, duplex_pair, echo, echo_all, pair_over};
