@@ -383,14 +383,20 @@ fn raw(rt: &Runtime, sealed: bool, shape: Shape, size: usize, length: Length) ->
                     opener.open(&mut req);
                 }
                 let replies = match shape {
-                    Shape::Echo => vec![req],
-                    Shape::Stream => (0..items).map(|_| BytesMut::from(&item[..])).collect(),
+                    Shape::Echo => vec![req.freeze()],
+                    Shape::Stream => (0..items).map(|_| item.clone()).collect(),
                 };
-                for mut reply in replies {
-                    if sealed {
-                        sealer.seal(&mut reply);
-                    }
-                    enc.encode(reply.freeze(), &mut buf).expect("encode");
+                for reply in replies {
+                    // The codec's encode copies the message into `buf`
+                    // (its one copy); sealing needs a buffer of its own.
+                    let reply = if sealed {
+                        let mut m = BytesMut::from(&reply[..]);
+                        sealer.seal(&mut m);
+                        m.freeze()
+                    } else {
+                        reply
+                    };
+                    enc.encode(reply, &mut buf).expect("encode");
                     if w.write_all(&buf).await.is_err() {
                         return;
                     }

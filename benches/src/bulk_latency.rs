@@ -35,14 +35,15 @@ pub struct Latency {
 }
 
 /// Small calls for `length` on a connection with `transfers` tasks echoing
-/// 1 MiB messages back to back (0: alone).
-pub fn small_calls(transfers: usize, length: Duration) -> Latency {
+/// 1 MiB messages back to back (0: alone), weft's frames up to `frame`
+/// bytes if given (else 64 KiB).
+pub fn small_calls(transfers: usize, length: Duration, frame: Option<u32>) -> Latency {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime can be built");
     rt.block_on(async {
-        let config = config(LARGE, false, None);
+        let config = config(LARGE, false, frame);
         let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();

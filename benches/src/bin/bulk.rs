@@ -3,7 +3,7 @@
 //!
 //! usage: weft-bulk [--sizes 65536,1048576,8388608] [--modes raw,plain,...]
 //!                  [--shapes echo,stream] [--secs 3] [--rounds 3] [--frame BYTES]
-//!        weft-bulk --latency [--secs 3] [--rounds 3]
+//!        weft-bulk --latency [--secs 3] [--rounds 3] [--frame BYTES]
 //!        weft-bulk --profile MODE --size BYTES --echoes N
 //!   Rounds interleave every cell (shape × size × mode) in turn; each cell's
 //!   median and range over the rounds is printed, in GB/s of responses
@@ -30,7 +30,7 @@ use weft_benches::bulk_latency::{Latency, small_calls};
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--shapes echo,stream] [--secs S] \
-                     [--rounds R] [--frame B] | --latency [--secs S] [--rounds R] \
+                     [--rounds R] [--frame B] | --latency [--secs S] [--rounds R] [--frame B] \
                      | --profile MODE --size BYTES --echoes N";
 
 /// Large-message callers beside the small calls in `--latency` (0: alone).
@@ -169,7 +169,7 @@ fn latency(a: &Args) {
     let mut runs: Vec<Vec<Latency>> = vec![Vec::new(); BESIDE.len()];
     for round in 0..a.rounds {
         for (i, &n) in BESIDE.iter().enumerate() {
-            let l = small_calls(n, length);
+            let l = small_calls(n, length, a.frame);
             eprintln!(
                 "round {round} beside {n}: {} calls, p50 {:?}, p99 {:?}, {} large echoes",
                 l.calls, l.p50, l.p99, l.large
