@@ -9,9 +9,11 @@
 //! If that sample is at least 2/3 of the current estimate and the
 //! bandwidth it implies (`sample / (1.5 × smoothed rtt)`) is the highest
 //! seen, the estimate becomes twice the sample, capped. The session then
-//! raises the connection window at once and each stream's at its next
-//! grant (section 6.4: a `WINDOW_UPDATE` may grant more than was
-//! consumed, so no wire change is needed).
+//! raises the connection's and each stream's window with its next grant
+//! back (section 6.4: a `WINDOW_UPDATE` may grant more than was consumed,
+//! so no wire change is needed). Growth waits for the application to
+//! read: a peer whose data nobody reads cannot make us hold more than the
+//! configured windows.
 //!
 //! Two choices differ from grpc-go, both to keep quiet connections quiet:
 //! - a probe starts only on data that shows a transfer under way: a frame

@@ -379,7 +379,11 @@ impl Session {
         if frame.flags.contains(Flags::ACK) {
             if opaque == bdp::PROBE_PAYLOAD {
                 if let Some(window) = self.bdp.on_ack(now()) {
-                    self.grow_windows(window);
+                    // Granted with the next grant back of each window
+                    // (`RecvWindow::consume`): only as fast as the
+                    // application reads, so a peer whose data is not read
+                    // cannot make us hold more than the configured windows.
+                    tracing::debug!(window, "bandwidth estimate raised the receive windows");
                 }
                 return Ok(());
             }
@@ -438,18 +442,6 @@ impl Session {
     }
 
     // ----- internals ------------------------------------------------------
-
-    /// A bandwidth estimate raised the window to `window`: the connection's
-    /// grows at once (a `WINDOW_UPDATE` beyond what was consumed), each
-    /// stream's with its next grant back (`RecvWindow::consume`), so a
-    /// stream that only carries a small call sends no extra frame.
-    fn grow_windows(&mut self, window: u32) {
-        tracing::debug!(window, "bandwidth estimate raised the receive windows");
-        if let Some(inc) = self.conn_recv.grow(window) {
-            self.control
-                .push_back(Frame::window_update(CONNECTION_ID, inc));
-        }
-    }
 
     pub(super) fn peer_caused_reset(&mut self, id: u32, reason: Reason) -> Result<(), Fatal> {
         let within = self.guards.peer_caused_reset();

@@ -136,15 +136,6 @@ impl RecvWindow {
         self.credit < self.size / 2
     }
 
-    /// Raises the window to `target` at once (if it is larger), returning
-    /// the increment to announce in a `WINDOW_UPDATE`.
-    pub(crate) fn grow(&mut self, target: u32) -> Option<u32> {
-        let inc = target.checked_sub(self.size).filter(|&i| i > 0)?;
-        self.size = target;
-        self.credit += inc;
-        Some(inc)
-    }
-
     /// The peer sent `n` bytes: taken from its credit, or refused whole if
     /// they are more than it has.
     #[inline]
@@ -208,9 +199,6 @@ mod tests {
         assert!(!w.under_pressure(), "150 of 300 left is not under half");
         w.debit(1).unwrap();
         assert!(w.under_pressure());
-        assert_eq!(w.grow(300), None);
-        assert_eq!(w.grow(400), Some(100));
-        assert_eq!((w.credit(), w.size()), (249, 400));
     }
 
     #[test]
