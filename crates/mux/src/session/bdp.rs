@@ -11,9 +11,10 @@
 //! seen, the estimate becomes twice the sample, capped. The session then
 //! raises the connection's and each stream's window with its next grant
 //! back (section 6.4: a `WINDOW_UPDATE` may grant more than was consumed,
-//! so no wire change is needed). Growth waits for the application to
-//! read: a peer whose data nobody reads cannot make us hold more than the
-//! configured windows.
+//! so no wire change is needed). Growth is granted only as credit is
+//! (data read, or dropped unread): a peer cannot grow a window it has not
+//! cycled. Once grown, the cap, not the configured windows, bounds what a
+//! connection may buffer for a reader that stops.
 //!
 //! Two choices differ from grpc-go, both to keep quiet connections quiet:
 //! - a probe starts only on data that shows a transfer under way: a frame

@@ -380,9 +380,8 @@ impl Session {
             if opaque == bdp::PROBE_PAYLOAD {
                 if let Some(window) = self.bdp.on_ack(now()) {
                     // Granted with the next grant back of each window
-                    // (`RecvWindow::consume`): only as fast as the
-                    // application reads, so a peer whose data is not read
-                    // cannot make us hold more than the configured windows.
+                    // (`RecvWindow::consume`): only for credit the peer
+                    // cycled, never ahead of it.
                     tracing::debug!(window, "bandwidth estimate raised the receive windows");
                 }
                 return Ok(());
