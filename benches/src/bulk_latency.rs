@@ -3,18 +3,19 @@
 //! the same calls on the same kind of connection alone. The target: the
 //! p99 beside the transfer is at most twice the p99 alone.
 //!
-//! One weft connection (plain, the bulk cells' configuration for 1 MiB),
-//! `transfers` tasks echoing 1 MiB messages back to back on it, and one
-//! task making 64-byte echo calls one after another, timing each.
+//! One weft connection (plain, compression off, default windows: what a
+//! user who did not tune for bulk has), `transfers` tasks echoing 1 MiB
+//! messages back to back on it, and one task making 64-byte echo calls
+//! one after another, timing each.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use weft::{Client, Listener};
+use weft::{Client, Config, EncryptionPolicy, Listener};
 
-use crate::bulk::{METHOD, config, message, router};
+use crate::bulk::{METHOD, message, router};
 
 /// The large message beside the small calls.
 pub const LARGE: usize = 1024 * 1024;
@@ -43,7 +44,12 @@ pub fn small_calls(transfers: usize, length: Duration, frame: Option<u32>) -> La
         .build()
         .expect("a tokio runtime can be built");
     rt.block_on(async {
-        let config = config(LARGE, false, frame);
+        let config = match frame {
+            Some(bytes) => Config::new().max_frame_payload(bytes),
+            None => Config::new(),
+        }
+        .encryption(EncryptionPolicy::Off)
+        .compression(false);
         let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
