@@ -9,9 +9,13 @@
 //!   encrypted weft echo is compared with: raw codec plus the AEAD of the
 //!   same bytes, twice each way in an echo).
 //!
-//! Each cell runs for a fixed time and reports bytes per second each way
-//! (requests out = responses back). Client and server share one
-//! multi-thread runtime (the shape `#[tokio::main]` gives), as in `e2e`.
+//! Two call shapes: `echo` (a unary call whose response is its request)
+//! and `stream` (a count-style server-streaming call: an 8-byte request
+//! for [`ITEMS`] messages of the cell's size; the raw baselines answer a
+//! request with that many frames). Each cell runs for a fixed time and
+//! reports response bytes per second (for `echo` the same each way).
+//! Client and server share one multi-thread runtime (the shape
+//! `#[tokio::main]` gives), as in `e2e`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,13 +29,54 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 use tokio_util::codec::{Encoder, FramedRead, LengthDelimitedCodec};
-use weft::{Client, Config, EncryptionPolicy, Listener, Router, Status};
+use weft::{CallOptions, Client, Config, EncryptionPolicy, Listener, Router, Status};
 
 /// Calls (or pipelined requests) in flight on the one connection.
 pub const IN_FLIGHT: usize = 8;
 
 /// The echo method's name.
 pub const METHOD: &str = "echo";
+
+/// The count-style server-streaming method's name.
+pub const STREAM_METHOD: &str = "count";
+
+/// Messages a `stream` call answers with.
+pub const ITEMS: u32 = 8;
+
+/// The call each cell makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A unary echo: the response is the request.
+    Echo,
+    /// A small request answered by [`ITEMS`] messages of the cell's size.
+    Stream,
+}
+
+impl Shape {
+    /// Both shapes, in table order.
+    pub const ALL: [Shape; 2] = [Shape::Echo, Shape::Stream];
+
+    /// Its name on the command line and in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Echo => "echo",
+            Shape::Stream => "stream",
+        }
+    }
+
+    /// The shape called `name`.
+    pub fn parse(name: &str) -> Option<Shape> {
+        Shape::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Response messages per call.
+    pub fn items(self) -> u32 {
+        match self {
+            Shape::Echo => 1,
+            Shape::Stream => ITEMS,
+        }
+    }
+}
 
 /// What carries the echo.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,24 +152,30 @@ pub fn config(size: usize, encrypted: bool, frame: Option<u32>) -> Config {
         .connection_window(conn)
 }
 
-/// One cell: `size`-byte echoes in `mode` for `length` (weft's frames up
-/// to `frame` bytes if given). Returns the echoes completed and the time
-/// they took.
-pub fn run(mode: Mode, size: usize, length: Length, frame: Option<u32>) -> (u64, Duration) {
+/// One cell: calls of `shape` with `size`-byte messages in `mode` for
+/// `length` (weft's frames up to `frame` bytes if given). Returns the
+/// response messages received and the time they took.
+pub fn run(
+    mode: Mode,
+    shape: Shape,
+    size: usize,
+    length: Length,
+    frame: Option<u32>,
+) -> (u64, Duration) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime can be built");
     match mode {
-        Mode::Raw | Mode::RawSealed => raw(&rt, mode == Mode::RawSealed, size, length),
+        Mode::Raw | Mode::RawSealed => raw(&rt, mode == Mode::RawSealed, shape, size, length),
         Mode::Plain | Mode::Encrypted => {
-            weft_echo(&rt, mode == Mode::Encrypted, size, length, frame)
+            weft_calls(&rt, mode == Mode::Encrypted, shape, size, length, frame)
         }
     }
 }
 
 /// The message sent: `size` bytes, a pattern so a wrong echo shows.
-fn message(size: usize) -> Bytes {
+pub fn message(size: usize) -> Bytes {
     (0..size)
         .map(|i| (i % 251) as u8)
         .collect::<Vec<u8>>()
@@ -164,18 +215,66 @@ impl Tally {
     }
 }
 
-fn weft_echo(
+/// The bench's weft service: `echo` and `count` (answers an 8-byte count
+/// with that many `size`-byte messages).
+pub fn router(size: usize) -> Router {
+    let item = message(size);
+    Router::new()
+        .unary(METHOD, |_ctx, req: Bytes| async move {
+            // The echo hands the request's buffer back as the response.
+            Ok::<_, Status>(req)
+        })
+        .server_streaming(STREAM_METHOD, move |_ctx, req: Bytes, mut sink| {
+            let item = item.clone();
+            async move {
+                let n = <[u8; 8]>::try_from(&req[..])
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| Status::invalid_argument("an 8-byte count"))?;
+                for _ in 0..n.min(1024) {
+                    sink.send(item.clone()).await?;
+                }
+                Ok(())
+            }
+        })
+}
+
+/// One call of `shape` on `client`; the response messages it received.
+pub async fn call(client: &Client, shape: Shape, msg: &Bytes) -> u64 {
+    match shape {
+        Shape::Echo => {
+            let reply = client.unary(METHOD, msg.clone()).await.expect("echo");
+            assert_eq!(reply.len(), msg.len());
+            1
+        }
+        Shape::Stream => {
+            let count = Bytes::copy_from_slice(&u64::from(ITEMS).to_be_bytes());
+            let mut s = client
+                .server_streaming(STREAM_METHOD, count, &CallOptions::new())
+                .await
+                .expect("count");
+            let mut got = 0;
+            while let Some(m) = s.message().await.expect("an item") {
+                assert_eq!(m.len(), msg.len());
+                got += 1;
+            }
+            assert_eq!(got, u64::from(ITEMS));
+            got
+        }
+    }
+}
+
+fn weft_calls(
     rt: &Runtime,
     encrypted: bool,
+    shape: Shape,
     size: usize,
     length: Length,
     frame: Option<u32>,
 ) -> (u64, Duration) {
-    let config = config(size, encrypted, frame);
-    let router = Router::new().unary(METHOD, |_ctx, req: Bytes| async move {
-        // The echo hands the request's buffer back as the response.
-        Ok::<_, Status>(req)
-    });
+    // Windows and limits sized to the whole response, as `config` sizes
+    // them to the message: flow control is not what is measured.
+    let config = config(size * shape.items() as usize, encrypted, frame);
+    let router = router(size);
     rt.block_on(async {
         let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
@@ -189,6 +288,7 @@ fn weft_echo(
         // One warm-up round, not counted.
         let reply = client.unary(METHOD, msg.clone()).await.expect("echo");
         assert_eq!(reply, msg);
+        call(&client, shape, &msg).await;
         let tally = Tally::new(length);
         let started = Arc::new(AtomicU64::new(0));
         let t0 = Instant::now();
@@ -199,9 +299,8 @@ fn weft_echo(
                     (client.clone(), msg.clone(), tally.clone(), started.clone());
                 tokio::spawn(async move {
                     while tally.claim(&started) {
-                        let reply = client.unary(METHOD, msg.clone()).await.expect("echo");
-                        assert_eq!(reply.len(), msg.len());
-                        tally.done.fetch_add(1, Ordering::Relaxed);
+                        let got = call(&client, shape, &msg).await;
+                        tally.done.fetch_add(got, Ordering::Relaxed);
                     }
                 })
             })
@@ -260,7 +359,11 @@ impl Aead {
     }
 }
 
-fn raw(rt: &Runtime, sealed: bool, size: usize, length: Length) -> (u64, Duration) {
+/// The raw codec baseline: `echo` sends the message and the server sends
+/// it back; `stream` sends an 8-byte request and the server answers with
+/// [`ITEMS`] frames of the message.
+fn raw(rt: &Runtime, sealed: bool, shape: Shape, size: usize, length: Length) -> (u64, Duration) {
+    let items = shape.items();
     let codec = move || {
         LengthDelimitedCodec::builder()
             .max_frame_length(size + 1024)
@@ -276,22 +379,40 @@ fn raw(rt: &Runtime, sealed: bool, size: usize, length: Length) -> (u64, Duratio
             let mut reader = FramedRead::new(r, codec());
             let (mut enc, mut buf) = (codec(), BytesMut::new());
             let (mut opener, mut sealer) = (Aead::new(), Aead::new());
+            let item = message(size);
             while let Some(Ok(mut req)) = reader.next().await {
                 if sealed {
                     opener.open(&mut req);
-                    sealer.seal(&mut req);
                 }
-                enc.encode(req.freeze(), &mut buf).expect("encode");
-                if w.write_all(&buf).await.is_err() {
-                    return;
+                let replies = match shape {
+                    Shape::Echo => vec![req.freeze()],
+                    Shape::Stream => (0..items).map(|_| item.clone()).collect(),
+                };
+                for reply in replies {
+                    // The codec's encode copies the message into `buf`
+                    // (its one copy); sealing needs a buffer of its own.
+                    let reply = if sealed {
+                        let mut m = BytesMut::from(&reply[..]);
+                        sealer.seal(&mut m);
+                        m.freeze()
+                    } else {
+                        reply
+                    };
+                    enc.encode(reply, &mut buf).expect("encode");
+                    if w.write_all(&buf).await.is_err() {
+                        return;
+                    }
+                    buf.clear();
                 }
-                buf.clear();
             }
         });
         let sock = TcpStream::connect(addr).await.expect("connect");
         sock.set_nodelay(true).expect("nodelay");
         let (r, mut w) = sock.into_split();
-        let msg = message(size);
+        let msg = match shape {
+            Shape::Echo => message(size),
+            Shape::Stream => Bytes::copy_from_slice(&u64::from(items).to_be_bytes()),
+        };
         let tally = Tally::new(length);
         let slots = Arc::new(Semaphore::new(IN_FLIGHT));
         let sent = Arc::new(AtomicU64::new(0));
@@ -323,8 +444,11 @@ fn raw(rt: &Runtime, sealed: bool, size: usize, length: Length) -> (u64, Duratio
         let mut opener = Aead::new();
         let mut writer = writer;
         let mut writing = true;
+        // Frames of the current call's answer received so far.
+        let mut part = 0;
         loop {
-            if !writing && tally.done.load(Ordering::Relaxed) == sent.load(Ordering::Relaxed) {
+            let answered = tally.done.load(Ordering::Relaxed);
+            if !writing && answered == sent.load(Ordering::Relaxed) * u64::from(items) {
                 break;
             }
             let next = if writing {
@@ -347,7 +471,11 @@ fn raw(rt: &Runtime, sealed: bool, size: usize, length: Length) -> (u64, Duratio
             }
             assert_eq!(reply.len(), size);
             tally.done.fetch_add(1, Ordering::Relaxed);
-            slots.add_permits(1);
+            part += 1;
+            if part == items {
+                part = 0;
+                slots.add_permits(1);
+            }
         }
         let elapsed = t0.elapsed();
         timer.abort();

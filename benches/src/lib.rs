@@ -21,6 +21,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod bulk;
+pub mod bulk_latency;
 pub mod drive;
 pub mod e2e;
 pub mod frame;

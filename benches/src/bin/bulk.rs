@@ -2,11 +2,18 @@
 //! beside the raw tokio codec in the same run.
 //!
 //! usage: weft-bulk [--sizes 65536,1048576,8388608] [--modes raw,plain,...]
-//!                  [--secs 3] [--rounds 3] [--frame BYTES]
+//!                  [--shapes echo,stream] [--secs 3] [--rounds 3] [--frame BYTES]
+//!        weft-bulk --latency [--secs 3] [--rounds 3] [--frame BYTES]
 //!        weft-bulk --profile MODE --size BYTES --echoes N
-//!   Rounds interleave every cell (size × mode) in turn; each cell's median
-//!   and range over the rounds is printed, in GB/s each way, with weft's
-//!   ratio to its baseline (plain to raw, encrypted to raw-sealed).
+//!   Rounds interleave every cell (shape × size × mode) in turn; each cell's
+//!   median and range over the rounds is printed, in GB/s of responses
+//!   (each way for echo), with weft's ratio to its baseline (plain to raw,
+//!   encrypted to raw-sealed). `stream` is a count-style server-streaming
+//!   call answered by 8 messages of the size.
+//!   --latency times 64-byte echo calls on a connection alone and beside
+//!   1 and 8 callers echoing 1 MiB back to back (rounds interleaved), and
+//!   prints their p50 and p99 (the target: p99 beside one transfer at most
+//!   twice the p99 alone).
 //!   --frame sets weft's largest frame payload (16 KiB-1 MiB; default
 //!   64 KiB). --profile runs N echoes of one cell untimed (for callgrind)
 //!   and counts allocations (run it with two N for the cost per echo).
@@ -15,18 +22,25 @@ use std::alloc::System;
 use std::time::Duration;
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use weft_benches::bulk::{Length, Mode, run};
+use weft_benches::bulk::{Length, Mode, Shape, run};
+use weft_benches::bulk_latency::{Latency, small_calls};
 
 /// Counts allocations, so `--profile` can say how many an echo costs.
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--secs S] [--rounds R] [--frame B] \
+const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--shapes echo,stream] [--secs S] \
+                     [--rounds R] [--frame B] | --latency [--secs S] [--rounds R] [--frame B] \
                      | --profile MODE --size BYTES --echoes N";
+
+/// Large-message callers beside the small calls in `--latency` (0: alone).
+const BESIDE: [usize; 3] = [0, 1, 8];
 
 struct Args {
     sizes: Vec<usize>,
     modes: Vec<Mode>,
+    shapes: Vec<Shape>,
+    latency: bool,
     secs: f64,
     rounds: usize,
     frame: Option<u32>,
@@ -43,6 +57,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut a = Args {
         sizes: vec![64 * 1024, 1024 * 1024, 8 * 1024 * 1024],
         modes: Mode::ALL.to_vec(),
+        shapes: vec![Shape::Echo],
+        latency: false,
         secs: 3.0,
         rounds: 3,
         frame: None,
@@ -51,10 +67,15 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let (mut profile_mode, mut echoes) = (None, None);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
+        if flag == "--latency" {
+            a.latency = true;
+            continue;
+        }
         let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--sizes" | "--size" => a.sizes = list(v, |x| x.parse().ok())?,
             "--modes" => a.modes = list(v, Mode::parse)?,
+            "--shapes" => a.shapes = list(v, Shape::parse)?,
             "--secs" => a.secs = v.parse().map_err(|_| "--secs: a number")?,
             "--rounds" => a.rounds = v.parse().map_err(|_| "--rounds: a number")?,
             "--frame" => a.frame = Some(v.parse().map_err(|_| "--frame: a number")?),
@@ -82,7 +103,7 @@ fn main() {
     if let Some((mode, n)) = a.profile {
         let size = a.sizes[0];
         let region = Region::new(GLOBAL);
-        let (done, took) = run(mode, size, Length::Echoes(n), a.frame);
+        let (done, took) = run(mode, Shape::Echo, size, Length::Echoes(n), a.frame);
         let allocs = region.change().allocations;
         println!(
             "{} {size} B: {done} echoes in {took:?}, {:.3} GB/s each way, \
@@ -92,38 +113,94 @@ fn main() {
         );
         return;
     }
+    if a.latency {
+        latency(&a);
+        return;
+    }
     let length = Length::Time(Duration::from_secs_f64(a.secs));
-    // results[size][mode] = GB/s of each round.
-    let mut results = vec![vec![Vec::new(); a.modes.len()]; a.sizes.len()];
+    // results[shape][size][mode] = GB/s of each round.
+    let mut results = vec![vec![vec![Vec::new(); a.modes.len()]; a.sizes.len()]; a.shapes.len()];
     for round in 0..a.rounds {
-        for (si, &size) in a.sizes.iter().enumerate() {
-            for (mi, &mode) in a.modes.iter().enumerate() {
-                let g = gbps(size, run(mode, size, length, a.frame));
-                eprintln!("round {round} {size} {}: {g:.3} GB/s", mode.name());
-                results[si][mi].push(g);
+        for (hi, &shape) in a.shapes.iter().enumerate() {
+            for (si, &size) in a.sizes.iter().enumerate() {
+                for (mi, &mode) in a.modes.iter().enumerate() {
+                    let g = gbps(size, run(mode, shape, size, length, a.frame));
+                    eprintln!(
+                        "round {round} {} {size} {}: {g:.3} GB/s",
+                        shape.name(),
+                        mode.name()
+                    );
+                    results[hi][si][mi].push(g);
+                }
             }
         }
     }
-    println!("| message | mode | GB/s each way, median (range) | / baseline |");
-    println!("|---|---|---:|---:|");
-    for (si, &size) in a.sizes.iter().enumerate() {
-        let medians: Vec<f64> = results[si].iter_mut().map(|r| median(r)).collect();
-        for (mi, &mode) in a.modes.iter().enumerate() {
-            let r = &results[si][mi];
-            let base = a.modes.iter().position(|&m| m == mode.baseline());
-            let ratio = match base {
-                Some(b) if b != mi => format!("{:.2}×", medians[mi] / medians[b]),
-                _ => "—".to_string(),
-            };
-            println!(
-                "| {} KiB | {} | {:.3} ({:.3}–{:.3}) | {ratio} |",
-                size / 1024,
-                mode.name(),
-                medians[mi],
-                r.first().copied().unwrap_or(0.0),
-                r.last().copied().unwrap_or(0.0),
-            );
+    println!("| call | message | mode | GB/s of responses, median (range) | / baseline |");
+    println!("|---|---|---|---:|---:|");
+    for (hi, &shape) in a.shapes.iter().enumerate() {
+        for (si, &size) in a.sizes.iter().enumerate() {
+            let cells = &mut results[hi][si];
+            let medians: Vec<f64> = cells.iter_mut().map(|r| median(r)).collect();
+            for (mi, &mode) in a.modes.iter().enumerate() {
+                let r = &cells[mi];
+                let base = a.modes.iter().position(|&m| m == mode.baseline());
+                let ratio = match base {
+                    Some(b) if b != mi => format!("{:.2}×", medians[mi] / medians[b]),
+                    _ => "—".to_string(),
+                };
+                println!(
+                    "| {} | {} KiB | {} | {:.3} ({:.3}–{:.3}) | {ratio} |",
+                    shape.name(),
+                    size / 1024,
+                    mode.name(),
+                    medians[mi],
+                    r.first().copied().unwrap_or(0.0),
+                    r.last().copied().unwrap_or(0.0),
+                );
+            }
         }
+    }
+}
+
+/// `--latency`: small calls alone and beside 1 MiB echoes, rounds
+/// interleaved; the median over rounds of each figure.
+fn latency(a: &Args) {
+    let length = Duration::from_secs_f64(a.secs);
+    let mut runs: Vec<Vec<Latency>> = vec![Vec::new(); BESIDE.len()];
+    for round in 0..a.rounds {
+        for (i, &n) in BESIDE.iter().enumerate() {
+            let l = small_calls(n, length, a.frame);
+            eprintln!(
+                "round {round} beside {n}: {} calls, p50 {:?}, p99 {:?}, {} large echoes",
+                l.calls, l.p50, l.p99, l.large
+            );
+            runs[i].push(l);
+        }
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let med = |v: &[Latency], f: &dyn Fn(&Latency) -> f64| {
+        let mut x: Vec<f64> = v.iter().map(f).collect();
+        median(&mut x)
+    };
+    let alone_p99 = med(&runs[0], &|l| us(l.p99));
+    println!(
+        "| 1 MiB echo callers beside | small calls | p50 µs | p99 µs, median (range) | p99 / alone | 1 MiB echoes/s |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for (i, &n) in BESIDE.iter().enumerate() {
+        let r = &runs[i];
+        let mut p99s: Vec<f64> = r.iter().map(|l| us(l.p99)).collect();
+        let p99 = median(&mut p99s);
+        println!(
+            "| {n} | {:.0} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.2}× | {:.0} |",
+            med(r, &|l| l.calls as f64),
+            med(r, &|l| us(l.p50)),
+            p99,
+            p99s.first().copied().unwrap_or(0.0),
+            p99s.last().copied().unwrap_or(0.0),
+            p99 / alone_p99,
+            med(r, &|l| l.large as f64 / a.secs),
+        );
     }
 }
 

@@ -14,6 +14,10 @@ pub const BASELINE_WINDOW: u32 = 64 * 1024;
 /// Largest window a peer may announce or reach: 2^31 - 1 bytes.
 pub const MAX_WINDOW: u32 = i32::MAX as u32;
 
+/// Default cap on receive windows grown from bandwidth-delay estimates
+/// ([`Config::adaptive_window`]): 16 MiB, as grpc-go's `bdpLimit`.
+pub const DEFAULT_WINDOW_CAP: u32 = 16 << 20;
+
 /// Configuration of one connection. `Default` gives the documented defaults;
 /// each setter states its default, unit and memory cost.
 #[derive(Clone, Debug)]
@@ -40,6 +44,7 @@ pub struct Config {
     pub(crate) max_control_queue: usize,
     pub(crate) max_stream_id: u32,
     pub(crate) write_coalesce: usize,
+    pub(crate) adaptive_window: Option<u32>,
 }
 
 impl Default for Config {
@@ -67,6 +72,7 @@ impl Default for Config {
             max_control_queue: 4096,
             max_stream_id: u32::MAX,
             write_coalesce: 64 * 1024,
+            adaptive_window: Some(DEFAULT_WINDOW_CAP),
         }
     }
 }
@@ -263,6 +269,22 @@ impl Config {
     /// 64 KiB. Memory: the write buffer grows to about this size.
     pub fn write_coalesce(&mut self, bytes: usize) -> &mut Self {
         self.write_coalesce = bytes.max(1024);
+        self
+    }
+
+    /// Grow the receive windows from bandwidth-delay estimates, up to this
+    /// many bytes (clamped to [`MAX_WINDOW`]), so a link with a long round
+    /// trip is not window-bound (as grpc-go's BDP estimation and tonic's
+    /// `http2_adaptive_window`). While the peer fills more than half a
+    /// window, a `PING` at most every 250 ms measures the bytes received
+    /// in one round trip; when they reach 2/3 of the window and the
+    /// bandwidth is the highest seen, the connection and stream windows
+    /// become twice that. Windows never shrink. `None` turns it off: the
+    /// configured windows stay fixed. Default `Some(16 MiB)`. Memory: up
+    /// to the cap of unread data per connection (and per stream), instead
+    /// of the configured windows.
+    pub fn adaptive_window(&mut self, cap: Option<u32>) -> &mut Self {
+        self.adaptive_window = cap.map(|c| c.min(MAX_WINDOW));
         self
     }
 }

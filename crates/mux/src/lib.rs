@@ -59,7 +59,7 @@ mod idmap;
 pub mod pipeline;
 pub mod session;
 
-pub use config::{BASELINE_WINDOW, Config, MAX_WINDOW};
+pub use config::{BASELINE_WINDOW, Config, DEFAULT_WINDOW_CAP, MAX_WINDOW};
 pub use connect::{Handshaken, MAX_FIRST_RECORD, connect, handshake};
 pub use driver::BufferCapacity;
 pub use error::{CloseCause, MuxError, Origin, StreamError};

@@ -10,6 +10,9 @@
 //!   the same record pipeline an endpoint uses, then sends whatever frames
 //!   or bytes a test scripts: the hostile peer of the end-to-end suite
 //!   and of weft-mux's driver tests (over `tokio::io::duplex` there).
+//! - [`delay_pair`] is an in-memory link where bytes arrive a fixed time
+//!   after they are written (on tokio's clock, so a paused clock makes a
+//!   long round trip free): the high-latency link of window-growth tests.
 //! - [`duplex_pair`] / [`pair_over`] join two real mux endpoints in memory;
 //!   [`echo`] is the echo service every test server runs.
 //! - [`EchoServer`] is a real weft-mux server on TCP loopback, instrumented
@@ -21,11 +24,12 @@
 //!   from /proc, for the memory examples.
 //!
 //! ## What this crate does not do
-//! It is not a network emulator (no bandwidth model, no reordering across
+//! It is not a network emulator (latency only, no bandwidth model, no reordering across
 //! connections) and is never a dependency of a library crate.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod delay;
 mod faulty;
 mod modes;
 mod pair;
@@ -34,6 +38,7 @@ mod process;
 mod server;
 mod wait;
 
+pub use delay::{DelayIo, IN_FLIGHT_LIMIT, Link, delay_pair, link_pair};
 pub use faulty::{Faults, FaultyIo};
 pub use modes::{Mode, TEST_PSK};
 pub use pair::{Endpoint, duplex_pair, echo, echo_all, pair_over};

@@ -8,11 +8,15 @@
 //!   divan bench (`cargo test --benches -p weft-benches`); no timing.
 //! - `bench --bless`: rewrites the baseline with the measured counts first.
 //! - `bench --peers`: weft against std::net, tokio's codec, tarpc and tonic.
+//! - `bench --bulk`: large messages (64 KiB-8 MiB echoes, a server stream of
+//!   1 MiB items, a small call's p99 beside them) against the raw codec;
+//!   `--rounds N` (default 3), anything after `--` goes to `weft-bulk`.
 //! - `--runs N` (divan runs per figure, default 3), `--rounds N` (peer
 //!   rounds, default 5); with `--peers`, anything after `--` goes to the
 //!   `weft-peers` binary (`-- --shape spawned-64 --only weft,tarpc`).
 
 mod alloc;
+mod bulk;
 mod divan;
 mod peers;
 pub(crate) mod report;
@@ -31,9 +35,11 @@ struct Options {
     check: bool,
     bless: bool,
     peers: bool,
+    bulk: bool,
     runs: usize,
     rounds: usize,
-    /// `weft-peers` options (after `--`; only with `--peers`).
+    /// `weft-peers` or `weft-bulk` options (after `--`; only with `--peers`
+    /// or `--bulk`).
     peer_args: Vec<String>,
 }
 
@@ -49,6 +55,7 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             "--check" => options.check = true,
             "--bless" => options.bless = true,
             "--peers" => options.peers = true,
+            "--bulk" => options.bulk = true,
             "--" => options.peer_args = args.by_ref().cloned().collect(),
             "--runs" | "--rounds" => {
                 let n = args
@@ -65,11 +72,14 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
             other => return Err(format!("bench: unknown option {other:?}")),
         }
     }
-    if options.peers && (options.check || options.bless) {
-        return Err("bench: --peers runs alone (no --check or --bless)".into());
+    if (options.peers || options.bulk) && (options.check || options.bless) {
+        return Err("bench: --peers and --bulk run alone (no --check or --bless)".into());
     }
-    if !options.peer_args.is_empty() && !options.peers {
-        return Err("bench: options after -- are for --peers".into());
+    if options.peers && options.bulk {
+        return Err("bench: --peers or --bulk, one at a time".into());
+    }
+    if !options.peer_args.is_empty() && !options.peers && !options.bulk {
+        return Err("bench: options after -- are for --peers or --bulk".into());
     }
     Ok(options)
 }
@@ -78,6 +88,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let options = parse_options(args)?;
     if options.peers {
         return peers::run(options.rounds, &options.peer_args);
+    }
+    if options.bulk {
+        // Rounds default to 3 here: each bulk round takes over a minute.
+        let rounds = if args.iter().any(|a| a == "--rounds") {
+            options.rounds
+        } else {
+            3
+        };
+        return bulk::run(rounds, &options.peer_args);
     }
     let measured = alloc::measure()?;
     if options.bless {
@@ -244,6 +263,11 @@ mod tests {
         assert_eq!(o.peer_args, ["--shape", "sequential", "--check"]);
         assert!(!o.check, "after -- nothing is xtask's");
         assert!(parse_options(&args(&["--", "--shape", "sequential"])).is_err());
+        let o = parse_options(&args(&["--bulk", "--", "--secs", "2"])).unwrap();
+        assert!(o.bulk && !o.peers);
+        assert_eq!(o.peer_args, ["--secs", "2"]);
+        assert!(parse_options(&args(&["--bulk", "--peers"])).is_err());
+        assert!(parse_options(&args(&["--bulk", "--check"])).is_err());
     }
 
     #[test]

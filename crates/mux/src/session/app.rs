@@ -196,7 +196,10 @@ impl Session {
             // Return the credit (one lookup: the stream is at hand).
             if n > 0
                 && !s.recv_done()
-                && let Some(inc) = s.recv.window.consume(n, self.limits.stream_window)
+                && let Some(inc) = s
+                    .recv
+                    .window
+                    .consume(n, self.bdp.window(self.limits.stream_window))
             {
                 self.control.push_back(Frame::window_update(id, inc));
             }
@@ -222,7 +225,7 @@ impl Session {
     /// announced (`usize::MAX`-ish when it announced none). Streams count
     /// until they leave our table, so the figure errs on the safe side.
     pub fn open_credit(&self) -> usize {
-        (self.peer.max_streams as usize).saturating_sub(self.outbound)
+        (self.peer.max_streams as usize).saturating_sub(self.outbound as usize)
     }
 
     /// Why `id` failed — reset by either side, or its connection closed —
@@ -243,7 +246,9 @@ impl Session {
         if n == 0 || self.is_closed() {
             return;
         }
-        if let Some(inc) = self.conn_recv.consume(n, self.limits.connection_window) {
+        let target =
+            (self.limits.connection_window).max(self.bdp.window(self.limits.stream_window));
+        if let Some(inc) = self.conn_recv.consume(n, target) {
             self.control
                 .push_back(Frame::window_update(CONNECTION_ID, inc));
         }

@@ -187,6 +187,12 @@ impl Session {
         if len == 0 && !end {
             return Ok(());
         }
+        let pressure = bdp::transfer_under_way(len, s.recv.window, self.conn_recv);
+        let (cap, configured) = (self.limits.adaptive_window, self.limits.stream_window);
+        if self.bdp.on_data(len, pressure, cap, configured, now) {
+            self.control
+                .push_back(Frame::ping(bdp::PROBE_PAYLOAD, false));
+        }
         let chunk = Chunk {
             data: frame.payload,
             metadata: frame.metadata,
@@ -236,7 +242,7 @@ impl Session {
             self.remember_refused(&frame, len);
             return self.spend(Spend::Late, now, "opens after GOAWAY");
         }
-        if !self.accepting || self.inbound >= self.limits.max_concurrent {
+        if !self.accepting || self.inbound as usize >= self.limits.max_concurrent {
             self.release_conn(len);
             self.remember_refused(&frame, len);
             self.control
@@ -371,6 +377,15 @@ impl Session {
             .parse_ping()
             .map_err(|_| protocol("bad PING payload"))?;
         if frame.flags.contains(Flags::ACK) {
+            if opaque == bdp::PROBE_PAYLOAD {
+                if let Some(window) = self.bdp.on_ack(now()) {
+                    // Granted with the next grant back of each window
+                    // (`RecvWindow::consume`): only for credit the peer
+                    // cycled, never ahead of it.
+                    tracing::debug!(window, "bandwidth estimate raised the receive windows");
+                }
+                return Ok(());
+            }
             if self.timers.ping_sent.is_some() && opaque == self.timers.ping_seq.to_be_bytes() {
                 self.timers.ping_sent = None;
             }

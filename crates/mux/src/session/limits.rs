@@ -1,6 +1,7 @@
 //! What the configuration fixes for one session, copied once from
 //! [`Config`] (with the frame limits widened to `usize`).
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use crate::config::Config;
@@ -15,6 +16,8 @@ pub(crate) struct Limits {
     pub(crate) stream_window: u32,
     /// Our connection receive window.
     pub(crate) connection_window: u32,
+    /// The cap on windows grown from bandwidth estimates (`None`: off).
+    pub(crate) adaptive_window: Option<NonZeroU32>,
     pub(crate) max_concurrent: usize,
     pub(crate) max_send_buffer: usize,
     pub(crate) max_control_queue: usize,
@@ -34,6 +37,7 @@ impl Limits {
             max_metadata: config.limits.max_metadata as usize,
             stream_window: config.stream_window,
             connection_window: config.connection_window,
+            adaptive_window: config.adaptive_window.and_then(NonZeroU32::new),
             max_concurrent: config.max_concurrent_streams,
             max_send_buffer: config.max_send_buffer,
             max_control_queue: config.max_control_queue,

@@ -8,6 +8,7 @@
 //! runtime, so every rule is tested in memory with a virtual clock.
 
 mod app;
+mod bdp;
 mod budget;
 mod eof;
 mod input;
@@ -140,6 +141,12 @@ pub struct Stats {
     pub conn_recv_window: u32,
     /// Bytes consumed locally and not yet granted back to the peer.
     pub conn_recv_unacked: u32,
+    /// The connection receive window granted so far: the configured one,
+    /// or more once bandwidth estimates raised it.
+    pub conn_recv_size: u32,
+    /// The receive window each stream grows to: the configured stream
+    /// window, or more once bandwidth estimates raised it.
+    pub stream_recv_target: u32,
     /// Control frames waiting to be sent.
     pub control_queued: usize,
     /// Resets we sent because of the peer.
@@ -163,9 +170,9 @@ pub struct Session {
     state: State,
     streams: table::StreamTable,
     /// Streams the peer opened that are still in the table.
-    inbound: usize,
+    inbound: u32,
     /// Streams we opened that are still in the table.
-    outbound: usize,
+    outbound: u32,
     ids: Ids,
     accept_queue: VecDeque<u32>,
     accepting: bool,
@@ -178,6 +185,8 @@ pub struct Session {
     conn_send: SendWindow,
     /// Our credit for the peer on the connection.
     conn_recv: RecvWindow,
+    /// Bandwidth-delay estimates that grow our receive windows.
+    bdp: bdp::Growth,
 
     control: VecDeque<Frame>,
     /// A data frame made directly by `send_some`, sent after control frames.
@@ -283,6 +292,7 @@ impl Session {
             },
             conn_send: SendWindow::new(BASELINE_WINDOW),
             conn_recv: RecvWindow::new(config.connection_window),
+            bdp: bdp::Growth::default(),
             control: VecDeque::new(),
             immediate: None,
             ready: VecDeque::new(),
@@ -451,10 +461,12 @@ impl Session {
     pub fn stats(&self) -> Stats {
         Stats {
             streams: self.streams.len(),
-            inbound: self.inbound,
+            inbound: self.inbound as usize,
             conn_send_window: self.conn_send.get(),
             conn_recv_window: self.conn_recv.credit(),
             conn_recv_unacked: self.conn_recv.unacked(),
+            conn_recv_size: self.conn_recv.size(),
+            stream_recv_target: self.bdp.window(self.limits.stream_window),
             control_queued: self.control.len(),
             local_resets: self.guards.local_resets,
             accept_queue: self.accept_queue.len(),
@@ -668,7 +680,7 @@ impl Session {
             self.inbound -= 1;
         } else {
             // A slot under the peer's cap came free.
-            if self.outbound == self.peer.max_streams as usize {
+            if self.outbound == self.peer.max_streams {
                 self.events.push_back(Event::OpenCredit);
             }
             self.outbound -= 1;

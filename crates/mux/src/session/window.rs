@@ -83,12 +83,19 @@ impl SendWindow {
 
 /// The credit we gave the peer, and what it spent that the application
 /// has consumed but we have not granted back yet.
+///
+/// `size` is the window granted so far (credit + bytes buffered + bytes
+/// unacked). It starts at the announced window and grows when the
+/// session's window target does (bandwidth-delay estimates, `bdp.rs`):
+/// the growth is granted with the next `WINDOW_UPDATE`, as extra credit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RecvWindow {
     /// Bytes the peer may still send.
     credit: u32,
     /// Bytes consumed locally and not yet granted back.
     unacked: u32,
+    /// The window granted so far.
+    size: u32,
 }
 
 /// The peer sent more than its credit.
@@ -100,6 +107,7 @@ impl RecvWindow {
         RecvWindow {
             credit: window,
             unacked: 0,
+            size: window,
         }
     }
 
@@ -115,6 +123,19 @@ impl RecvWindow {
         self.unacked
     }
 
+    /// The window granted so far.
+    #[inline]
+    pub(crate) fn size(self) -> u32 {
+        self.size
+    }
+
+    /// Whether the peer holds less than half the window in credit: it is
+    /// using the window (what a bandwidth probe waits for).
+    #[inline]
+    pub(crate) fn under_pressure(self) -> bool {
+        self.credit < self.size / 2
+    }
+
     /// The peer sent `n` bytes: taken from its credit, or refused whole if
     /// they are more than it has.
     #[inline]
@@ -126,16 +147,19 @@ impl RecvWindow {
         Ok(())
     }
 
-    /// The application consumed `n` bytes of a window of `size`: once half
-    /// the window is consumed, all of it is granted back at once, and the
-    /// increment to announce in a `WINDOW_UPDATE` is returned.
+    /// The application consumed `n` bytes: once half the window is
+    /// consumed, all of it is granted back at once, with the window raised
+    /// to `target` if that is larger, and the increment to announce in a
+    /// `WINDOW_UPDATE` is returned.
     #[inline]
-    pub(crate) fn consume(&mut self, n: u32, size: u32) -> Option<u32> {
+    pub(crate) fn consume(&mut self, n: u32, target: u32) -> Option<u32> {
         self.unacked += n;
-        if self.unacked < size / 2 {
+        if self.unacked < self.size / 2 {
             return None;
         }
-        let inc = std::mem::take(&mut self.unacked);
+        let growth = target.saturating_sub(self.size);
+        self.size += growth;
+        let inc = std::mem::take(&mut self.unacked) + growth;
         self.credit += inc;
         Some(inc)
     }
@@ -156,6 +180,25 @@ mod tests {
         assert_eq!((w.credit(), w.unacked()), (0, 49));
         assert_eq!(w.consume(1, 100), Some(50), "exactly half grants");
         assert_eq!((w.credit(), w.unacked()), (50, 0));
+    }
+
+    #[test]
+    fn a_larger_target_is_granted_with_the_next_grant_back() {
+        let mut w = RecvWindow::new(100);
+        w.debit(100).unwrap();
+        // A target above the window does not move the half-window rule
+        // (small streams send no extra update) ...
+        assert_eq!(w.consume(49, 300), None);
+        // ... and the grant then carries the growth: 50 back + 200 more.
+        assert_eq!(w.consume(1, 300), Some(250));
+        assert_eq!((w.credit(), w.size()), (250, 300));
+        // The next grant uses the grown window's half.
+        w.debit(250).unwrap();
+        assert_eq!(w.consume(149, 300), None);
+        assert_eq!(w.consume(1, 300), Some(150));
+        assert!(!w.under_pressure(), "150 of 300 left is not under half");
+        w.debit(1).unwrap();
+        assert!(w.under_pressure());
     }
 
     #[test]
