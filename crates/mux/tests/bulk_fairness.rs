@@ -1,16 +1,15 @@
 //! A large transfer shares its connection fairly: the session hands out
 //! data frames round robin, so a small message queued behind a large one
-//! leaves after one frame of it; and while 1 MiB messages stream both ways
-//! over a TCP connection (large payloads chained into vectored writes), a
-//! small call on the same connection waits for a few frames of theirs at
-//! most, never for a whole large message.
+//! leaves after one frame of it; and on a modelled saturated link a small
+//! call's p99 beside 1 MiB echoes stays within twice its p99 alone. Both
+//! are exact (frame order; a paused clock), not wall-clock timings on a
+//! shared machine: the wall-clock figure is `cargo xtask bench --bulk`'s.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::net::{TcpListener, TcpStream};
 use weft_frame::FrameType;
 use weft_mux::{Config, Connection, Metadata, Stream};
 use weft_testkit::{echo_all, pair_over};
@@ -20,41 +19,12 @@ use support::{Pair, bytes};
 
 const LARGE: usize = 1024 * 1024;
 
-/// A client and an echoing server over TCP loopback, windows large enough
-/// that flow control never holds the large messages back.
-async fn setup() -> Connection {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (a, b) = tokio::join!(TcpStream::connect(addr), listener.accept());
-    let (a, (b, _)) = (a.unwrap(), b.unwrap());
-    a.set_nodelay(true).unwrap();
-    b.set_nodelay(true).unwrap();
-    let config = Config::default();
-    let ((client, _), (_server, incoming)) = pair_over(a, b, config.clone(), config).await;
-    tokio::spawn(echo_all(incoming));
-    client
-}
-
 async fn answer(mut st: Stream) -> usize {
     let mut got = 0;
     while let Some(c) = st.recv().await.unwrap() {
         got += c.data.len();
     }
     got
-}
-
-/// One echo of `body` on a stream of its own; its round-trip time.
-async fn call(client: &Connection, body: Bytes) -> Duration {
-    let t0 = Instant::now();
-    let len = body.len();
-    let st = client.open(Metadata::new(), body, true).await.unwrap();
-    assert_eq!(answer(st).await, len);
-    t0.elapsed()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 #[test]
@@ -94,52 +64,6 @@ fn a_small_message_leaves_after_one_frame_of_a_large_one() {
     assert!(
         ahead <= weft_frame::DEFAULT_MAX_PAYLOAD as usize,
         "{ahead} bytes of the large message went first"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn small_calls_are_not_stalled_by_a_large_transfer() {
-    let client = setup().await;
-    let large = Bytes::from(vec![7u8; LARGE]);
-    call(&client, large.clone()).await;
-    // Two callers echoing 1 MiB messages back to back until told to stop,
-    // timing each echo.
-    let stop = Arc::new(AtomicBool::new(false));
-    let bulk: Vec<_> = (0..2)
-        .map(|_| {
-            let (client, large, stop) = (client.clone(), large.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut times = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    times.push(call(&client, large.clone()).await);
-                }
-                times
-            })
-        })
-        .collect();
-    // Let the transfer get going, then make small calls through it.
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let mut small = Vec::new();
-    for _ in 0..40 {
-        small.push(call(&client, Bytes::from_static(b"ping")).await);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut large_times = Vec::new();
-    for b in bulk {
-        large_times.extend(b.await.unwrap());
-    }
-    // The transfer ran all along: more large echoes than the first.
-    assert!(large_times.len() >= 4, "{} large echoes", large_times.len());
-    let (small, large) = (median(small), median(large_times));
-    // A small call queued behind whole large messages would take at least
-    // one of their echoes; interleaved frame by frame, it takes a few
-    // frames' time (measured 0.15-0.3 of an echo, 0.28 with CI's builds on
-    // the other core). Half an echo keeps the two apart on a loaded
-    // machine; the frame order itself is checked exactly by
-    // `a_small_message_leaves_after_one_frame_of_a_large_one`.
-    assert!(
-        small * 2 < large,
-        "small call median {small:?} against a 1 MiB echo's {large:?}"
     );
 }
 
