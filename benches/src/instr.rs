@@ -50,6 +50,11 @@ pub enum Api {
     /// what users hold): compared with [`Api::Channel`], the cost of the
     /// typed layer alone.
     TypedChannel,
+    /// `weft::Channel::unary` of the typed method with its JSON request
+    /// bytes: the raw call a typed call over a `Channel` wraps (same
+    /// method, same server, same bytes), so [`Api::TypedChannel`] against
+    /// it is what the typed client alone adds.
+    ChannelJson,
 }
 
 /// What is called, how many at once, and whether encrypted.
@@ -67,7 +72,13 @@ pub enum Case {
 
 impl Api {
     /// Every API, in table order.
-    pub const ALL: [Api; 4] = [Api::Raw, Api::Typed, Api::Channel, Api::TypedChannel];
+    pub const ALL: [Api; 5] = [
+        Api::Raw,
+        Api::Typed,
+        Api::Channel,
+        Api::TypedChannel,
+        Api::ChannelJson,
+    ];
 
     /// Its name in cell names.
     pub fn name(self) -> &'static str {
@@ -76,6 +87,7 @@ impl Api {
             Api::Typed => "typed",
             Api::Channel => "channel",
             Api::TypedChannel => "typed-channel",
+            Api::ChannelJson => "channel-json",
         }
     }
 }
@@ -224,6 +236,21 @@ impl Caller for Channel {
     }
 }
 
+/// [`Api::ChannelJson`]'s caller: a `Channel` calling the typed method raw.
+#[derive(Clone)]
+struct JsonOverChannel(Channel);
+
+impl Caller for JsonOverChannel {
+    async fn call(&self) {
+        let body = self
+            .0
+            .unary(CountMethods::ONE, Bytes::from_static(b"null"))
+            .await
+            .expect("channel call of the typed method");
+        assert_eq!(body, &b"1"[..]);
+    }
+}
+
 /// Cuts the profile at every phase boundary.
 struct Cuts;
 
@@ -266,6 +293,10 @@ pub fn run(cell: Cell, layout: Layout, units: [usize; 3]) -> Calls {
             Api::TypedChannel => {
                 let channel = Channel::new(&addr, &config).expect("channel");
                 run_phases(CountClient::new(channel), shape, &units, Cuts).await
+            }
+            Api::ChannelJson => {
+                let channel = Channel::new(&addr, &config).expect("channel");
+                run_phases(JsonOverChannel(channel), shape, &units, Cuts).await
             }
         };
     });

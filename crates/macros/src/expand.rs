@@ -293,6 +293,7 @@ fn client_fn(
             );
             quote_spanned! {span=>
                 #docs
+                #[inline(always)]
                 #vis fn #ident(
                     &self,
                     request: #request,
@@ -304,6 +305,7 @@ fn client_fn(
                 }
 
                 #[doc = #opts_doc]
+                #[inline(always)]
                 #vis fn #with<'a, 'o>(
                     &'a self,
                     request: #request,

@@ -39,11 +39,15 @@ pub use tower_caller::{OpenRequest, OpenService, TowerCaller};
 /// the common call builds no metadata. Bounded: past it, calls build their own.
 const PLAIN_CACHE_MAX: usize = 256;
 
+/// The `OPEN` metadata of plain calls, by method name as the caller spelled
+/// it, with the codec it names.
+type PlainCache = HashMap<Box<str>, (Option<&'static str>, Metadata), FastHash>;
+
 #[derive(Debug)]
 struct Shared {
     max_message: usize,
     default_timeout: Option<Duration>,
-    plain: Mutex<HashMap<Box<str>, Metadata, FastHash>>,
+    plain: Mutex<PlainCache>,
     meters: ClientMeters,
     /// The server's address, for the calls' spans (`network.peer.address`).
     peer: Option<Arc<str>>,
@@ -151,10 +155,16 @@ impl Client {
     /// The `OPEN` metadata of a call with no deadline or custom entries
     /// (but its codec's name, if typed), cached under the name as the
     /// caller spelled it (so a hit skips canonicalisation too).
-    fn plain_metadata(&self, method: &str, codec: Option<&str>) -> Result<Metadata, Status> {
+    fn plain_metadata(
+        &self,
+        method: &str,
+        codec: Option<&'static str>,
+    ) -> Result<Metadata, Status> {
         let mut cache = self.shared.plain.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = cache.get(method)
-            && m.codec() == codec.map(str::as_bytes)
+        // The codec is kept beside the metadata: comparing two names beats
+        // finding the codec entry in the encoded metadata on every call.
+        if let Some((c, m)) = cache.get(method)
+            && *c == codec
         {
             return Ok(m.clone());
         }
@@ -164,7 +174,7 @@ impl Client {
         }
         let m = b.finish();
         if cache.len() < PLAIN_CACHE_MAX {
-            cache.insert(method.into(), m.clone());
+            cache.insert(method.into(), (codec, m.clone()));
         }
         Ok(m)
     }
@@ -175,7 +185,7 @@ impl Client {
         &self,
         method: &str,
         opts: &CallOptions,
-        codec: Option<&str>,
+        codec: Option<&'static str>,
     ) -> Result<(Metadata, Option<Instant>), Status> {
         if opts.is_plain() && self.shared.default_timeout.is_none() {
             return Ok((self.plain_metadata(method, codec)?, None));
@@ -364,7 +374,7 @@ impl Client {
         method: &str,
         framed: Framed,
         opts: &CallOptions,
-        codec: Option<&str>,
+        codec: Option<&'static str>,
     ) -> Result<Prepared, Status> {
         let (meta, deadline) = self.prepare(method, opts, codec)?;
         Ok(Prepared {
@@ -502,7 +512,7 @@ impl Client {
         first: Framed,
         end: bool,
         opts: &CallOptions,
-        codec: Option<&str>,
+        codec: Option<&'static str>,
     ) -> Result<Call, Status> {
         let (mut obs, opts) = self.observed(method, opts);
         let opened = async {

@@ -476,6 +476,7 @@ where
 {
     type Output = Result<T, Status>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let r = match &this.obs.0 {

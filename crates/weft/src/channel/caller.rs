@@ -10,6 +10,7 @@ use weft_rpc::{CallOptions, Caller, Codec, OpenCall, Outgoing, Response, Status}
 use super::Channel;
 
 impl Caller for Channel {
+    #[inline(always)]
     fn call_unary<C, Req, Resp>(
         &self,
         method: &str,
