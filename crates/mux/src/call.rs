@@ -95,6 +95,8 @@ enum SocketWatch {
 pub struct Replied {
     /// The stream id the call used.
     pub id: u32,
+    /// The `OPEN` metadata the call sent (as [`Stream::metadata`] holds it).
+    pub metadata: Metadata,
     /// What `recv` returned first: a chunk (with `end` set when the reply
     /// was that one frame), the end, or the stream's failure.
     pub first: Result<Option<Chunk>, StreamError>,
@@ -158,7 +160,7 @@ impl Future for Reply<'_> {
             (Life::Released, _, _) => None,
             // More of the reply may come: the caller reads it from a
             // stream handle, which owns the release from here.
-            (Life::Held, false, Ok(_)) => Some(Stream::new(shared.clone(), id, metadata)),
+            (Life::Held, false, Ok(_)) => Some(Stream::new(shared.clone(), id, metadata.clone())),
             // Failed (or ended while the session still keeps it): free it
             // as a dropped handle would.
             (Life::Held, _, _) => {
@@ -166,7 +168,12 @@ impl Future for Reply<'_> {
                 None
             }
         };
-        Poll::Ready(Ok(Replied { id, first, more }))
+        Poll::Ready(Ok(Replied {
+            id,
+            metadata,
+            first,
+            more,
+        }))
     }
 }
 
