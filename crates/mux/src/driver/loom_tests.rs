@@ -262,3 +262,84 @@ fn loom_a_cancelled_wait_racing_a_reply_hands_the_socket_back() {
         assert!(woken(&me) <= 1);
     });
 }
+
+/// The stream table as far as a dropped `Connection::call` touches it:
+/// stream 1 is listed until the read that ends its exchange or the call's
+/// `Release` takes it out, whichever comes first; a `Release` for an id no
+/// longer listed does nothing, as `Session::release` does.
+#[derive(Default)]
+struct Table {
+    listed: bool,
+    freed: u32,
+    spare: Vec<u32>,
+}
+
+impl Table {
+    fn free(&mut self) {
+        if std::mem::take(&mut self.listed) {
+            self.freed += 1;
+        }
+    }
+}
+
+impl Owned for Table {
+    type Op = u32;
+    fn apply(&mut self, ops: &mut Vec<u32>) {
+        for _ in ops.drain(..) {
+            self.free();
+        }
+    }
+    fn apply_now(&mut self, _: u32) {
+        self.free();
+    }
+    fn wake_op(_: &Waker) -> u32 {
+        0
+    }
+    fn spare(&mut self) -> &mut Vec<u32> {
+        &mut self.spare
+    }
+    fn take_woken(&mut self) -> Woken {
+        Woken::default()
+    }
+}
+
+/// A `Connection::call` dropped while it waited for its reply as the
+/// socket's reader, racing the owner that reads the reply (which ends the
+/// exchange and takes the stream out of the table) and the socket firing:
+/// the stream is freed exactly once, the call's `Release` is never left
+/// with nobody to apply it, and the connection task watches the socket.
+#[test]
+fn loom_a_call_dropped_while_its_reply_is_read_frees_once_and_hands_the_socket_back() {
+    loom::model(|| {
+        let c = Arc::new(Combiner::new(Table {
+            listed: true,
+            ..Table::default()
+        }));
+        let rw = Arc::new(ReadWake::default());
+        let (driver, driver_waker) = counter();
+        let (_me, my_waker) = counter();
+        rw.set_driver(&driver_waker);
+        let _ = rw.register(Waiter::Stream(1), &my_waker, true);
+        let reader = {
+            let (c, rw) = (c.clone(), rw.clone());
+            thread::spawn(move || {
+                rw.fire();
+                c.lock().free();
+            })
+        };
+        // The call's drop: hand the watch back, then submit the release.
+        rw.clear_recv(Waiter::Stream(1), true);
+        c.submit(1);
+        reader.join().unwrap();
+        assert!(woken(&driver) > 0, "nobody watches the socket");
+        let c = Arc::try_unwrap(c).unwrap_or_else(|_| panic!("threads still hold it"));
+        assert_eq!(
+            c.stranded(),
+            0,
+            "the release was left with nobody to apply it"
+        );
+        let t = c.into_state();
+        assert!(!t.listed, "the stream is still listed");
+        assert_eq!(t.freed, 1, "freed {} times", t.freed);
+    });
+}
