@@ -205,7 +205,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(shared: Arc<Shared>, id: u32, metadata: Metadata) -> Stream {
+    fn new(shared: Arc<Shared>, id: u32, metadata: Metadata) -> Stream {
         // No span per stream: creating and dropping one cost a few hundred
         // instructions per call even with no subscriber; events name the
         // stream id under the connection's span instead.

@@ -50,7 +50,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-mod call;
 mod config;
 mod connect;
 mod driver;
@@ -60,7 +59,6 @@ mod idmap;
 pub mod pipeline;
 pub mod session;
 
-pub use call::{Replied, Reply};
 pub use config::{BASELINE_WINDOW, Config, DEFAULT_WINDOW_CAP, MAX_WINDOW};
 pub use connect::{Handshaken, MAX_FIRST_RECORD, connect, handshake};
 pub use driver::BufferCapacity;

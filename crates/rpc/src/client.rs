@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 use weft_frame::Metadata;
-use weft_mux::{Connection, Replied, Stream};
+use weft_mux::{Connection, Stream};
 
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
@@ -407,50 +407,15 @@ impl Client {
         finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
     ) -> Result<T, Status> {
         let Prepared { meta, framed, .. } = prepared?;
-        // Taken apart by a function and matched without binding: a value
-        // only partly moved out stays in the future across every await,
-        // and every caller holds and copies this future.
-        let (payload, rest) = pieces(framed);
-        // Both ways that read a stream do it at the one await below.
-        let (mut reader, mut stream) = match rest {
-            // One piece: the mux's unary exchange (open, write and wait in
-            // one critical section; no stream handle for a one-frame reply).
-            None => {
-                let Replied {
-                    id,
-                    metadata,
-                    first,
-                    more,
-                } = self
-                    .conn
-                    .call(meta, payload)
-                    .await
-                    .map_err(|e| wire::from_mux(&e))?;
-                observe::client_stream(id);
-                let mut reader = Reader::new(self.max());
-                reader.absorb(first)?;
-                match more {
-                    // The reply was one frame and is all here.
-                    None => {
-                        let body = read_buffered(&mut reader, metadata.method());
-                        return finished(body, &reader, &metadata, finish);
-                    }
-                    // Longer: the rest comes on the stream.
-                    Some(stream) => (reader, stream),
-                }
-            }
-            // A large body goes as its prefix and the caller's own buffer,
-            // uncopied: two sends on a stream.
-            Some(_) => {
-                let stream = self
-                    .open(meta, Framed::Two(payload, rest.unwrap_or_default()), true)
-                    .await?;
-                observe::client_stream(stream.id());
-                (Reader::new(self.max()), stream)
-            }
-        };
+        let mut stream = self.open(meta, framed, true).await?;
+        observe::client_stream(stream.id());
+        let mut reader = Reader::new(self.max());
         let body = read_response(&mut reader, &mut stream).await;
-        finished(body, &reader, stream.metadata(), finish)
+        let value = body.and_then(|b| {
+            finish(b, &reader).map_err(|e| response_error(stream.metadata().method(), &e))
+        });
+        drop(stream);
+        value
     }
 
     /// A server-streaming call: sends `request`, and returns the response
@@ -588,14 +553,6 @@ struct Prepared {
     deadline: Option<Instant>,
 }
 
-/// A framed message as its first piece and, when it is two, the second.
-fn pieces(framed: Framed) -> (Bytes, Option<Bytes>) {
-    match framed {
-        Framed::One(b) => (b, None),
-        Framed::Two(prefix, body) => (prefix, Some(body)),
-    }
-}
-
 /// Reads a one-message response and its status.
 async fn read_response(reader: &mut Reader, stream: &mut Stream) -> Result<Bytes, Status> {
     let first = reader.next(stream).await?;
@@ -603,54 +560,18 @@ async fn read_response(reader: &mut Reader, stream: &mut Stream) -> Result<Bytes
         Some(_) => reader.next(stream).await?.is_some(),
         None => false,
     };
-    only_message(reader, first, more, stream.metadata().method())
-}
-
-/// [`read_response`] over a reply that has arrived whole (its end is in
-/// `reader`), so nothing is awaited; `method` names the call in errors.
-fn read_buffered(reader: &mut Reader, method: Option<&str>) -> Result<Bytes, Status> {
-    // Ended: `buffered` always has an answer (a message, the end or an
-    // error); `None` would mean the reply is incomplete.
-    let incomplete = || Status::internal("the reply stopped before its end");
-    let first = reader.buffered()?.ok_or_else(incomplete)?;
-    let more = match first {
-        Some(_) => reader.buffered()?.ok_or_else(incomplete)?.is_some(),
-        None => false,
-    };
-    only_message(reader, first, more, method)
-}
-
-/// A one-message response from its first message, whether another
-/// followed, and its status.
-fn only_message(
-    reader: &Reader,
-    first: Option<Bytes>,
-    more: bool,
-    method: Option<&str>,
-) -> Result<Bytes, Status> {
     if more {
         // A second message before the end: the method streams (its status
-        // may still be to come, so it is not read); the caller's drop of
-        // the stream resets it.
+        // is still to come, so it cannot be read here); the caller's drop
+        // of the stream resets it.
         return Err(Status::invalid_argument(format!(
             "method {:?} sent a unary call more than one response: it streams its \
              responses (call it as server-streaming or bidi)",
-            method.unwrap_or("?")
+            stream.metadata().method().unwrap_or("?")
         )));
     }
     wire::status_of(reader.trailers())?;
     first.ok_or_else(|| Status::internal("response ended without a message"))
-}
-
-/// A unary call's value from its response body: `finish` decodes it, and
-/// its errors name the method `open` carried.
-fn finished<T>(
-    body: Result<Bytes, Status>,
-    reader: &Reader,
-    open: &Metadata,
-    finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
-) -> Result<T, Status> {
-    body.and_then(|b| finish(b, reader).map_err(|e| response_error(open.method(), &e)))
 }
 
 /// The state shared by the streaming handles.

@@ -191,7 +191,7 @@ impl Reader {
 
     /// What the chunks received so far give: a message, the end, or `None`
     /// (receive more).
-    pub(crate) fn buffered(&mut self) -> Result<Option<Option<Bytes>>, Status> {
+    fn buffered(&mut self) -> Result<Option<Option<Bytes>>, Status> {
         if let Some(m) = self.decoder.decode(&mut self.chunk)? {
             return Ok(Some(Some(m)));
         }
@@ -212,7 +212,7 @@ impl Reader {
     }
 
     /// Takes in what one receive gave.
-    pub(crate) fn absorb(
+    fn absorb(
         &mut self,
         chunk: Result<Option<weft_mux::Chunk>, StreamError>,
     ) -> Result<(), Status> {

@@ -327,28 +327,3 @@ async fn json_calls_name_their_codec_and_raw_calls_name_none() {
         .unwrap();
     assert_eq!(upper, "RAW");
 }
-
-/// A one-frame request whose reply comes in many frames, past the stream
-/// window: the mux's unary exchange hands the rest over on a stream and
-/// the call reads it as one message.
-#[tokio::test]
-async fn a_small_request_gets_a_reply_of_many_frames() {
-    let router = Router::new().unary("grow", |_ctx, req: Bytes| async move {
-        Ok(Bytes::from(vec![req[0]; 600 * 1024]))
-    });
-    let p = pair(router).await;
-    let reply = p
-        .client
-        .unary("grow", Bytes::from_static(b"x"))
-        .await
-        .unwrap();
-    assert_eq!(reply.len(), 600 * 1024);
-    assert!(reply.iter().all(|&b| b == b'x'));
-    // And the connection carries on: a one-frame exchange after it.
-    let again = p
-        .client
-        .unary("grow", Bytes::from_static(b"y"))
-        .await
-        .unwrap();
-    assert_eq!(again[0], b'y');
-}
