@@ -41,6 +41,8 @@ mod ejection;
 mod endpoint;
 mod outlier;
 mod pool;
+#[cfg(feature = "tower")]
+mod service;
 
 pub use backoff::Backoff;
 pub use discover::Change;
