@@ -14,7 +14,7 @@ use bytes::Bytes;
 
 use super::{BidiCall, Call, Client, ClientStreamingCall, Streaming};
 use crate::codec::Framed;
-use crate::typed::wire_codec;
+use crate::codec::typed::wire_codec;
 use crate::{CallOptions, Codec, Response, Status};
 
 use super::intercept::Outgoing;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Client, HashMap, Mutex, Shared};
-use crate::meter::{ClientMeters, Metrics};
+use crate::observe::meter::{ClientMeters, Metrics};
 
 impl Shared {
     /// The same settings with other meters, and an empty metadata cache:
@@ -29,7 +29,7 @@ impl Client {
     #[cfg(feature = "tower")]
     #[must_use]
     pub fn with_in_flight_limit(self, n: usize) -> Client {
-        self.with(|s| s.credit = crate::tower::semaphore(n))
+        self.with(|s| s.credit = crate::client::tower::semaphore(n))
     }
 
     /// Whether calls are metered (`weft_rpc_client_*`, see [`Metrics`]):

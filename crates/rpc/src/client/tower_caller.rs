@@ -21,8 +21,8 @@ use tower_service::Service;
 use super::caller::OpenCall;
 use super::intercept::{ClientInterceptors, Outgoing};
 use super::{Caller, Client};
+use crate::codec::typed::{response_error, wire_codec};
 use crate::codec::{DEFAULT_MAX_MESSAGE, Framed};
-use crate::typed::{response_error, wire_codec};
 use crate::{CallOptions, Codec, Response, Status};
 
 /// A call to open, as a tower stack of callers sees it: the method, the
@@ -193,7 +193,7 @@ where
     async fn unary<T>(
         &self,
         req: Result<OpenRequest, Status>,
-        finish: impl FnOnce(Bytes, &crate::wire::Reader) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, &crate::codec::wire::Reader) -> Result<T, Status>,
     ) -> Result<T, Status> {
         let OpenCall(mut call) = self.open(req).await?;
         let body = call.finish().await?;

@@ -36,6 +36,8 @@
 //! costs". (With tracing's `log` feature and no subscriber, call spans
 //! are therefore not forwarded to `log`.)
 
+pub(crate) mod meter;
+
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
@@ -50,7 +52,7 @@ use tracing::{Level, Span, field};
 use weft_frame::Metadata;
 
 use crate::codec::Framed;
-use crate::meter::{CallMeter, ClientMeters};
+use crate::observe::meter::{CallMeter, ClientMeters};
 use crate::{CallOptions, Code, PeerInfo, Status};
 
 /// The metadata key of the W3C trace context.

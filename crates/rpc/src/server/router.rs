@@ -2,12 +2,16 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
+#[cfg(feature = "json")]
+use crate::codec::typed::Json;
+use crate::codec::typed::{Codec, Requests, Responses, With, Wrap};
 use crate::hash::FastHash;
+use crate::server::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
 use crate::{BidiStream, Context, RequestStream, ResponseSink, Status, method};
 
 /// The shape of a method, for listings.
@@ -158,7 +162,7 @@ impl Router {
         Req: serde::de::DeserializeOwned + Send + 'static,
         Resp: serde::Serialize + Send + 'static,
     {
-        use crate::message::Json;
+        use crate::codec::message::Json;
         let h = move |ctx, Json(req): Json<Req>| {
             let fut = handler(ctx, req);
             async move { fut.await.map(Json) }
@@ -195,7 +199,7 @@ impl Router {
         Fut: Future<Output = Result<(), Status>> + Send + 'static,
         Req: serde::de::DeserializeOwned + Send + 'static,
     {
-        use crate::message::Json;
+        use crate::codec::message::Json;
         let h = move |ctx, Json(req): Json<Req>, sink| handler(ctx, req, sink);
         self.add(
             name,
@@ -233,7 +237,7 @@ impl Router {
         Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
         Resp: serde::Serialize + Send + 'static,
     {
-        use crate::message::Json;
+        use crate::codec::message::Json;
         let h = move |ctx, rx| {
             let fut = handler(ctx, rx);
             async move { fut.await.map(Json) }
@@ -313,6 +317,124 @@ impl Router {
     /// How many routes there are (every [`RouteId`] is below it).
     pub(crate) fn len(&self) -> usize {
         self.routes.len()
+    }
+}
+
+/// A set of methods that registers itself on a [`Router`]: what
+/// `#[weft::service]` generates for an implementation of a service trait.
+pub trait IntoRoutes {
+    /// Adds every method to `router`.
+    fn into_routes(self, router: Router) -> Router;
+}
+
+impl Router {
+    /// Adds a service's methods (see [`IntoRoutes`]).
+    ///
+    /// # Panics
+    /// If one of its methods is already registered.
+    pub fn add_service(self, service: impl IntoRoutes) -> Router {
+        service.into_routes(self)
+    }
+
+    /// Registers a unary handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn unary_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Req: Send + 'static,
+        Resp: Send + 'static,
+    {
+        let h = move |ctx, With(req, _): With<C, Req>| Wrap::<_, C> {
+            fut: handler(ctx, req),
+            _c: PhantomData,
+        };
+        let codec = Some(<C as Codec<Req>>::NAME);
+        self.add_coded(name, Shape::Unary, Arc::new(Unary::new(h)), codec)
+    }
+
+    /// Registers a server-streaming handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn server_streaming_codec<C, F, Fut, Req, Resp>(
+        self,
+        name: &str,
+        _codec: C,
+        handler: F,
+    ) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Req, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+        Req: Send + 'static,
+    {
+        let h =
+            move |ctx, With(req, _): With<C, Req>, sink| handler(ctx, req, Responses::new(sink));
+        let codec = Some(<C as Codec<Req>>::NAME);
+        let handler = Arc::new(ServerStreaming::new(h));
+        self.add_coded(name, Shape::ServerStreaming, handler, codec)
+    }
+
+    /// Registers a client-streaming handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn client_streaming_codec<C, F, Fut, Req, Resp>(
+        self,
+        name: &str,
+        _codec: C,
+        handler: F,
+    ) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Resp: Send + 'static,
+    {
+        let h = move |ctx, rx| {
+            let fut = handler(ctx, Requests::new(rx));
+            async move { fut.await.map(With::<C, Resp>::new) }
+        };
+        let codec = Some(<C as Codec<Req>>::NAME);
+        let handler = Arc::new(ClientStreaming::new(h));
+        self.add_coded(name, Shape::ClientStreaming, handler, codec)
+    }
+
+    /// Registers a bidirectional handler on values carried by `codec`. The
+    /// two halves can be moved to two tasks.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn bidi_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, C>, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        let h = move |ctx, s: crate::BidiStream| {
+            let (rx, tx) = s.split();
+            handler(ctx, Requests::new(rx), Responses::new(tx))
+        };
+        let codec = Some(<C as Codec<Req>>::NAME);
+        self.add_coded(name, Shape::Bidi, Arc::new(Bidi::new(h)), codec)
+    }
+
+    /// Registers a bidirectional handler on JSON values.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    #[cfg(feature = "json")]
+    pub fn bidi_json<F, Fut, Req, Resp>(self, name: &str, handler: F) -> Router
+    where
+        Json: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, Json>, Responses<Resp, Json>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        self.bidi_codec(name, Json, handler)
     }
 }
 

@@ -6,6 +6,10 @@
 //! Sans-I/O: [`MessageDecoder`] is fed chunks and returns messages; the
 //! encoder functions return the bytes to send.
 
+pub(crate) mod message;
+pub(crate) mod typed;
+pub(crate) mod wire;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::Status;

@@ -13,19 +13,23 @@ use tokio::time::Instant;
 use weft_frame::Metadata;
 use weft_mux::{Connection, Stream};
 
+use crate::codec::typed::{response_error, wire_codec};
+use crate::codec::wire::{self, Reader};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
-use crate::meter::{ClientMeters, Metrics};
+use crate::observe::meter::{ClientMeters, Metrics};
 use crate::observe::{self, Traced};
-use crate::typed::{response_error, wire_codec};
-use crate::wire::{self, Reader};
 use crate::within::{Within, within};
 use crate::{CallOptions, Codec, Raw, Response, Status, method};
 
 mod caller;
 mod client_streaming;
 mod intercept;
+pub(crate) mod response;
 mod settings;
+pub(crate) mod split;
+#[cfg(feature = "tower")]
+pub(crate) mod tower;
 #[cfg(feature = "tower")]
 mod tower_caller;
 
@@ -72,7 +76,7 @@ pub struct Client {
     /// Run on every call before it is prepared ([`Caller::with_interceptor`]).
     intercept: ClientInterceptors,
     #[cfg(feature = "tower")]
-    tower: crate::tower::TowerSlot,
+    tower: crate::client::tower::TowerSlot,
 }
 
 impl Client {
@@ -100,7 +104,7 @@ impl Client {
                 meters: ClientMeters::new(Metrics::Auto),
                 peer: None,
                 #[cfg(feature = "tower")]
-                credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
+                credit: crate::client::tower::semaphore(crate::client::tower::DEFAULT_IN_FLIGHT),
             }),
             intercept: ClientInterceptors::new(),
             #[cfg(feature = "tower")]
@@ -114,7 +118,7 @@ impl Client {
     }
 
     #[cfg(feature = "tower")]
-    pub(crate) fn tower_slot(&self) -> &crate::tower::TowerSlot {
+    pub(crate) fn tower_slot(&self) -> &crate::client::tower::TowerSlot {
         &self.tower
     }
 
@@ -282,10 +286,10 @@ impl Client {
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let body = crate::message::to_json(request, self.max()).map(Framed::One);
+        let body = crate::codec::message::to_json(request, self.max()).map(Framed::One);
         let codec = Some(<crate::Json as Codec<()>>::NAME);
         self.unary_framed(method, body, codec, opts, |b, _| {
-            crate::message::from_json(&b)
+            crate::codec::message::from_json(&b)
         })
     }
 
@@ -484,7 +488,7 @@ impl Client {
         request: &Req,
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
-        let framed = Framed::One(crate::message::to_json(request, self.max())?);
+        let framed = Framed::One(crate::codec::message::to_json(request, self.max())?);
         let codec = Some(<crate::Json as Codec<()>>::NAME);
         self.start(method, framed, true, opts, codec)
             .await
@@ -706,7 +710,7 @@ impl Call {
 
     #[cfg(feature = "json")]
     async fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Status> {
-        let b = crate::message::to_json(value, self.max)?;
+        let b = crate::codec::message::to_json(value, self.max)?;
         self.send_framed(Framed::One(b)).await
     }
 
@@ -821,7 +825,7 @@ impl Call {
     }
 
     fn decode_json_body<T: serde::de::DeserializeOwned>(&self, b: &[u8]) -> Result<T, Status> {
-        crate::message::from_json(b)
+        crate::codec::message::from_json(b)
             .map_err(|e| response_error(self.stream.metadata().method(), &e))
     }
 }
@@ -886,7 +890,7 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
             obs,
             ..
         } = self.call;
-        crate::split::halves(stream, reader, max, deadline, send_ended, obs)
+        crate::client::split::halves(stream, reader, max, deadline, send_ended, obs)
     }
 }
 

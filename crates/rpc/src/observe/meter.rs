@@ -55,7 +55,7 @@ use tokio::time::Instant;
 
 use crate::codec::Framed;
 use crate::hash::FastHash;
-use crate::router::RouteId;
+use crate::server::router::RouteId;
 use crate::{Code, Status, method};
 
 /// Whether an endpoint records call metrics (`weft_rpc_client_*`,

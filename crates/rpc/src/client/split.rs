@@ -15,10 +15,10 @@ use bytes::Bytes;
 use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 
+use crate::codec::typed::{PendingSend, SendFuture, response_error};
+use crate::codec::wire::{self, Reader};
 use crate::observe::ClientCall;
-use crate::streams::{Role, Slot, end_on, send_on};
-use crate::typed::{PendingSend, SendFuture, response_error};
-use crate::wire::{self, Reader};
+use crate::server::streams::{Role, Slot, end_on, send_on};
 use crate::{Code, Codec, Status};
 
 /// The sending half: [`send`](Self::send), then

@@ -11,8 +11,9 @@ use std::task::{Context as TaskContext, Poll};
 
 use super::hold::{Gate, Hold};
 use super::incoming::{CallOutcome, CallState, IncomingCall, Pending};
-use crate::call::{BoxFuture, Handler, ServerCall};
-use crate::{Context, PeerInfo, Status, observe, wire};
+use crate::codec::wire;
+use crate::server::call::{BoxFuture, Handler, ServerCall};
+use crate::{Context, PeerInfo, Status, observe};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type CallFuture = Pin<Box<dyn Future<Output = Result<CallOutcome, Status>> + Send>>;

@@ -9,7 +9,7 @@ use weft_frame::Metadata;
 use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
 use super::hold::Gate;
-use crate::call::{Handler, ServerCall};
+use crate::server::call::{Handler, ServerCall};
 use crate::{Context, PeerInfo, Status};
 
 /// The part of a call the server keeps until the innermost service lets
