@@ -3,6 +3,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::codec::typed::Codec;
+
 /// A status code: an open newtype, so a code from a newer peer survives and
 /// is shown as a number. The values are gRPC's, so they read familiarly in
 /// logs and map one-to-one onto a gRPC gateway.
@@ -224,7 +226,7 @@ impl Status {
 
     /// Attaches `value` as details, encoded by `codec` (see
     /// [`with_details`](Self::with_details)).
-    pub fn with_details_as<T, C: crate::Codec<T>>(self, _codec: C, value: &T) -> Status {
+    pub fn with_details_as<T, C: Codec<T>>(self, _codec: C, value: &T) -> Status {
         match C::encode(value, MAX_DETAILS) {
             Ok(crate::codec::Framed::One(b)) => {
                 self.with_details(b.slice(crate::codec::PREFIX_LEN..))
@@ -243,7 +245,7 @@ impl Status {
     }
 
     /// The details decoded by `codec`: `None` without details.
-    pub fn details_as<T, C: crate::Codec<T>>(&self, _codec: C) -> Option<Result<T, Status>> {
+    pub fn details_as<T, C: Codec<T>>(&self, _codec: C) -> Option<Result<T, Status>> {
         self.details().map(|d| C::decode(d.clone()))
     }
 

@@ -13,14 +13,18 @@ use tokio::time::Instant;
 use weft_frame::Metadata;
 use weft_mux::{Connection, Stream};
 
+use crate::client::response::Response;
+use crate::codec::typed::{Codec, Raw};
 use crate::codec::typed::{response_error, wire_codec};
 use crate::codec::wire::{self, Reader};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
+use crate::method;
 use crate::observe::meter::{ClientMeters, Metrics};
 use crate::observe::{self, Traced};
+use crate::options::CallOptions;
+use crate::status::Status;
 use crate::within::{Within, within};
-use crate::{CallOptions, Codec, Raw, Response, Status, method};
 
 mod caller;
 mod client_streaming;
@@ -274,7 +278,7 @@ impl Client {
     /// A unary call on JSON values, with options: a call of the [`Json`]
     /// codec (it names it to the server) whose request may be unsized.
     ///
-    /// [`Json`]: crate::Json
+    /// [`Json`]: crate::codec::typed::Json
     #[cfg(feature = "json")]
     pub fn unary_json_with<Req, Resp>(
         &self,
@@ -287,7 +291,7 @@ impl Client {
         Resp: serde::de::DeserializeOwned,
     {
         let body = crate::codec::message::to_json(request, self.max()).map(Framed::One);
-        let codec = Some(<crate::Json as Codec<()>>::NAME);
+        let codec = Some(<crate::codec::typed::Json as Codec<()>>::NAME);
         self.unary_framed(method, body, codec, opts, |b, _| {
             crate::codec::message::from_json(&b)
         })
@@ -432,7 +436,7 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
-        self.call_server_streaming(method, crate::Raw, &request, opts)
+        self.call_server_streaming(method, crate::codec::typed::Raw, &request, opts)
             .await
     }
 
@@ -489,7 +493,7 @@ impl Client {
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
         let framed = Framed::One(crate::codec::message::to_json(request, self.max())?);
-        let codec = Some(<crate::Json as Codec<()>>::NAME);
+        let codec = Some(<crate::codec::typed::Json as Codec<()>>::NAME);
         self.start(method, framed, true, opts, codec)
             .await
             .map(Streaming::new)
@@ -502,12 +506,13 @@ impl Client {
         method: &str,
         opts: &CallOptions,
     ) -> Result<ClientStreamingCall, Status> {
-        self.call_client_streaming(method, crate::Raw, opts).await
+        self.call_client_streaming(method, crate::codec::typed::Raw, opts)
+            .await
     }
 
     /// A bidirectional call.
     pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
-        self.call_bidi(method, crate::Raw, opts).await
+        self.call_bidi(method, crate::codec::typed::Raw, opts).await
     }
 
     async fn start(
@@ -680,7 +685,7 @@ impl Call {
     async fn send_framed(&mut self, framed: Framed) -> Result<(), Status> {
         if self.send_ended {
             return Err(Status::new(
-                crate::Code::FAILED_PRECONDITION,
+                crate::status::Code::FAILED_PRECONDITION,
                 "send after close_send",
             ));
         }
@@ -878,9 +883,14 @@ impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
     }
 
     /// The sending and the receiving half, usable from two tasks (see
-    /// [`BidiSender`](crate::BidiSender)). Messages already received but
+    /// [`BidiSender`](crate::client::split::BidiSender)). Messages already received but
     /// not read stay with the receiving half.
-    pub fn split(self) -> (crate::BidiSender<Req, C>, crate::BidiReceiver<Resp, C>) {
+    pub fn split(
+        self,
+    ) -> (
+        crate::client::split::BidiSender<Req, C>,
+        crate::client::split::BidiReceiver<Resp, C>,
+    ) {
         let Call {
             stream,
             reader,

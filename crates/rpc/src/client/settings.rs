@@ -1,9 +1,10 @@
 //! The builder methods that give a [`Client`] (and the clones made from
 //! it afterwards) other settings than the connection's defaults.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use super::{Client, HashMap, Mutex, Shared};
+use super::{Client, Shared};
 use crate::observe::meter::{ClientMeters, Metrics};
 
 impl Shared {

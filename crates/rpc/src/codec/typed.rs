@@ -23,8 +23,9 @@ use bytes::Bytes;
 
 use crate::codec::message::{Decode, Encode};
 use crate::codec::{self, Framed};
+use crate::server::streams::{RequestStream, ResponseSink};
 use crate::server::streams::{Slot, send_on};
-use crate::{RequestStream, ResponseSink, Status};
+use crate::status::Status;
 
 /// How values of type `T` become messages and back.
 ///
@@ -268,7 +269,7 @@ impl<T, C: Codec<T>> futures_core::Stream for Requests<T, C> {
 pub(crate) type SendFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
 
 /// The message a `Sink` has started sending, if any: the `Sink` side of
-/// [`Responses`] and [`BidiSender`](crate::BidiSender).
+/// [`Responses`] and [`BidiSender`](crate::client::split::BidiSender).
 #[derive(Default)]
 pub(crate) struct PendingSend(Option<SendFuture>);
 

@@ -11,7 +11,7 @@ use weft_frame::{Metadata, Reason};
 use weft_mux::{MuxError, Stream, StreamError};
 
 use crate::codec::{Framed, MessageDecoder};
-use crate::{Code, Status};
+use crate::status::{Code, Status};
 
 /// The trailers for `status`. `OK` allocates nothing.
 pub(crate) fn trailers(status: &Status) -> Metadata {

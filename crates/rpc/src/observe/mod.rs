@@ -30,7 +30,7 @@
 //! is drawn, no metadata read, nothing allocated. With one set, `span!`
 //! returns a disabled span after its cached interest check. The call's
 //! meter is off unless a `metrics` recorder was installed when the client
-//! was made or the connection opened ([`Metrics`](crate::Metrics)): then
+//! was made or the connection opened ([`Metrics`](crate::observe::meter::Metrics)): then
 //! no clock is read either, and a client call's observers are one
 //! `Quiet` value. Measured in docs/BENCHMARKS.md, "What observability
 //! costs". (With tracing's `log` feature and no subscriber, call spans
@@ -53,7 +53,9 @@ use weft_frame::Metadata;
 
 use crate::codec::Framed;
 use crate::observe::meter::{CallMeter, ClientMeters};
-use crate::{CallOptions, Code, PeerInfo, Status};
+use crate::options::CallOptions;
+use crate::server::context::PeerInfo;
+use crate::status::{Code, Status};
 
 /// The metadata key of the W3C trace context.
 pub const TRACEPARENT: &[u8] = b"traceparent";

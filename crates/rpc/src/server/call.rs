@@ -27,12 +27,15 @@ use crate::codec::wire::{self, Reader};
 use crate::observe;
 use crate::observe::meter::CallMeter;
 use crate::server::context::Calls;
+use crate::server::context::Context;
 use crate::server::middleware::Hold;
 use crate::server::mismatch;
 use crate::server::pool::Pool;
+use crate::server::router::Shape;
+use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
 use crate::server::streams::{Closed, Slot};
+use crate::status::{Code, Status};
 use crate::within::within_as;
-use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Shape, Status};
 
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 

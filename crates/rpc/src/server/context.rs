@@ -12,8 +12,9 @@ use weft_frame::Metadata;
 use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
 use crate::hash::FastHash;
+use crate::observe::TraceContext;
+use crate::options::CallOptions;
 use crate::options::Entry;
-use crate::{CallOptions, TraceContext};
 
 /// What the server knows about the other end of a connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -153,7 +154,7 @@ impl Context {
     pub fn call_options(&self) -> CallOptions {
         let mut o = CallOptions::new();
         if let Some(t) = self.trace_context() {
-            o = o.metadata(crate::TRACEPARENT, &t.encode());
+            o = o.metadata(crate::observe::TRACEPARENT, &t.encode());
         }
         if let Some(d) = self.deadline {
             o = o.deadline(d);
@@ -505,7 +506,7 @@ mod tests {
     fn an_untraced_call_passes_the_callers_traceparent_on() {
         let parent = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let meta = Metadata::builder()
-            .custom(crate::TRACEPARENT, parent)
+            .custom(crate::observe::TRACEPARENT, parent)
             .finish();
         let ctx = Context::for_call(
             Arc::from("m"),
@@ -521,7 +522,7 @@ mod tests {
             .call_options()
             .open_metadata("m", None, Instant::now(), None)
             .unwrap();
-        assert_eq!(open.get(crate::TRACEPARENT), Some(&parent[..]));
+        assert_eq!(open.get(crate::observe::TRACEPARENT), Some(&parent[..]));
         // Its own trace, when its span made one, wins.
         let own = TraceContext::parse(parent).map(|t| TraceContext { span_id: 7, ..t });
         let traced =

@@ -34,15 +34,18 @@ use std::task::Poll;
 use weft_mux::{Incoming, Stream};
 
 use crate::codec::DEFAULT_MAX_MESSAGE;
+use crate::deadline;
 use crate::deadline::Arrival;
 use crate::observe;
 use crate::observe::meter::{ConnectionMeter, Meters, Metrics};
 use crate::server::call::{BoxFuture, CallGuard, ServerCall, reject};
 use crate::server::context::Calls;
+use crate::server::context::{Context, PeerInfo};
 use crate::server::middleware::Interceptor;
 use crate::server::open::Open;
 use crate::server::router::RouteId;
-use crate::{Context, PeerInfo, Router, Status, deadline};
+use crate::server::router::Router;
+use crate::status::Status;
 
 /// Serves a [`Router`] on connections, optionally through middleware
 /// ([`interceptor`](Self::interceptor), and `layer` with feature `tower`).
@@ -102,8 +105,8 @@ impl Server {
 
     /// Wraps every call in a tower `Layer` (feature `tower`): auth,
     /// rate limits, `tower::limit::ConcurrencyLimit`, timing... over
-    /// [`IncomingCall`](crate::IncomingCall)s, answering the call's final
-    /// status as a [`CallOutcome`](crate::CallOutcome); see
+    /// [`IncomingCall`](crate::server::middleware::incoming::IncomingCall)s, answering the call's final
+    /// status as a [`CallOutcome`](crate::server::middleware::incoming::CallOutcome); see
     /// [`crate::server::middleware`], and `middleware::layer_fn` for a layer
     /// written as an async closure.
     /// Each further `layer` wraps the stack so far (the last added runs
@@ -113,12 +116,12 @@ impl Server {
     pub fn layer<L>(mut self, layer: L) -> Server
     where
         L: tower_layer::Layer<crate::server::middleware::Layered>,
-        L::Service: tower_service::Service<crate::IncomingCall, Response = crate::CallOutcome>
+        L::Service: tower_service::Service<crate::server::middleware::incoming::IncomingCall, Response = crate::server::middleware::incoming::CallOutcome>
             + Send
             + 'static,
-        <L::Service as tower_service::Service<crate::IncomingCall>>::Error:
+        <L::Service as tower_service::Service<crate::server::middleware::incoming::IncomingCall>>::Error:
             Into<Box<dyn std::error::Error + Send + Sync>>,
-        <L::Service as tower_service::Service<crate::IncomingCall>>::Future: Send + 'static,
+        <L::Service as tower_service::Service<crate::server::middleware::incoming::IncomingCall>>::Future: Send + 'static,
     {
         use crate::server::middleware::{CallService, Layered};
         let inner = self
@@ -244,7 +247,7 @@ impl Server {
         stream: Stream,
         at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
-        trace: Option<crate::TraceContext>,
+        trace: Option<crate::observe::TraceContext>,
     ) -> Option<BoxFuture> {
         let Started {
             peer,

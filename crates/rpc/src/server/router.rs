@@ -11,8 +11,11 @@ use bytes::Bytes;
 use crate::codec::typed::Json;
 use crate::codec::typed::{Codec, Requests, Responses, With, Wrap};
 use crate::hash::FastHash;
+use crate::method;
 use crate::server::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
-use crate::{BidiStream, Context, RequestStream, ResponseSink, Status, method};
+use crate::server::context::Context;
+use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
+use crate::status::Status;
 
 /// The shape of a method, for listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -415,7 +418,7 @@ impl Router {
         F: Fn(Context, Requests<Req, C>, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Status>> + Send + 'static,
     {
-        let h = move |ctx, s: crate::BidiStream| {
+        let h = move |ctx, s: crate::server::streams::BidiStream| {
             let (rx, tx) = s.split();
             handler(ctx, Requests::new(rx), Responses::new(tx))
         };
@@ -441,7 +444,7 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     fn router() -> Router {
         Router::new()

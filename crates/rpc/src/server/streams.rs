@@ -19,10 +19,10 @@ use weft_mux::Stream;
 
 use weft_frame::Metadata;
 
-use crate::Status;
 use crate::codec;
 use crate::codec::wire::{self, Reader};
 use crate::server::context::Calls;
+use crate::status::Status;
 
 /// Where the call's stream is.
 #[derive(Debug)]
