@@ -70,11 +70,13 @@ pub use observe::meter::Metrics;
 pub use observe::{TRACEPARENT, TraceContext};
 pub use options::{CallOptions, Idempotency};
 pub use server::Server;
-pub use server::context::{CancelSignal, Context, PeerInfo, propagates};
+pub use server::context::{CancelSignal, Context, propagates};
 pub use server::middleware::{self, Interceptor};
 #[cfg(feature = "tower")]
 pub use server::middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
-pub use server::router::{IntoRoutes, Router, Shape};
+pub use server::peer::PeerInfo;
+pub use server::route::Shape;
+pub use server::router::{IntoRoutes, Router};
 pub use server::streams::{BidiStream, RequestStream, ResponseSink};
 pub use status::{Code, MAX_DETAILS, Status};
 pub use weft_frame::Metadata;

@@ -25,7 +25,7 @@ use crate::codec::message::{Decode, Encode};
 use crate::codec::{self, Framed};
 use crate::server::streams::{RequestStream, ResponseSink};
 use crate::server::streams::{Slot, send_on};
-use crate::status::Status;
+use crate::status::{MAX_DETAILS, Status};
 
 /// How values of type `T` become messages and back.
 ///
@@ -209,6 +209,28 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         self.project().fut.poll(cx).map(|r| r.map(With::new))
+    }
+}
+
+/// Typed status details: with the codecs rather than in `status.rs`, so
+/// `Status` stays at the bottom of the crate and imports no codec.
+impl Status {
+    /// Attaches `value` as details, encoded by `codec` (see
+    /// [`with_details`](Status::with_details)).
+    pub fn with_details_as<T, C: Codec<T>>(self, _codec: C, value: &T) -> Status {
+        match C::encode(value, MAX_DETAILS) {
+            Ok(Framed::One(b)) => self.with_details(b.slice(codec::PREFIX_LEN..)),
+            Ok(Framed::Two(_, body)) => self.with_details(body),
+            Err(e) => {
+                tracing::warn!(%e, "status details not encoded");
+                self
+            }
+        }
+    }
+
+    /// The details decoded by `codec`: `None` without details.
+    pub fn details_as<T, C: Codec<T>>(&self, _codec: C) -> Option<Result<T, Status>> {
+        self.details().map(|d| C::decode(d.clone()))
     }
 }
 

@@ -56,7 +56,7 @@ use tokio::time::Instant;
 use crate::codec::Framed;
 use crate::hash::FastHash;
 use crate::method;
-use crate::server::router::RouteId;
+use crate::server::route::RouteId;
 use crate::status::{Code, Status};
 
 /// Whether an endpoint records call metrics (`weft_rpc_client_*`,

@@ -54,7 +54,7 @@ use weft_frame::Metadata;
 use crate::codec::Framed;
 use crate::observe::meter::{CallMeter, ClientMeters};
 use crate::options::CallOptions;
-use crate::server::context::PeerInfo;
+use crate::server::peer::PeerInfo;
 use crate::status::{Code, Status};
 
 /// The metadata key of the W3C trace context.

@@ -31,7 +31,7 @@ use crate::server::context::Context;
 use crate::server::middleware::Hold;
 use crate::server::mismatch;
 use crate::server::pool::Pool;
-use crate::server::router::Shape;
+use crate::server::route::Shape;
 use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
 use crate::server::streams::{Closed, Slot};
 use crate::status::{Code, Status};

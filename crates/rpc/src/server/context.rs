@@ -15,40 +15,7 @@ use crate::hash::FastHash;
 use crate::observe::TraceContext;
 use crate::options::CallOptions;
 use crate::options::Entry;
-
-/// What the server knows about the other end of a connection.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PeerInfo {
-    /// The peer's address as text (`ip:port`, a socket path, `memory`), when known.
-    pub addr: Option<String>,
-    /// Whether frames are encrypted on this connection.
-    pub encrypted: bool,
-    /// Whether frames may be compressed on this connection.
-    pub compressed: bool,
-    /// The peer's static public key (Noise XX or IK), which it proved to
-    /// hold; on a server with an allow-list, one of the allowed keys.
-    pub public_key: Option<[u8; 32]>,
-}
-
-impl PeerInfo {
-    /// Peer info with an address and the negotiated switches.
-    pub fn new(addr: Option<String>, encrypted: bool, compressed: bool) -> PeerInfo {
-        PeerInfo {
-            addr,
-            encrypted,
-            compressed,
-            public_key: None,
-        }
-    }
-
-    /// The same, with the peer's static public key.
-    #[must_use]
-    pub fn with_public_key(mut self, key: Option<[u8; 32]>) -> PeerInfo {
-        self.public_key = key;
-        self
-    }
-}
+use crate::server::peer::PeerInfo;
 
 /// The context of one incoming call, handed to its handler.
 ///

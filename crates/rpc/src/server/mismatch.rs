@@ -7,7 +7,7 @@
 //! server-streaming call sends: only the caller can tell, when a second
 //! response arrives.
 
-use crate::server::router::Shape;
+use crate::server::route::Shape;
 use crate::status::{Code, Status};
 
 /// Why a call that must carry one request message did not.

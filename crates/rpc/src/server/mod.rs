@@ -21,7 +21,9 @@ pub(crate) mod context;
 pub mod middleware;
 pub(crate) mod mismatch;
 pub(crate) mod open;
+pub(crate) mod peer;
 pub(crate) mod pool;
+pub(crate) mod route;
 pub(crate) mod router;
 pub(crate) mod streams;
 
@@ -40,10 +42,11 @@ use crate::observe;
 use crate::observe::meter::{ConnectionMeter, Meters, Metrics};
 use crate::server::call::{BoxFuture, CallGuard, ServerCall, reject};
 use crate::server::context::Calls;
-use crate::server::context::{Context, PeerInfo};
+use crate::server::context::Context;
 use crate::server::middleware::Interceptor;
 use crate::server::open::Open;
-use crate::server::router::RouteId;
+use crate::server::peer::PeerInfo;
+use crate::server::route::RouteId;
 use crate::server::router::Router;
 use crate::status::Status;
 

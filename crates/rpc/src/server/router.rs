@@ -14,34 +14,9 @@ use crate::hash::FastHash;
 use crate::method;
 use crate::server::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
 use crate::server::context::Context;
+use crate::server::route::{RouteId, Shape};
 use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
 use crate::status::Status;
-
-/// The shape of a method, for listings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// One request, one response.
-    Unary,
-    /// One request, a stream of responses.
-    ServerStreaming,
-    /// A stream of requests, one response.
-    ClientStreaming,
-    /// Streams both ways.
-    Bidi,
-}
-
-/// A route's place in its [`Router`]'s table: the server resolves a
-/// call's name to it once, as the call opens, and everything after
-/// (handler, metric handles) is found by index, not by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RouteId(u32);
-
-impl RouteId {
-    /// The index into a table with one entry per route.
-    pub(crate) fn index(self) -> usize {
-        self.0 as usize
-    }
-}
 
 #[derive(Clone)]
 pub(crate) struct Route {

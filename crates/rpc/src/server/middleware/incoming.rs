@@ -10,7 +10,8 @@ use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
 use super::hold::Gate;
 use crate::server::call::{Handler, ServerCall};
-use crate::server::context::{Context, PeerInfo};
+use crate::server::context::Context;
+use crate::server::peer::PeerInfo;
 use crate::status::Status;
 
 /// The part of a call the server keeps until the innermost service lets

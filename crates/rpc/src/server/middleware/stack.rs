@@ -14,7 +14,8 @@ use super::incoming::{CallOutcome, CallState, IncomingCall, Pending};
 use crate::codec::wire;
 use crate::observe;
 use crate::server::call::{BoxFuture, Handler, ServerCall};
-use crate::server::context::{Context, PeerInfo};
+use crate::server::context::Context;
+use crate::server::peer::PeerInfo;
 use crate::status::Status;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
