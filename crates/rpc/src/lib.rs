@@ -71,9 +71,14 @@ pub use observe::{TRACEPARENT, TraceContext};
 pub use options::{CallOptions, Idempotency};
 pub use server::Server;
 pub use server::context::{CancelSignal, Context, propagates};
-pub use server::middleware::{self, Interceptor};
+// The public `middleware` module lives with the server under its old path;
+// its items are listed as re-exports of it, as they were before the move.
+#[doc(no_inline)]
+pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
-pub use server::middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
+#[doc(no_inline)]
+pub use middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
+pub use server::middleware;
 pub use server::peer::PeerInfo;
 pub use server::route::Shape;
 pub use server::router::{IntoRoutes, Router};
