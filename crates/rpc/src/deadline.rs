@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use weft_frame::Metadata;
 
-use crate::Status;
+use crate::status::Status;
 
 /// The longest timeout a call may carry: 7 days. Longer values are refused
 /// (`INVALID_ARGUMENT`), on both the sending and the receiving side.
@@ -95,7 +95,7 @@ pub fn remaining(deadline: Instant, now: Instant) -> Result<Duration, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     fn meta_with(micros: u64) -> Metadata {
         // The builder takes a Duration; build the raw entry so any u64 fits.

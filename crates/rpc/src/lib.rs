@@ -42,57 +42,48 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-mod call;
 mod client;
 pub mod codec;
-mod context;
 pub mod deadline;
 mod hash;
-mod message;
-mod meter;
 pub mod method;
-pub mod middleware;
-mod mismatch;
 mod observe;
-mod open;
 mod options;
-mod pool;
-mod response;
-mod router;
 mod server;
-mod split;
 mod status;
-mod streams;
-#[cfg(feature = "tower")]
-mod tower;
-mod typed;
-mod wire;
 mod within;
 
+pub use client::response::Response;
+pub use client::split::{BidiReceiver, BidiSender};
+#[cfg(feature = "tower")]
+pub use client::tower::{DEFAULT_IN_FLIGHT, TypedRequest, TypedService, UnaryRequest};
 pub use client::{
     BidiCall, Caller, Client, ClientInterceptors, ClientStreamingCall, OpenCall, Outgoing,
     Streaming,
 };
 #[cfg(feature = "tower")]
 pub use client::{OpenRequest, OpenService, TowerCaller};
-pub use context::{CancelSignal, Context, PeerInfo, propagates};
-pub use meter::Metrics;
-pub use middleware::Interceptor;
-#[cfg(feature = "tower")]
-pub use middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
+#[cfg(feature = "postcard")]
+pub use codec::typed::Postcard;
+pub use codec::typed::{CODEC_KEY, Codec, Json, Raw, Requests, Responses};
+pub use observe::meter::Metrics;
 pub use observe::{TRACEPARENT, TraceContext};
 pub use options::{CallOptions, Idempotency};
-pub use response::Response;
-pub use router::{Router, Shape};
 pub use server::Server;
-pub use split::{BidiReceiver, BidiSender};
-pub use status::{Code, MAX_DETAILS, Status};
-pub use streams::{BidiStream, RequestStream, ResponseSink};
+pub use server::context::{CancelSignal, Context, propagates};
+// The public `middleware` module lives with the server under its old path;
+// its items are listed as re-exports of it, as they were before the move.
+#[doc(no_inline)]
+pub use middleware::Interceptor;
 #[cfg(feature = "tower")]
-pub use tower::{DEFAULT_IN_FLIGHT, TypedRequest, TypedService, UnaryRequest};
-#[cfg(feature = "postcard")]
-pub use typed::Postcard;
-pub use typed::{CODEC_KEY, Codec, IntoRoutes, Json, Raw, Requests, Responses};
+#[doc(no_inline)]
+pub use middleware::{CallOutcome, CallService, IncomingCall, Layered, layer_fn};
+pub use server::middleware;
+pub use server::peer::PeerInfo;
+pub use server::route::Shape;
+pub use server::router::{IntoRoutes, Router};
+pub use server::streams::{BidiStream, RequestStream, ResponseSink};
+pub use status::{Code, MAX_DETAILS, Status};
 pub use weft_frame::Metadata;
 pub use weft_frame::metadata::{Ascii, Binary, InvalidMetadata, Key as MetadataKey};
 pub use within::{Within, within};

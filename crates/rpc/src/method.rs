@@ -24,7 +24,7 @@
 
 use std::borrow::Cow;
 
-use crate::Status;
+use crate::status::Status;
 
 /// Longest method name accepted, in bytes, before canonicalisation.
 pub const MAX_METHOD_LEN: usize = 256;
@@ -131,7 +131,7 @@ pub fn qualified(name: &str) -> Result<Cow<'_, str>, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     #[test]
     fn canonical_names_are_borrowed() {

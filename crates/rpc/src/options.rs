@@ -7,7 +7,8 @@ use tokio::time::Instant;
 use weft_frame::Metadata;
 use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
-use crate::{Status, deadline};
+use crate::deadline;
+use crate::status::Status;
 
 /// A custom metadata entry: key and value.
 pub(crate) type Entry = (Box<[u8]>, Box<[u8]>);
@@ -244,7 +245,7 @@ impl CallOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     #[test]
     fn effective_deadline_is_the_earlier_one() {

@@ -222,29 +222,9 @@ impl Status {
         self
     }
 
-    /// Attaches `value` as details, encoded by `codec` (see
-    /// [`with_details`](Self::with_details)).
-    pub fn with_details_as<T, C: crate::Codec<T>>(self, _codec: C, value: &T) -> Status {
-        match C::encode(value, MAX_DETAILS) {
-            Ok(crate::codec::Framed::One(b)) => {
-                self.with_details(b.slice(crate::codec::PREFIX_LEN..))
-            }
-            Ok(crate::codec::Framed::Two(_, body)) => self.with_details(body),
-            Err(e) => {
-                tracing::warn!(%e, "status details not encoded");
-                self
-            }
-        }
-    }
-
     /// The details, if any.
     pub fn details(&self) -> Option<&bytes::Bytes> {
         self.details.as_deref()
-    }
-
-    /// The details decoded by `codec`: `None` without details.
-    pub fn details_as<T, C: crate::Codec<T>>(&self, _codec: C) -> Option<Result<T, Status>> {
-        self.details().map(|d| C::decode(d.clone()))
     }
 
     constructors! {

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Timeout};
 
-use crate::Status;
+use crate::status::Status;
 
 /// Runs `work` until `deadline`; past it, `work` is dropped and the result
 /// is `DEADLINE_EXCEEDED`. Without a deadline no timer is armed.
@@ -105,7 +105,7 @@ mod tests {
         let r: Result<(), Status> =
             within_as(Some(deadline), std::future::pending(), "too late").await;
         let e = r.unwrap_err();
-        assert_eq!(e.code(), crate::Code::DEADLINE_EXCEEDED);
+        assert_eq!(e.code(), crate::status::Code::DEADLINE_EXCEEDED);
         assert_eq!(e.message(), "too late");
     }
 
@@ -117,6 +117,6 @@ mod tests {
             Err::<(), _>(Status::internal("x"))
         })
         .await;
-        assert_eq!(r.unwrap_err().code(), crate::Code::INTERNAL);
+        assert_eq!(r.unwrap_err().code(), crate::status::Code::INTERNAL);
     }
 }

@@ -12,10 +12,14 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use super::{BidiCall, Call, Client, ClientStreamingCall, Streaming};
+use super::client_streaming::ClientStreamingCall;
+use super::{BidiCall, Call, Client, Streaming};
+use crate::client::response::Response;
 use crate::codec::Framed;
-use crate::typed::wire_codec;
-use crate::{CallOptions, Codec, Response, Status};
+use crate::codec::typed::Codec;
+use crate::codec::typed::wire_codec;
+use crate::options::CallOptions;
+use crate::status::Status;
 
 use super::intercept::Outgoing;
 

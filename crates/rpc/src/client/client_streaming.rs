@@ -10,13 +10,14 @@ use std::task::{Poll, ready};
 use bytes::Bytes;
 
 use super::Call;
-use crate::{Codec, Raw, Status};
+use crate::codec::typed::{Codec, Raw};
+use crate::status::Status;
 
 /// A client-streaming call in progress: send `Req` values, then
 /// [`finish`](Self::finish) for the `Resp` (raw `Bytes` by default).
 ///
 /// Also a `futures::Sink<Req>`, like the other sending halves
-/// ([`BidiSender`](crate::BidiSender), `Responses`): each message sent
+/// ([`BidiSender`](crate::client::split::BidiSender), `Responses`): each message sent
 /// through the `Sink` interface costs one boxed future (`send` costs
 /// none), and `close` ends the request stream as `finish` does before it
 /// waits for the response.
@@ -88,7 +89,7 @@ impl Held {
             other => {
                 *self = other;
                 Err(Status::new(
-                    crate::Code::FAILED_PRECONDITION,
+                    crate::status::Code::FAILED_PRECONDITION,
                     "start_send before poll_ready",
                 ))
             }
@@ -147,7 +148,7 @@ where
         let held = &mut self.get_mut().held;
         let Held::Here(call) = held else {
             return Err(Status::new(
-                crate::Code::FAILED_PRECONDITION,
+                crate::status::Code::FAILED_PRECONDITION,
                 "start_send before poll_ready",
             ));
         };

@@ -1,13 +1,14 @@
 //! Client interceptors: closures every call of a caller passes before it
 //! is sent, to add metadata (a token, a request id) or refuse the call.
-//! [`ClientInterceptors`] is the stack a [`Client`](crate::Client) or a
+//! [`ClientInterceptors`] is the stack a [`Client`](crate::client::Client) or a
 //! `Channel` holds; [`Outgoing`] is what one interceptor sees.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::{CallOptions, Status};
+use crate::options::CallOptions;
+use crate::status::Status;
 
 type Hook = dyn Fn(&mut Outgoing<'_>) -> Result<(), Status> + Send + Sync;
 
@@ -125,7 +126,10 @@ mod tests {
             assert_eq!(c.metadata(b"k"), Some(&b"1"[..]));
             c.set_metadata(b"k", b"2");
             if c.method() == "no" {
-                return Err(Status::new(crate::Code::UNAUTHENTICATED, "no token"));
+                return Err(Status::new(
+                    crate::status::Code::UNAUTHENTICATED,
+                    "no token",
+                ));
             }
             Ok(())
         });

@@ -1,10 +1,11 @@
 //! The builder methods that give a [`Client`] (and the clones made from
 //! it afterwards) other settings than the connection's defaults.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use super::{Client, HashMap, Mutex, Shared};
-use crate::meter::{ClientMeters, Metrics};
+use super::{Client, Shared};
+use crate::observe::meter::{ClientMeters, Metrics};
 
 impl Shared {
     /// The same settings with other meters, and an empty metadata cache:
@@ -29,7 +30,7 @@ impl Client {
     #[cfg(feature = "tower")]
     #[must_use]
     pub fn with_in_flight_limit(self, n: usize) -> Client {
-        self.with(|s| s.credit = crate::tower::semaphore(n))
+        self.with(|s| s.credit = crate::client::tower::semaphore(n))
     }
 
     /// Whether calls are metered (`weft_rpc_client_*`, see [`Metrics`]):

@@ -18,12 +18,16 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tower_service::Service;
 
+use super::Client;
+use super::caller::Caller;
 use super::caller::OpenCall;
 use super::intercept::{ClientInterceptors, Outgoing};
-use super::{Caller, Client};
+use crate::client::response::Response;
+use crate::codec::typed::Codec;
+use crate::codec::typed::{response_error, wire_codec};
 use crate::codec::{DEFAULT_MAX_MESSAGE, Framed};
-use crate::typed::{response_error, wire_codec};
-use crate::{CallOptions, Codec, Response, Status};
+use crate::options::CallOptions;
+use crate::status::Status;
 
 /// A call to open, as a tower stack of callers sees it: the method, the
 /// options (a layer may change them), and the codec and first message the
@@ -193,7 +197,7 @@ where
     async fn unary<T>(
         &self,
         req: Result<OpenRequest, Status>,
-        finish: impl FnOnce(Bytes, &crate::wire::Reader) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, &crate::codec::wire::Reader) -> Result<T, Status>,
     ) -> Result<T, Status> {
         let OpenCall(mut call) = self.open(req).await?;
         let body = call.finish().await?;

@@ -30,7 +30,7 @@
 //!
 //! Handles are registered once per method per connection on the server
 //! (a method's first call on a connection) and once per method per
-//! [`Client`](crate::Client) (shared by its clones) on the client, then
+//! [`Client`](crate::client::Client) (shared by its clones) on the client, then
 //! kept: a call itself allocates nothing. Handles taken before a recorder
 //! is installed stay no-ops, so install it before serving or making the
 //! client.
@@ -55,8 +55,9 @@ use tokio::time::Instant;
 
 use crate::codec::Framed;
 use crate::hash::FastHash;
-use crate::router::RouteId;
-use crate::{Code, Status, method};
+use crate::method;
+use crate::server::route::RouteId;
+use crate::status::{Code, Status};
 
 /// Whether an endpoint records call metrics (`weft_rpc_client_*`,
 /// `weft_rpc_server_*`), decided once: when a client is made, when a

@@ -17,16 +17,15 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, ready};
 
 use bytes::Bytes;
 
-use crate::call::{Bidi, ClientStreaming, ServerStreaming, Unary};
+use crate::codec::message::{Decode, Encode};
 use crate::codec::{self, Framed};
-use crate::message::{Decode, Encode};
-use crate::streams::{Slot, send_on};
-use crate::{Context, RequestStream, ResponseSink, Router, Shape, Status};
+use crate::server::streams::{RequestStream, ResponseSink};
+use crate::server::streams::{Slot, send_on};
+use crate::status::{MAX_DETAILS, Status};
 
 /// How values of type `T` become messages and back.
 ///
@@ -92,8 +91,8 @@ serde_codec!(
     "json",
     Json,
     "json",
-    |value, max| crate::message::to_json(value, max).map(Framed::One),
-    |body: Bytes| crate::message::from_json(&body)
+    |value, max| crate::codec::message::to_json(value, max).map(Framed::One),
+    |body: Bytes| crate::codec::message::from_json(&body)
 );
 
 /// postcard (feature `postcard`): a compact binary serde format (varint
@@ -170,10 +169,10 @@ pub(crate) fn codec_mismatch(method: &str, want: &str, got: &[u8]) -> Status {
 }
 
 /// A value carried by codec `C`, for the router's handler machinery.
-pub(crate) struct With<C, T>(pub(crate) T, PhantomData<C>);
+pub(crate) struct With<C, T>(pub(crate) T, pub(crate) PhantomData<C>);
 
 impl<C, T> With<C, T> {
-    fn new(t: T) -> Self {
+    pub(crate) fn new(t: T) -> Self {
         With(t, PhantomData)
     }
 }
@@ -195,10 +194,10 @@ pin_project_lite::pin_project! {
     /// combinator, not `async move { fut.await }`, which would hold the
     /// handler's future twice (its capture and its awaited copy) and double
     /// what every move of the call copies.
-    struct Wrap<F, C> {
+    pub(crate) struct Wrap<F, C> {
         #[pin]
-        fut: F,
-        _c: PhantomData<fn() -> C>,
+        pub(crate) fut: F,
+        pub(crate) _c: PhantomData<fn() -> C>,
     }
 }
 
@@ -210,6 +209,28 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         self.project().fut.poll(cx).map(|r| r.map(With::new))
+    }
+}
+
+/// Typed status details: with the codecs rather than in `status.rs`, so
+/// `Status` stays at the bottom of the crate and imports no codec.
+impl Status {
+    /// Attaches `value` as details, encoded by `codec` (see
+    /// [`with_details`](Status::with_details)).
+    pub fn with_details_as<T, C: Codec<T>>(self, _codec: C, value: &T) -> Status {
+        match C::encode(value, MAX_DETAILS) {
+            Ok(Framed::One(b)) => self.with_details(b.slice(codec::PREFIX_LEN..)),
+            Ok(Framed::Two(_, body)) => self.with_details(body),
+            Err(e) => {
+                tracing::warn!(%e, "status details not encoded");
+                self
+            }
+        }
+    }
+
+    /// The details decoded by `codec`: `None` without details.
+    pub fn details_as<T, C: Codec<T>>(&self, _codec: C) -> Option<Result<T, Status>> {
+        self.details().map(|d| C::decode(d.clone()))
     }
 }
 
@@ -270,7 +291,7 @@ impl<T, C: Codec<T>> futures_core::Stream for Requests<T, C> {
 pub(crate) type SendFuture = Pin<Box<dyn Future<Output = Result<(), Status>> + Send>>;
 
 /// The message a `Sink` has started sending, if any: the `Sink` side of
-/// [`Responses`] and [`BidiSender`](crate::BidiSender).
+/// [`Responses`] and [`BidiSender`](crate::client::split::BidiSender).
 #[derive(Default)]
 pub(crate) struct PendingSend(Option<SendFuture>);
 
@@ -355,123 +376,5 @@ impl<T, C: Codec<T>> futures_sink::Sink<T> for Responses<T, C> {
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), Status>> {
         self.get_mut().pending.poll(cx)
-    }
-}
-
-/// A set of methods that registers itself on a [`Router`]: what
-/// `#[weft::service]` generates for an implementation of a service trait.
-pub trait IntoRoutes {
-    /// Adds every method to `router`.
-    fn into_routes(self, router: Router) -> Router;
-}
-
-impl Router {
-    /// Adds a service's methods (see [`IntoRoutes`]).
-    ///
-    /// # Panics
-    /// If one of its methods is already registered.
-    pub fn add_service(self, service: impl IntoRoutes) -> Router {
-        service.into_routes(self)
-    }
-
-    /// Registers a unary handler on values carried by `codec`.
-    ///
-    /// # Panics
-    /// As [`unary`](Self::unary).
-    pub fn unary_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
-    where
-        C: Codec<Req> + Codec<Resp>,
-        F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
-        Req: Send + 'static,
-        Resp: Send + 'static,
-    {
-        let h = move |ctx, With(req, _): With<C, Req>| Wrap::<_, C> {
-            fut: handler(ctx, req),
-            _c: PhantomData,
-        };
-        let codec = Some(<C as Codec<Req>>::NAME);
-        self.add_coded(name, Shape::Unary, Arc::new(Unary::new(h)), codec)
-    }
-
-    /// Registers a server-streaming handler on values carried by `codec`.
-    ///
-    /// # Panics
-    /// As [`unary`](Self::unary).
-    pub fn server_streaming_codec<C, F, Fut, Req, Resp>(
-        self,
-        name: &str,
-        _codec: C,
-        handler: F,
-    ) -> Router
-    where
-        C: Codec<Req> + Codec<Resp>,
-        F: Fn(Context, Req, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), Status>> + Send + 'static,
-        Req: Send + 'static,
-    {
-        let h =
-            move |ctx, With(req, _): With<C, Req>, sink| handler(ctx, req, Responses::new(sink));
-        let codec = Some(<C as Codec<Req>>::NAME);
-        let handler = Arc::new(ServerStreaming::new(h));
-        self.add_coded(name, Shape::ServerStreaming, handler, codec)
-    }
-
-    /// Registers a client-streaming handler on values carried by `codec`.
-    ///
-    /// # Panics
-    /// As [`unary`](Self::unary).
-    pub fn client_streaming_codec<C, F, Fut, Req, Resp>(
-        self,
-        name: &str,
-        _codec: C,
-        handler: F,
-    ) -> Router
-    where
-        C: Codec<Req> + Codec<Resp>,
-        F: Fn(Context, Requests<Req, C>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
-        Resp: Send + 'static,
-    {
-        let h = move |ctx, rx| {
-            let fut = handler(ctx, Requests::new(rx));
-            async move { fut.await.map(With::<C, Resp>::new) }
-        };
-        let codec = Some(<C as Codec<Req>>::NAME);
-        let handler = Arc::new(ClientStreaming::new(h));
-        self.add_coded(name, Shape::ClientStreaming, handler, codec)
-    }
-
-    /// Registers a bidirectional handler on values carried by `codec`. The
-    /// two halves can be moved to two tasks.
-    ///
-    /// # Panics
-    /// As [`unary`](Self::unary).
-    pub fn bidi_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
-    where
-        C: Codec<Req> + Codec<Resp>,
-        F: Fn(Context, Requests<Req, C>, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), Status>> + Send + 'static,
-    {
-        let h = move |ctx, s: crate::BidiStream| {
-            let (rx, tx) = s.split();
-            handler(ctx, Requests::new(rx), Responses::new(tx))
-        };
-        let codec = Some(<C as Codec<Req>>::NAME);
-        self.add_coded(name, Shape::Bidi, Arc::new(Bidi::new(h)), codec)
-    }
-
-    /// Registers a bidirectional handler on JSON values.
-    ///
-    /// # Panics
-    /// As [`unary`](Self::unary).
-    #[cfg(feature = "json")]
-    pub fn bidi_json<F, Fut, Req, Resp>(self, name: &str, handler: F) -> Router
-    where
-        Json: Codec<Req> + Codec<Resp>,
-        F: Fn(Context, Requests<Req, Json>, Responses<Resp, Json>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), Status>> + Send + 'static,
-    {
-        self.bidi_codec(name, Json, handler)
     }
 }

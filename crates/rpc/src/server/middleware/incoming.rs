@@ -9,8 +9,10 @@ use weft_frame::Metadata;
 use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
 use super::hold::Gate;
-use crate::call::{Handler, ServerCall};
-use crate::{Context, PeerInfo, Status};
+use crate::server::call::{Handler, ServerCall};
+use crate::server::context::Context;
+use crate::server::peer::PeerInfo;
+use crate::status::Status;
 
 /// The part of a call the server keeps until the innermost service lets
 /// it run, or ends it with a layer's status.

@@ -8,7 +8,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use super::incoming::{CallOutcome, IncomingCall};
 use super::stack::Layered;
-use crate::Status;
+use crate::status::Status;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

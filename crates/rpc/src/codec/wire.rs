@@ -11,7 +11,7 @@ use weft_frame::{Metadata, Reason};
 use weft_mux::{MuxError, Stream, StreamError};
 
 use crate::codec::{Framed, MessageDecoder};
-use crate::{Code, Status};
+use crate::status::{Code, Status};
 
 /// The trailers for `status`. `OK` allocates nothing.
 pub(crate) fn trailers(status: &Status) -> Metadata {
@@ -246,10 +246,14 @@ impl Reader {
     /// request or response): `INVALID_ARGUMENT` for none or more.
     pub(crate) async fn single(&mut self, stream: &mut Stream) -> Result<Bytes, Status> {
         let Some(msg) = self.next(stream).await? else {
-            return Err(Status::invalid_argument(crate::mismatch::NO_REQUEST));
+            return Err(Status::invalid_argument(
+                crate::server::mismatch::NO_REQUEST,
+            ));
         };
         if self.next(stream).await?.is_some() {
-            return Err(Status::invalid_argument(crate::mismatch::MORE_REQUESTS));
+            return Err(Status::invalid_argument(
+                crate::server::mismatch::MORE_REQUESTS,
+            ));
         }
         Ok(msg)
     }

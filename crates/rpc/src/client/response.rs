@@ -8,7 +8,7 @@
 use weft_frame::Metadata;
 use weft_frame::metadata::{Key, Kind};
 
-use crate::wire::Reader;
+use crate::codec::wire::Reader;
 
 /// A successful call's message, with the response headers and trailers
 /// the handler set (`Context::set_header`, `Context::set_trailer`).

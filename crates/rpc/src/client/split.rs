@@ -15,16 +15,17 @@ use bytes::Bytes;
 use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 
+use crate::codec::typed::Codec;
+use crate::codec::typed::{PendingSend, SendFuture, response_error};
+use crate::codec::wire::{self, Reader};
 use crate::observe::ClientCall;
-use crate::streams::{Role, Slot, end_on, send_on};
-use crate::typed::{PendingSend, SendFuture, response_error};
-use crate::wire::{self, Reader};
-use crate::{Code, Codec, Status};
+use crate::server::streams::{Role, Slot, end_on, send_on};
+use crate::status::{Code, Status};
 
 /// The sending half: [`send`](Self::send), then
 /// [`close_send`](Self::close_send) (dropping it without closing leaves
 /// the server waiting for more, until the deadline).
-pub struct BidiSender<Req = Bytes, C = crate::Raw> {
+pub struct BidiSender<Req = Bytes, C = crate::codec::typed::Raw> {
     slot: Slot,
     max: usize,
     closed: bool,
@@ -111,9 +112,9 @@ impl<Req, C: Codec<Req>> futures_sink::Sink<Req> for BidiSender<Req, C> {
 }
 
 /// The receiving half: [`message`](Self::message), or a
-/// `futures::Stream` of the responses. As [`Streaming`](crate::Streaming),
+/// `futures::Stream` of the responses. As [`Streaming`](crate::client::Streaming),
 /// `Ok(None)` only after the server's explicit end with `OK`.
-pub struct BidiReceiver<Resp = Bytes, C = crate::Raw> {
+pub struct BidiReceiver<Resp = Bytes, C = crate::codec::typed::Raw> {
     slot: Slot,
     reader: Reader,
     /// The `OPEN` metadata, for the method name in decode errors.

@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 
-use crate::Status;
 use crate::codec::{self, Framed};
+use crate::status::Status;
 
 /// A request type a handler can take.
 pub(crate) trait Decode: Sized + Send + 'static {
@@ -70,7 +70,7 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
 #[cfg(all(test, feature = "json"))]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     #[test]
     fn json_round_trip_and_errors() {

@@ -2,39 +2,21 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
+#[cfg(feature = "json")]
+use crate::codec::typed::Json;
+use crate::codec::typed::{Codec, Requests, Responses, With, Wrap};
 use crate::hash::FastHash;
-use crate::{BidiStream, Context, RequestStream, ResponseSink, Status, method};
-
-/// The shape of a method, for listings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// One request, one response.
-    Unary,
-    /// One request, a stream of responses.
-    ServerStreaming,
-    /// A stream of requests, one response.
-    ClientStreaming,
-    /// Streams both ways.
-    Bidi,
-}
-
-/// A route's place in its [`Router`]'s table: the server resolves a
-/// call's name to it once, as the call opens, and everything after
-/// (handler, metric handles) is found by index, not by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RouteId(u32);
-
-impl RouteId {
-    /// The index into a table with one entry per route.
-    pub(crate) fn index(self) -> usize {
-        self.0 as usize
-    }
-}
+use crate::method;
+use crate::server::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
+use crate::server::context::Context;
+use crate::server::route::{RouteId, Shape};
+use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
+use crate::status::Status;
 
 #[derive(Clone)]
 pub(crate) struct Route {
@@ -158,7 +140,7 @@ impl Router {
         Req: serde::de::DeserializeOwned + Send + 'static,
         Resp: serde::Serialize + Send + 'static,
     {
-        use crate::message::Json;
+        use crate::codec::message::Json;
         let h = move |ctx, Json(req): Json<Req>| {
             let fut = handler(ctx, req);
             async move { fut.await.map(Json) }
@@ -195,7 +177,7 @@ impl Router {
         Fut: Future<Output = Result<(), Status>> + Send + 'static,
         Req: serde::de::DeserializeOwned + Send + 'static,
     {
-        use crate::message::Json;
+        use crate::codec::message::Json;
         let h = move |ctx, Json(req): Json<Req>, sink| handler(ctx, req, sink);
         self.add(
             name,
@@ -233,7 +215,7 @@ impl Router {
         Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
         Resp: serde::Serialize + Send + 'static,
     {
-        use crate::message::Json;
+        use crate::codec::message::Json;
         let h = move |ctx, rx| {
             let fut = handler(ctx, rx);
             async move { fut.await.map(Json) }
@@ -316,10 +298,128 @@ impl Router {
     }
 }
 
+/// A set of methods that registers itself on a [`Router`]: what
+/// `#[weft::service]` generates for an implementation of a service trait.
+pub trait IntoRoutes {
+    /// Adds every method to `router`.
+    fn into_routes(self, router: Router) -> Router;
+}
+
+impl Router {
+    /// Adds a service's methods (see [`IntoRoutes`]).
+    ///
+    /// # Panics
+    /// If one of its methods is already registered.
+    pub fn add_service(self, service: impl IntoRoutes) -> Router {
+        service.into_routes(self)
+    }
+
+    /// Registers a unary handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn unary_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Req: Send + 'static,
+        Resp: Send + 'static,
+    {
+        let h = move |ctx, With(req, _): With<C, Req>| Wrap::<_, C> {
+            fut: handler(ctx, req),
+            _c: PhantomData,
+        };
+        let codec = Some(<C as Codec<Req>>::NAME);
+        self.add_coded(name, Shape::Unary, Arc::new(Unary::new(h)), codec)
+    }
+
+    /// Registers a server-streaming handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn server_streaming_codec<C, F, Fut, Req, Resp>(
+        self,
+        name: &str,
+        _codec: C,
+        handler: F,
+    ) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Req, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+        Req: Send + 'static,
+    {
+        let h =
+            move |ctx, With(req, _): With<C, Req>, sink| handler(ctx, req, Responses::new(sink));
+        let codec = Some(<C as Codec<Req>>::NAME);
+        let handler = Arc::new(ServerStreaming::new(h));
+        self.add_coded(name, Shape::ServerStreaming, handler, codec)
+    }
+
+    /// Registers a client-streaming handler on values carried by `codec`.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn client_streaming_codec<C, F, Fut, Req, Resp>(
+        self,
+        name: &str,
+        _codec: C,
+        handler: F,
+    ) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+        Resp: Send + 'static,
+    {
+        let h = move |ctx, rx| {
+            let fut = handler(ctx, Requests::new(rx));
+            async move { fut.await.map(With::<C, Resp>::new) }
+        };
+        let codec = Some(<C as Codec<Req>>::NAME);
+        let handler = Arc::new(ClientStreaming::new(h));
+        self.add_coded(name, Shape::ClientStreaming, handler, codec)
+    }
+
+    /// Registers a bidirectional handler on values carried by `codec`. The
+    /// two halves can be moved to two tasks.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn bidi_codec<C, F, Fut, Req, Resp>(self, name: &str, _codec: C, handler: F) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, C>, Responses<Resp, C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        let h = move |ctx, s: crate::server::streams::BidiStream| {
+            let (rx, tx) = s.split();
+            handler(ctx, Requests::new(rx), Responses::new(tx))
+        };
+        let codec = Some(<C as Codec<Req>>::NAME);
+        self.add_coded(name, Shape::Bidi, Arc::new(Bidi::new(h)), codec)
+    }
+
+    /// Registers a bidirectional handler on JSON values.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    #[cfg(feature = "json")]
+    pub fn bidi_json<F, Fut, Req, Resp>(self, name: &str, handler: F) -> Router
+    where
+        Json: Codec<Req> + Codec<Resp>,
+        F: Fn(Context, Requests<Req, Json>, Responses<Resp, Json>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+    {
+        self.bidi_codec(name, Json, handler)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     fn router() -> Router {
         Router::new()

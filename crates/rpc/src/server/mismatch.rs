@@ -7,7 +7,8 @@
 //! server-streaming call sends: only the caller can tell, when a second
 //! response arrives.
 
-use crate::{Code, Shape, Status};
+use crate::server::route::Shape;
+use crate::status::{Code, Status};
 
 /// Why a call that must carry one request message did not.
 pub(crate) const NO_REQUEST: &str = "expected one message, got none";

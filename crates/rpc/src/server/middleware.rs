@@ -29,15 +29,16 @@
 
 use std::sync::Arc;
 
-use crate::{Context, Status};
+use crate::server::context::Context;
+use crate::status::Status;
 
-mod hold;
+pub(crate) mod hold;
 #[cfg(feature = "tower")]
-mod incoming;
+pub(crate) mod incoming;
 #[cfg(feature = "tower")]
-mod layer_fn;
+pub(crate) mod layer_fn;
 #[cfg(feature = "tower")]
-mod stack;
+pub(crate) mod stack;
 
 pub(crate) use hold::Hold;
 #[cfg(feature = "tower")]

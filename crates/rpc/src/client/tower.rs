@@ -17,7 +17,9 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::{CallOptions, Client, Status};
+use crate::client::Client;
+use crate::options::CallOptions;
+use crate::status::Status;
 
 /// Calls a client lets through `poll_ready` at once, by default.
 pub const DEFAULT_IN_FLIGHT: usize = 100;
@@ -163,7 +165,7 @@ impl Client {
 
 impl<Req, Resp, C> tower_service::Service<TypedRequest<Req, Resp>> for TypedService<C>
 where
-    C: crate::Codec<Req> + crate::Codec<Resp>,
+    C: crate::codec::typed::Codec<Req> + crate::codec::typed::Codec<Resp>,
     Req: Send + 'static,
     Resp: Send + 'static,
 {

@@ -11,8 +11,12 @@ use std::task::{Context as TaskContext, Poll};
 
 use super::hold::{Gate, Hold};
 use super::incoming::{CallOutcome, CallState, IncomingCall, Pending};
-use crate::call::{BoxFuture, Handler, ServerCall};
-use crate::{Context, PeerInfo, Status, observe, wire};
+use crate::codec::wire;
+use crate::observe;
+use crate::server::call::{BoxFuture, Handler, ServerCall};
+use crate::server::context::Context;
+use crate::server::peer::PeerInfo;
+use crate::status::Status;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type CallFuture = Pin<Box<dyn Future<Output = Result<CallOutcome, Status>> + Send>>;
@@ -242,7 +246,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     #[tokio::test(start_paused = true)]
     async fn layer_errors_become_statuses_that_name_them() {

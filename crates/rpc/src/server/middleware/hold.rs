@@ -22,7 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 
-use crate::Status;
+use crate::status::Status;
 
 /// The handler's side of the gate, carried by every served call.
 #[derive(Default)]
@@ -122,7 +122,7 @@ mod gate {
     use std::sync::{Mutex, MutexGuard};
     use std::task::{Context as TaskContext, Poll, Waker};
 
-    use crate::Status;
+    use crate::status::Status;
 
     /// Where a layered call's handler and its layers meet.
     #[derive(Default)]

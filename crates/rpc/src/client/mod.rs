@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, ready};
@@ -13,24 +12,34 @@ use tokio::time::Instant;
 use weft_frame::Metadata;
 use weft_mux::{Connection, Stream};
 
+use crate::client::response::Response;
+use crate::codec::typed::{Codec, Raw};
+use crate::codec::typed::{response_error, wire_codec};
+use crate::codec::wire::{self, Reader};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
-use crate::meter::{ClientMeters, Metrics};
+use crate::method;
+use crate::observe::meter::{ClientMeters, Metrics};
 use crate::observe::{self, Traced};
-use crate::typed::{response_error, wire_codec};
-use crate::wire::{self, Reader};
+use crate::options::CallOptions;
+use crate::status::Status;
 use crate::within::{Within, within};
-use crate::{CallOptions, Codec, Raw, Response, Status, method};
 
 mod caller;
 mod client_streaming;
+mod handles;
 mod intercept;
+pub(crate) mod response;
 mod settings;
+pub(crate) mod split;
+#[cfg(feature = "tower")]
+pub(crate) mod tower;
 #[cfg(feature = "tower")]
 mod tower_caller;
 
 pub use caller::{Caller, OpenCall};
 pub use client_streaming::ClientStreamingCall;
+pub use handles::{BidiCall, Streaming};
 pub use intercept::{ClientInterceptors, Outgoing};
 #[cfg(feature = "tower")]
 pub use tower_caller::{OpenRequest, OpenService, TowerCaller};
@@ -72,7 +81,7 @@ pub struct Client {
     /// Run on every call before it is prepared ([`Caller::with_interceptor`]).
     intercept: ClientInterceptors,
     #[cfg(feature = "tower")]
-    tower: crate::tower::TowerSlot,
+    tower: crate::client::tower::TowerSlot,
 }
 
 impl Client {
@@ -100,7 +109,7 @@ impl Client {
                 meters: ClientMeters::new(Metrics::Auto),
                 peer: None,
                 #[cfg(feature = "tower")]
-                credit: crate::tower::semaphore(crate::tower::DEFAULT_IN_FLIGHT),
+                credit: crate::client::tower::semaphore(crate::client::tower::DEFAULT_IN_FLIGHT),
             }),
             intercept: ClientInterceptors::new(),
             #[cfg(feature = "tower")]
@@ -114,7 +123,7 @@ impl Client {
     }
 
     #[cfg(feature = "tower")]
-    pub(crate) fn tower_slot(&self) -> &crate::tower::TowerSlot {
+    pub(crate) fn tower_slot(&self) -> &crate::client::tower::TowerSlot {
         &self.tower
     }
 
@@ -270,7 +279,7 @@ impl Client {
     /// A unary call on JSON values, with options: a call of the [`Json`]
     /// codec (it names it to the server) whose request may be unsized.
     ///
-    /// [`Json`]: crate::Json
+    /// [`Json`]: crate::codec::typed::Json
     #[cfg(feature = "json")]
     pub fn unary_json_with<Req, Resp>(
         &self,
@@ -282,10 +291,10 @@ impl Client {
         Req: serde::Serialize + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let body = crate::message::to_json(request, self.max()).map(Framed::One);
-        let codec = Some(<crate::Json as Codec<()>>::NAME);
+        let body = crate::codec::message::to_json(request, self.max()).map(Framed::One);
+        let codec = Some(<crate::codec::typed::Json as Codec<()>>::NAME);
         self.unary_framed(method, body, codec, opts, |b, _| {
-            crate::message::from_json(&b)
+            crate::codec::message::from_json(&b)
         })
     }
 
@@ -428,7 +437,7 @@ impl Client {
         request: Bytes,
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
-        self.call_server_streaming(method, crate::Raw, &request, opts)
+        self.call_server_streaming(method, Raw, &request, opts)
             .await
     }
 
@@ -484,8 +493,8 @@ impl Client {
         request: &Req,
         opts: &CallOptions,
     ) -> Result<Streaming, Status> {
-        let framed = Framed::One(crate::message::to_json(request, self.max())?);
-        let codec = Some(<crate::Json as Codec<()>>::NAME);
+        let framed = Framed::One(crate::codec::message::to_json(request, self.max())?);
+        let codec = Some(<crate::codec::typed::Json as Codec<()>>::NAME);
         self.start(method, framed, true, opts, codec)
             .await
             .map(Streaming::new)
@@ -498,12 +507,12 @@ impl Client {
         method: &str,
         opts: &CallOptions,
     ) -> Result<ClientStreamingCall, Status> {
-        self.call_client_streaming(method, crate::Raw, opts).await
+        self.call_client_streaming(method, Raw, opts).await
     }
 
     /// A bidirectional call.
     pub async fn bidi(&self, method: &str, opts: &CallOptions) -> Result<BidiCall, Status> {
-        self.call_bidi(method, crate::Raw, opts).await
+        self.call_bidi(method, Raw, opts).await
     }
 
     async fn start(
@@ -676,7 +685,7 @@ impl Call {
     async fn send_framed(&mut self, framed: Framed) -> Result<(), Status> {
         if self.send_ended {
             return Err(Status::new(
-                crate::Code::FAILED_PRECONDITION,
+                crate::status::Code::FAILED_PRECONDITION,
                 "send after close_send",
             ));
         }
@@ -706,7 +715,7 @@ impl Call {
 
     #[cfg(feature = "json")]
     async fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Status> {
-        let b = crate::message::to_json(value, self.max)?;
+        let b = crate::codec::message::to_json(value, self.max)?;
         self.send_framed(Framed::One(b)).await
     }
 
@@ -741,76 +750,6 @@ impl Call {
     }
 }
 
-/// The responses of a server-streaming call, decoded by `C` (raw `Bytes`
-/// by default). Also a `futures::Stream` of `Result<T, Status>`.
-///
-/// [`message`](Self::message) returns `Ok(None)` only after the server's
-/// explicit end with status `OK`; a reset, a dead connection or an error
-/// status is an `Err`, never a silent end. A response that does not decode
-/// is `INTERNAL`, naming the method.
-pub struct Streaming<T = Bytes, C = Raw> {
-    call: Call,
-    _t: PhantomData<fn() -> (T, C)>,
-}
-
-impl<T, C> std::fmt::Debug for Streaming<T, C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Streaming")
-            .field("call", &self.call)
-            .finish()
-    }
-}
-
-impl<T, C: Codec<T>> Streaming<T, C> {
-    fn new(call: Call) -> Self {
-        Streaming {
-            call,
-            _t: PhantomData,
-        }
-    }
-
-    /// The next message; `Ok(None)` after a successful end.
-    pub async fn message(&mut self) -> Result<Option<T>, Status> {
-        self.call.next_as::<T, C>().await
-    }
-
-    /// The response headers (`Context::set_header`): there as soon as
-    /// the call returns, since it waits for the server's first frame,
-    /// which carries them. A call that sent no message carries its
-    /// headers in its trailers instead (gRPC's "trailers-only" response).
-    pub fn headers(&self) -> Option<&Metadata> {
-        self.call.reader.headers()
-    }
-
-    /// The trailers, once the call ended (custom entries the handler set
-    /// with `Context::set_trailer`, next to the status).
-    pub fn trailers(&self) -> Option<&Metadata> {
-        self.call.reader.trailers()
-    }
-}
-
-impl Streaming {
-    /// The next message as JSON.
-    #[cfg(feature = "json")]
-    pub async fn message_json<T: serde::de::DeserializeOwned>(
-        &mut self,
-    ) -> Result<Option<T>, Status> {
-        let m = self.call.message().await?;
-        self.call.decode_json(m)
-    }
-}
-
-impl<T, C: Codec<T>> futures_core::Stream for Streaming<T, C> {
-    type Item = Result<T, Status>;
-
-    fn poll_next(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<Option<Self::Item>> {
-        self.get_mut().call.poll_next_as::<T, C>(cx)
-    }
-}
-
 #[cfg(feature = "json")]
 impl Call {
     fn decode_json<T: serde::de::DeserializeOwned>(
@@ -821,102 +760,7 @@ impl Call {
     }
 
     fn decode_json_body<T: serde::de::DeserializeOwned>(&self, b: &[u8]) -> Result<T, Status> {
-        crate::message::from_json(b)
+        crate::codec::message::from_json(b)
             .map_err(|e| response_error(self.stream.metadata().method(), &e))
-    }
-}
-
-/// A bidirectional call in progress: send `Req` and receive `Resp` values
-/// (raw `Bytes` by default) from one task, interleaved as the method's
-/// protocol requires. Also a `futures::Stream` of the responses.
-pub struct BidiCall<Req = Bytes, Resp = Bytes, C = Raw> {
-    call: Call,
-    _t: PhantomData<fn(Req, C) -> Resp>,
-}
-
-impl<Req, Resp, C> std::fmt::Debug for BidiCall<Req, Resp, C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.call.fmt_as("BidiCall", f)
-    }
-}
-
-impl<Req, Resp, C: Codec<Req> + Codec<Resp>> BidiCall<Req, Resp, C> {
-    fn new(call: Call) -> Self {
-        BidiCall {
-            call,
-            _t: PhantomData,
-        }
-    }
-
-    /// Sends one message.
-    pub async fn send(&mut self, message: Req) -> Result<(), Status> {
-        self.call.send_value::<Req, C>(&message).await
-    }
-
-    /// Ends this side: the server's `message()` returns `Ok(None)`.
-    pub async fn close_send(&mut self) -> Result<(), Status> {
-        self.call.close_send().await
-    }
-
-    /// The next message from the server; `Ok(None)` after its successful end.
-    pub async fn message(&mut self) -> Result<Option<Resp>, Status> {
-        self.call.next_as::<Resp, C>().await
-    }
-
-    /// The response headers, once received (see [`Streaming::headers`]).
-    pub fn headers(&self) -> Option<&Metadata> {
-        self.call.reader.headers()
-    }
-
-    /// The trailers, once the call ended (see [`Streaming::trailers`]).
-    pub fn trailers(&self) -> Option<&Metadata> {
-        self.call.reader.trailers()
-    }
-
-    /// The sending and the receiving half, usable from two tasks (see
-    /// [`BidiSender`](crate::BidiSender)). Messages already received but
-    /// not read stay with the receiving half.
-    pub fn split(self) -> (crate::BidiSender<Req, C>, crate::BidiReceiver<Resp, C>) {
-        let Call {
-            stream,
-            reader,
-            max,
-            deadline,
-            send_ended,
-            obs,
-            ..
-        } = self.call;
-        crate::split::halves(stream, reader, max, deadline, send_ended, obs)
-    }
-}
-
-impl<Req, Resp, C: Codec<Req> + Codec<Resp>> futures_core::Stream for BidiCall<Req, Resp, C> {
-    type Item = Result<Resp, Status>;
-
-    fn poll_next(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<Option<Self::Item>> {
-        self.get_mut().call.poll_next_as::<Resp, C>(cx)
-    }
-}
-
-impl BidiCall {
-    /// Sends one value as JSON.
-    #[cfg(feature = "json")]
-    pub async fn send_json<T: serde::Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-    ) -> Result<(), Status> {
-        self.call.send_json(value).await
-    }
-
-    /// The next message as JSON.
-    #[cfg(feature = "json")]
-    pub async fn message_json<T: serde::de::DeserializeOwned>(
-        &mut self,
-    ) -> Result<Option<T>, Status> {
-        let m = self.call.message().await?;
-        self.call.decode_json(m)
     }
 }

@@ -13,8 +13,19 @@
 //! yield first); other connections are unaffected either way.
 //!
 //! A method that does not route ends its call with `UNIMPLEMENTED` /
-//! `INVALID_ARGUMENT` here; a routed call runs in [`crate::call`], which
+//! `INVALID_ARGUMENT` here; a routed call runs in [`crate::server::call`], which
 //! gives it exactly one final status.
+
+pub(crate) mod call;
+pub(crate) mod context;
+pub mod middleware;
+pub(crate) mod mismatch;
+pub(crate) mod open;
+pub(crate) mod peer;
+pub(crate) mod pool;
+pub(crate) mod route;
+pub(crate) mod router;
+pub(crate) mod streams;
 
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -24,16 +35,20 @@ use std::task::Poll;
 
 use weft_mux::{Incoming, Stream};
 
-use crate::call::{BoxFuture, CallGuard, ServerCall, reject};
 use crate::codec::DEFAULT_MAX_MESSAGE;
-use crate::context::Calls;
+use crate::deadline;
 use crate::deadline::Arrival;
-use crate::meter::{ConnectionMeter, Meters, Metrics};
-use crate::middleware::Interceptor;
 use crate::observe;
-use crate::open::Open;
-use crate::router::RouteId;
-use crate::{Context, PeerInfo, Router, Status, deadline};
+use crate::observe::meter::{ConnectionMeter, Meters, Metrics};
+use crate::server::call::{BoxFuture, CallGuard, ServerCall, reject};
+use crate::server::context::Calls;
+use crate::server::context::Context;
+use crate::server::middleware::Interceptor;
+use crate::server::open::Open;
+use crate::server::peer::PeerInfo;
+use crate::server::route::RouteId;
+use crate::server::router::Router;
+use crate::status::Status;
 
 /// Serves a [`Router`] on connections, optionally through middleware
 /// ([`interceptor`](Self::interceptor), and `layer` with feature `tower`).
@@ -44,7 +59,7 @@ pub struct Server {
     metrics: Metrics,
     interceptor: Option<Interceptor>,
     #[cfg(feature = "tower")]
-    layers: Option<crate::middleware::Layered>,
+    layers: Option<crate::server::middleware::Layered>,
 }
 
 impl std::fmt::Debug for Server {
@@ -93,9 +108,9 @@ impl Server {
 
     /// Wraps every call in a tower `Layer` (feature `tower`): auth,
     /// rate limits, `tower::limit::ConcurrencyLimit`, timing... over
-    /// [`IncomingCall`](crate::IncomingCall)s, answering the call's final
-    /// status as a [`CallOutcome`](crate::CallOutcome); see
-    /// [`crate::middleware`], and `middleware::layer_fn` for a layer
+    /// [`IncomingCall`](crate::server::middleware::incoming::IncomingCall)s, answering the call's final
+    /// status as a [`CallOutcome`](crate::server::middleware::incoming::CallOutcome); see
+    /// [`crate::server::middleware`], and `middleware::layer_fn` for a layer
     /// written as an async closure.
     /// Each further `layer` wraps the stack so far (the last added runs
     /// first); a `tower::ServiceBuilder` stack is one layer.
@@ -103,15 +118,15 @@ impl Server {
     #[must_use]
     pub fn layer<L>(mut self, layer: L) -> Server
     where
-        L: tower_layer::Layer<crate::middleware::Layered>,
-        L::Service: tower_service::Service<crate::IncomingCall, Response = crate::CallOutcome>
+        L: tower_layer::Layer<crate::server::middleware::Layered>,
+        L::Service: tower_service::Service<crate::server::middleware::incoming::IncomingCall, Response = crate::server::middleware::incoming::CallOutcome>
             + Send
             + 'static,
-        <L::Service as tower_service::Service<crate::IncomingCall>>::Error:
+        <L::Service as tower_service::Service<crate::server::middleware::incoming::IncomingCall>>::Error:
             Into<Box<dyn std::error::Error + Send + Sync>>,
-        <L::Service as tower_service::Service<crate::IncomingCall>>::Future: Send + 'static,
+        <L::Service as tower_service::Service<crate::server::middleware::incoming::IncomingCall>>::Future: Send + 'static,
     {
-        use crate::middleware::{CallService, Layered};
+        use crate::server::middleware::{CallService, Layered};
         let inner = self
             .layers
             .take()
@@ -235,7 +250,7 @@ impl Server {
         stream: Stream,
         at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
-        trace: Option<crate::TraceContext>,
+        trace: Option<crate::observe::TraceContext>,
     ) -> Option<BoxFuture> {
         let Started {
             peer,
@@ -256,7 +271,7 @@ impl Server {
         if let (Some(want), Some(got)) = (route.codec, open.codec)
             && got != want.as_bytes()
         {
-            let status = crate::typed::codec_mismatch(&route.name, want, got);
+            let status = crate::codec::typed::codec_mismatch(&route.name, want, got);
             return Some(Box::pin(reject(stream, status)));
         }
         // The clock is read only for calls that carry a timeout, once per
@@ -306,7 +321,9 @@ impl Server {
         #[cfg(feature = "tower")]
         if let Some(layers) = &self.layers {
             let (name, handler) = (route.name.clone(), route.handler.clone());
-            return Some(crate::middleware::serve(layers, call, name, handler, peer));
+            return Some(crate::server::middleware::serve(
+                layers, call, name, handler, peer,
+            ));
         }
         route.handler.start(call, cx)
     }

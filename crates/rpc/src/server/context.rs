@@ -12,42 +12,10 @@ use weft_frame::Metadata;
 use weft_frame::metadata::{InvalidMetadata, Key, Kind};
 
 use crate::hash::FastHash;
+use crate::observe::TraceContext;
+use crate::options::CallOptions;
 use crate::options::Entry;
-use crate::{CallOptions, TraceContext};
-
-/// What the server knows about the other end of a connection.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PeerInfo {
-    /// The peer's address as text (`ip:port`, a socket path, `memory`), when known.
-    pub addr: Option<String>,
-    /// Whether frames are encrypted on this connection.
-    pub encrypted: bool,
-    /// Whether frames may be compressed on this connection.
-    pub compressed: bool,
-    /// The peer's static public key (Noise XX or IK), which it proved to
-    /// hold; on a server with an allow-list, one of the allowed keys.
-    pub public_key: Option<[u8; 32]>,
-}
-
-impl PeerInfo {
-    /// Peer info with an address and the negotiated switches.
-    pub fn new(addr: Option<String>, encrypted: bool, compressed: bool) -> PeerInfo {
-        PeerInfo {
-            addr,
-            encrypted,
-            compressed,
-            public_key: None,
-        }
-    }
-
-    /// The same, with the peer's static public key.
-    #[must_use]
-    pub fn with_public_key(mut self, key: Option<[u8; 32]>) -> PeerInfo {
-        self.public_key = key;
-        self
-    }
-}
+use crate::server::peer::PeerInfo;
 
 /// The context of one incoming call, handed to its handler.
 ///
@@ -153,7 +121,7 @@ impl Context {
     pub fn call_options(&self) -> CallOptions {
         let mut o = CallOptions::new();
         if let Some(t) = self.trace_context() {
-            o = o.metadata(crate::TRACEPARENT, &t.encode());
+            o = o.metadata(crate::observe::TRACEPARENT, &t.encode());
         }
         if let Some(d) = self.deadline {
             o = o.deadline(d);
@@ -505,7 +473,7 @@ mod tests {
     fn an_untraced_call_passes_the_callers_traceparent_on() {
         let parent = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let meta = Metadata::builder()
-            .custom(crate::TRACEPARENT, parent)
+            .custom(crate::observe::TRACEPARENT, parent)
             .finish();
         let ctx = Context::for_call(
             Arc::from("m"),
@@ -521,7 +489,7 @@ mod tests {
             .call_options()
             .open_metadata("m", None, Instant::now(), None)
             .unwrap();
-        assert_eq!(open.get(crate::TRACEPARENT), Some(&parent[..]));
+        assert_eq!(open.get(crate::observe::TRACEPARENT), Some(&parent[..]));
         // Its own trace, when its span made one, wins.
         let own = TraceContext::parse(parent).map(|t| TraceContext { span_id: 7, ..t });
         let traced =

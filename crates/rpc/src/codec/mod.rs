@@ -6,9 +6,13 @@
 //! Sans-I/O: [`MessageDecoder`] is fed chunks and returns messages; the
 //! encoder functions return the bytes to send.
 
+pub(crate) mod message;
+pub(crate) mod typed;
+pub(crate) mod wire;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::Status;
+use crate::status::Status;
 
 /// Bytes of the length prefix in front of every message.
 pub const PREFIX_LEN: usize = 4;
@@ -236,7 +240,7 @@ impl MessageDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Code;
+    use crate::status::Code;
 
     fn wire(msgs: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();

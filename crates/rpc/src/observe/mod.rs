@@ -30,11 +30,13 @@
 //! is drawn, no metadata read, nothing allocated. With one set, `span!`
 //! returns a disabled span after its cached interest check. The call's
 //! meter is off unless a `metrics` recorder was installed when the client
-//! was made or the connection opened ([`Metrics`](crate::Metrics)): then
+//! was made or the connection opened ([`Metrics`](crate::observe::meter::Metrics)): then
 //! no clock is read either, and a client call's observers are one
 //! `Quiet` value. Measured in docs/BENCHMARKS.md, "What observability
 //! costs". (With tracing's `log` feature and no subscriber, call spans
 //! are therefore not forwarded to `log`.)
+
+pub(crate) mod meter;
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -50,8 +52,10 @@ use tracing::{Level, Span, field};
 use weft_frame::Metadata;
 
 use crate::codec::Framed;
-use crate::meter::{CallMeter, ClientMeters};
-use crate::{CallOptions, Code, PeerInfo, Status};
+use crate::observe::meter::{CallMeter, ClientMeters};
+use crate::options::CallOptions;
+use crate::server::peer::PeerInfo;
+use crate::status::{Code, Status};
 
 /// The metadata key of the W3C trace context.
 pub const TRACEPARENT: &[u8] = b"traceparent";

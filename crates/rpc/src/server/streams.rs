@@ -19,10 +19,10 @@ use weft_mux::Stream;
 
 use weft_frame::Metadata;
 
-use crate::Status;
 use crate::codec;
-use crate::context::Calls;
-use crate::wire::{self, Reader};
+use crate::codec::wire::{self, Reader};
+use crate::server::context::Calls;
+use crate::status::Status;
 
 /// Where the call's stream is.
 #[derive(Debug)]
@@ -308,7 +308,7 @@ impl RequestStream {
         &mut self,
     ) -> Result<Option<T>, Status> {
         match self.message().await? {
-            Some(b) => crate::message::from_json(&b).map(Some),
+            Some(b) => crate::codec::message::from_json(&b).map(Some),
             None => Ok(None),
         }
     }
@@ -355,7 +355,7 @@ impl ResponseSink {
         &mut self,
         value: &T,
     ) -> Result<(), Status> {
-        let b = crate::message::to_json(value, self.max_message)?;
+        let b = crate::codec::message::to_json(value, self.max_message)?;
         self.send_framed(codec::Framed::One(b)).await
     }
 }

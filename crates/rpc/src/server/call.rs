@@ -22,17 +22,20 @@ use tokio::time::Instant;
 use weft_mux::Stream;
 
 use crate::codec::Framed;
-use crate::context::Calls;
-use crate::message::{Decode, Encode};
-use crate::meter::CallMeter;
-use crate::middleware::Hold;
-use crate::mismatch;
+use crate::codec::message::{Decode, Encode};
+use crate::codec::wire::{self, Reader};
 use crate::observe;
-use crate::pool::Pool;
-use crate::streams::{Closed, Slot};
-use crate::wire::{self, Reader};
+use crate::observe::meter::CallMeter;
+use crate::server::context::Calls;
+use crate::server::context::Context;
+use crate::server::middleware::Hold;
+use crate::server::mismatch;
+use crate::server::pool::Pool;
+use crate::server::route::Shape;
+use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
+use crate::server::streams::{Closed, Slot};
+use crate::status::{Code, Status};
 use crate::within::within_as;
-use crate::{BidiStream, Code, Context, RequestStream, ResponseSink, Shape, Status};
 
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
