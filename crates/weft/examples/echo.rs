@@ -20,7 +20,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = stopped.await;
     }));
 
-    // Connect (encryption and compression are negotiated on by default).
+    // One connection, on purpose: it shows what the handshake negotiated
+    // (encryption and compression are on by default). An application's
+    // client is a `weft::Channel`, which reconnects (examples/service.rs).
     let client = weft::connect(&addr, &Config::new()).await?;
     let reply = client
         .unary("echo", Bytes::from_static(b"hello, weft"))
