@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn cell_names_round_trip() {
-        assert_eq!(Cell::all().len(), 12);
+        assert_eq!(Cell::all().len(), 20);
         for cell in Cell::all() {
             assert_eq!(Cell::parse(&cell.name()), Some(cell));
         }
