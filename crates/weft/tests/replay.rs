@@ -22,14 +22,10 @@ use weft::transform::StaticKey;
 use weft::{Client, Config, EncryptionPolicy};
 
 mod support;
-use support::serve_with as start;
+use support::{connect_and_echo_within_retries, serve_with as start};
 
 /// The servers' handshake deadline: every replay must be gone by then.
 const DEADLINE: Duration = Duration::from_secs(1);
-
-/// Retry-safe refusals a real connect may meet before it must get in:
-/// 150 ms in all, far short of the deadline a held slot would last.
-const RETRIES: usize = 3;
 
 async fn echo(c: &Client) {
     let r = c.unary("echo", Bytes::from_static(b"hi")).await.unwrap();
@@ -108,7 +104,7 @@ fn replay(
 /// (each re-opened 20 ms after the server drops it, so every real connect
 /// sets off a chain of replays evicting one another), and a real client
 /// that must connect and call every time, on its first attempt or after
-/// at most [`RETRIES`] retry-safe refusals 50 ms apart (what a `Channel`
+/// at most `support::RETRIES` retry-safe refusals 50 ms apart (what a `Channel`
 /// does). A replay holding a slot would refuse it for the whole handshake
 /// deadline (1 s); the admission policy may still evict a real client
 /// whose handshake the server has not yet read when a newcomer arrives
@@ -125,19 +121,13 @@ async fn replayed_first_flights_hold_no_connection_slot(server: Config, client: 
     let started = Instant::now();
     let mut retried = 0;
     for i in 0..TRIES {
-        let mut refusals = 0;
-        let c = loop {
-            match weft::connect(&addr, &client).await {
-                Ok(c) => break c,
-                Err(e) if e.is_retry_safe() && refusals < RETRIES => {
-                    refusals += 1;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => panic!("try {i}: the real client was turned away: {e}"),
-            }
-        };
+        let (c, refusals) = connect_and_echo_within_retries(
+            &addr,
+            &client,
+            &format!("try {i}: the real client was turned away"),
+        )
+        .await;
         retried += refusals;
-        echo(&c).await;
         c.connection().shutdown(Duration::ZERO).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -33,6 +33,46 @@ pub async fn serve_with(config: Config) -> (String, tokio::sync::oneshot::Sender
     (addr, tx)
 }
 
+/// Retry-safe refusals a real client may meet before it must get in, 50 ms
+/// apart (150 ms in all): what a `Channel` does. The admission policy may
+/// evict a client whose handshake the server has not read yet when a
+/// newcomer arrives (docs/SECURITY.md, "Admission"), likelier on a loaded
+/// machine; a slot held by an attacker would instead refuse it for the
+/// whole handshake deadline.
+pub const RETRIES: usize = 3;
+
+/// `weft::connect` and one `echo` call, both retried after a retry-safe
+/// failure up to [`RETRIES`] times in all (a client evicted after the
+/// handshake, its first record not yet read, sees its first call fail so);
+/// the client and how many retries it needed. Any other error, or one
+/// retry too many, fails with `what` and the error.
+pub async fn connect_and_echo_within_retries(
+    addr: &str,
+    config: &Config,
+    what: &str,
+) -> (weft::Client, usize) {
+    let mut retries = 0;
+    loop {
+        let failed = match weft::connect(addr, config).await {
+            Ok(c) => match c.unary("echo", Bytes::from_static(b"hi")).await {
+                Ok(r) => {
+                    assert_eq!(r, "hi");
+                    return (c, retries);
+                }
+                Err(s) if s.is_retry_safe() => s.to_string(),
+                Err(s) => panic!("{what}: the call failed: {s}"),
+            },
+            Err(e) if e.is_retry_safe() => e.to_string(),
+            Err(e) => panic!("{what}: {e}"),
+        };
+        if retries == RETRIES {
+            panic!("{what}: {failed} (after {RETRIES} retries)");
+        }
+        retries += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// [`echo_router`], counting the calls it serves in `hits`.
 pub fn counted_router(hits: Arc<AtomicUsize>) -> Router {
     let h2 = hits.clone();
