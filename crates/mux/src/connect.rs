@@ -57,8 +57,11 @@ where
     // Sized on demand, as the driver's buffers are: the handshake's
     // messages are small, the driver grows the buffer as frames need, and
     // a buffer reserved up front costs allocator peak mapping per idle
-    // connection even untouched.
-    let mut buf = BytesMut::new();
+    // connection even untouched. Made with its first reserve's capacity
+    // rather than grown to it: a buffer remembers the capacity it was made
+    // with, and once frames share it a reserve allocates at least that
+    // much instead of the few bytes a split frame still needs.
+    let mut buf = BytesMut::with_capacity(READ_FIRST);
     // Boxed: the handshake's state (Noise, offers: over 1 KiB) would
     // otherwise sit inline in this future, and so in the task of every
     // caller that awaits it, for the connection's whole life. One

@@ -161,27 +161,40 @@ impl Reader {
     }
 
     /// Makes room for the next read: reuses the buffer when the frames
-    /// decoded from it are gone, reads into the tail left, and reserves a
-    /// chunk only when nothing is left. Returns the room.
+    /// decoded from it are gone, reads into the tail left while it is
+    /// worth a read, and reserves a chunk otherwise. Returns the room.
     fn make_room(&mut self) -> usize {
         let room = self.buf.capacity() - self.buf.len();
         // Frames decoded earlier may still hold the buffer, so `reserve`
         // would allocate a new one: first try to reuse it, then read into
-        // the tail left, and allocate only when nothing is left. An empty
-        // buffer is rewound whenever it can be (a read into a short tail
-        // leaves a frame split at its end, which must then be moved).
-        let rewind = room < self.chunk && (self.buf.is_empty() || room < self.chunk / 16);
+        // the tail left, and allocate only when the tail is too short to
+        // be worth a read. An empty buffer is rewound whenever it can be (a
+        // read into a short tail leaves a frame split at its end, which
+        // must then be moved).
+        let short = room < self.chunk / MIN_TAIL_PARTS;
+        let rewind = room < self.chunk && (self.buf.is_empty() || short);
         if rewind && self.buf.try_reclaim(self.chunk) {
             return self.buf.capacity() - self.buf.len();
         }
-        if room == 0 {
+        if short {
+            // The codec's reserve for the rest of a split frame leaves a
+            // tail of just that many bytes (a shared buffer is replaced by
+            // one of exactly the size asked): reading into it would cost a
+            // read per header and one per body, and with many replies in
+            // flight every frame split so.
             if self.has_buffer {
                 // Frames still hold the last one (replies waiting for their
                 // callers' tasks): a bigger chunk lasts until they are gone,
                 // so a busy connection settles at reusing its buffer.
                 self.chunk = (self.chunk * 2).min(READ_CHUNK_MAX);
             }
-            self.buf.reserve(self.chunk);
+            if self.buf.capacity() == 0 {
+                // Made with its capacity, a buffer remembers it: once
+                // shared, a reserve on it allocates at least that much.
+                self.buf = BytesMut::with_capacity(self.chunk);
+            } else {
+                self.buf.reserve(self.chunk);
+            }
             self.has_buffer = true;
         }
         self.buf.capacity() - self.buf.len()
@@ -200,6 +213,9 @@ impl Reader {
 /// The first reserve of a connection's read buffer (and the handshake's):
 /// a settings frame, a ping or a small call fits.
 pub(crate) const READ_FIRST: usize = 1024;
+/// A tail shorter than this part of a chunk is not read into: a chunk is
+/// reserved instead.
+const MIN_TAIL_PARTS: usize = 16;
 /// The largest reserve a read makes (larger frames reserve what they need).
 const READ_CHUNK_MAX: usize = 16 * 1024;
 /// Read calls per poll before yielding to other tasks.
@@ -510,5 +526,49 @@ mod tests {
         r.unblock();
         assert!(r.is_ended());
         assert!(!reader().end(), "ended while reading: nothing owed");
+    }
+
+    /// With replies in flight, frames decoded from the buffer still hold
+    /// it, and the codec's reserve for a split frame's rest leaves a tail
+    /// of just those bytes: the next read must get a chunk, not that tail
+    /// (reads of 16 and 8 bytes, two per frame, were 2 system calls per
+    /// call at 64 in flight).
+    #[test]
+    fn a_tail_left_by_the_codecs_reserve_is_not_read_into() {
+        // A buffer that does not remember a capacity (as the handshake's
+        // may not): a shared reserve on it allocates just what is asked.
+        let mut buf = BytesMut::new();
+        buf.reserve(READ_FIRST);
+        let (_, inbound) = crate::pipeline::passthrough(Default::default());
+        let mut r = Reader::new(inbound, buf);
+        fill_and_split(&mut r);
+        let room = r.make_room();
+        assert!(
+            room >= r.chunk / MIN_TAIL_PARTS,
+            "a read into {room} bytes (chunk {})",
+            r.chunk
+        );
+    }
+
+    /// A buffer the reader makes remembers its capacity, so the codec's
+    /// reserve on it while frames hold it asks for a real buffer, not for
+    /// the few bytes it needs.
+    #[test]
+    fn the_readers_own_buffer_remembers_its_capacity() {
+        let mut r = reader();
+        assert!(r.make_room() >= READ_FIRST);
+        fill_and_split(&mut r);
+        assert!(r.buf.capacity() >= READ_FIRST, "{}", r.buf.capacity());
+    }
+
+    /// A read that filled the buffer: frames still held by their callers,
+    /// then the first 8 bytes of a split frame's header, for whose rest
+    /// the codec reserves.
+    fn fill_and_split(r: &mut Reader) {
+        let cap = r.buf.capacity();
+        r.buf.resize(cap, 7);
+        let held = r.buf.split_to(cap - 8).freeze();
+        r.buf.reserve(8);
+        std::mem::forget(held);
     }
 }
