@@ -39,3 +39,15 @@ fn unary_concurrent_8(bencher: divan::Bencher<'_, '_>) {
     }
     bencher.bench_local(|| loopback.call_eight());
 }
+
+/// Sixty-four calls at once on one connection (eight joined groups of
+/// eight): replies arrive in batches while earlier ones still hold the
+/// read buffer.
+#[divan::bench]
+fn unary_concurrent_64(bencher: divan::Bencher<'_, '_>) {
+    let loopback = weft_benches::e2e::Loopback::start(false);
+    for _ in 0..10 {
+        loopback.call_sixty_four();
+    }
+    bencher.bench_local(|| loopback.call_sixty_four());
+}

@@ -100,10 +100,52 @@ impl Loopback {
             tokio::join!(one(), one(), one(), one(), one(), one(), one(), one())
         });
         let replies = self.rt.block_on(joined);
-        let (a, b, c, d, e, f, g, h) = replies;
-        for r in [a, b, c, d, e, f, g, h] {
-            assert_eq!(r.expect("unary call"), RESPONSE);
-        }
+        check_eight(replies);
+    }
+
+    /// Sixty-four calls at once on the one connection, to completion: eight
+    /// joined groups of eight (`tokio::join!` allocates nothing itself, so
+    /// every allocation counted is weft's). Replies then arrive in batches
+    /// while earlier ones still hold the read buffer: the path where a
+    /// read-buffer policy that allocates per frame shows.
+    pub fn call_sixty_four(&self) {
+        let c = &self.client;
+        let one = || c.unary(METHOD, Bytes::new());
+        let eight = || async {
+            check_eight(tokio::join!(
+                one(),
+                one(),
+                one(),
+                one(),
+                one(),
+                one(),
+                one(),
+                one()
+            ));
+        };
+        let joined = std::pin::pin!(async {
+            tokio::join!(
+                eight(),
+                eight(),
+                eight(),
+                eight(),
+                eight(),
+                eight(),
+                eight(),
+                eight()
+            )
+        });
+        self.rt.block_on(joined);
+    }
+}
+
+type Reply = Result<Bytes, Status>;
+
+/// Panics unless all eight replies are the method's answer.
+fn check_eight(replies: (Reply, Reply, Reply, Reply, Reply, Reply, Reply, Reply)) {
+    let (a, b, c, d, e, f, g, h) = replies;
+    for r in [a, b, c, d, e, f, g, h] {
+        assert_eq!(r.expect("unary call"), RESPONSE);
     }
 }
 
@@ -152,5 +194,33 @@ impl Default for UnaryEight {
 impl Op for UnaryEight {
     fn run(&mut self) {
         self.loopback.call_eight();
+    }
+}
+
+/// Sixty-four concurrent unary calls over one plain [`Loopback`]
+/// connection.
+#[derive(Debug)]
+pub struct UnarySixtyFour {
+    loopback: Loopback,
+}
+
+impl UnarySixtyFour {
+    /// A connected pair, plain.
+    pub fn new() -> Self {
+        UnarySixtyFour {
+            loopback: Loopback::start(false),
+        }
+    }
+}
+
+impl Default for UnarySixtyFour {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Op for UnarySixtyFour {
+    fn run(&mut self) {
+        self.loopback.call_sixty_four();
     }
 }

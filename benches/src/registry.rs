@@ -88,6 +88,11 @@ pub fn targets() -> Vec<Target> {
             label: "e2e 8 concurrent unary calls, plain",
             make: || Box::new(e2e::UnaryEight::new()),
         },
+        Target {
+            name: "e2e/unary_concurrent_64",
+            label: "e2e 64 concurrent unary calls, plain",
+            make: || Box::new(e2e::UnarySixtyFour::new()),
+        },
     ]
 }
 
