@@ -15,7 +15,7 @@ use weft_mux::{Connection, Stream};
 use crate::client::response::Response;
 use crate::codec::typed::{Codec, Raw};
 use crate::codec::typed::{response_error, wire_codec};
-use crate::codec::wire::{self, Reader};
+use crate::codec::wire::{self, Only, Reader};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
 use crate::method;
@@ -564,21 +564,20 @@ struct Prepared {
 
 /// Reads a one-message response and its status.
 async fn read_response(reader: &mut Reader, stream: &mut Stream) -> Result<Bytes, Status> {
-    let first = reader.next(stream).await?;
-    let more = match first {
-        Some(_) => reader.next(stream).await?.is_some(),
-        None => false,
+    let first = match reader.only(stream).await? {
+        Only::One(msg) => Some(msg),
+        Only::None => None,
+        Only::More => {
+            // A second message before the end: the method streams (its
+            // status is still to come, so it cannot be read here); the
+            // caller's drop of the stream resets it.
+            return Err(Status::invalid_argument(format!(
+                "method {:?} sent a unary call more than one response: it streams its \
+                 responses (call it as server-streaming or bidi)",
+                stream.metadata().method().unwrap_or("?")
+            )));
+        }
     };
-    if more {
-        // A second message before the end: the method streams (its status
-        // is still to come, so it cannot be read here); the caller's drop
-        // of the stream resets it.
-        return Err(Status::invalid_argument(format!(
-            "method {:?} sent a unary call more than one response: it streams its \
-             responses (call it as server-streaming or bidi)",
-            stream.metadata().method().unwrap_or("?")
-        )));
-    }
     wire::status_of(reader.trailers())?;
     first.ok_or_else(|| Status::internal("response ended without a message"))
 }

@@ -117,6 +117,17 @@ pub(crate) fn from_mux(e: &MuxError) -> Status {
     }
 }
 
+/// What a direction meant to carry one message carried.
+#[derive(Debug)]
+pub(crate) enum Only {
+    /// It ended without a message.
+    None,
+    /// One message, then its end.
+    One(Bytes),
+    /// A message and another after it.
+    More,
+}
+
 /// Reads the messages of one direction of a call, then its end.
 #[derive(Debug)]
 pub(crate) struct Reader {
@@ -245,17 +256,33 @@ impl Reader {
     /// The only message of a direction that carries exactly one (a unary
     /// request or response): `INVALID_ARGUMENT` for none or more.
     pub(crate) async fn single(&mut self, stream: &mut Stream) -> Result<Bytes, Status> {
-        let Some(msg) = self.next(stream).await? else {
-            return Err(Status::invalid_argument(
+        match self.only(stream).await? {
+            Only::One(msg) => Ok(msg),
+            Only::None => Err(Status::invalid_argument(
                 crate::server::mismatch::NO_REQUEST,
-            ));
-        };
-        if self.next(stream).await?.is_some() {
-            return Err(Status::invalid_argument(
+            )),
+            Only::More => Err(Status::invalid_argument(
                 crate::server::mismatch::MORE_REQUESTS,
-            ));
+            )),
         }
-        Ok(msg)
+    }
+
+    /// The first message and whether another followed it before the end
+    /// (which is then not waited for: a direction that streams may never
+    /// end by itself).
+    pub(crate) async fn only(&mut self, stream: &mut Stream) -> Result<Only, Status> {
+        let Some(first) = self.next(stream).await? else {
+            return Ok(Only::None);
+        };
+        // The common case: the frame that carried the message ended the
+        // direction too, so looking for a second one would find the end.
+        if self.ended && self.chunk.is_empty() && !self.decoder.is_mid_message() {
+            return Ok(Only::One(first));
+        }
+        Ok(match self.next(stream).await? {
+            Some(_) => Only::More,
+            None => Only::One(first),
+        })
     }
 
     /// The sender's headers, once received (the first frame with metadata
