@@ -11,8 +11,10 @@ fn main() {
     divan::main();
 }
 
+use weft_benches::e2e::Loopback;
+
 fn unary(bencher: divan::Bencher<'_, '_>, encrypted: bool) {
-    let loopback = weft_benches::e2e::Loopback::start(encrypted);
+    let loopback = Loopback::start(encrypted);
     for _ in 0..200 {
         loopback.call();
     }
@@ -29,15 +31,20 @@ fn unary_encrypted(bencher: divan::Bencher<'_, '_>) {
     unary(bencher, true);
 }
 
+/// Calls at once on one connection, `batch` per op, after `warm_up`.
+fn joined(bencher: divan::Bencher<'_, '_>, batch: fn(&Loopback), warm_up: usize) {
+    let loopback = Loopback::start(false);
+    for _ in 0..warm_up {
+        batch(&loopback);
+    }
+    bencher.bench_local(|| batch(&loopback));
+}
+
 /// Eight calls at once on one connection (`tokio::join!`): writes are
 /// batched by the connection task and frames queue per stream.
 #[divan::bench]
 fn unary_concurrent_8(bencher: divan::Bencher<'_, '_>) {
-    let loopback = weft_benches::e2e::Loopback::start(false);
-    for _ in 0..50 {
-        loopback.call_eight();
-    }
-    bencher.bench_local(|| loopback.call_eight());
+    joined(bencher, Loopback::call_eight, 50);
 }
 
 /// Sixty-four calls at once on one connection (eight joined groups of
@@ -45,9 +52,5 @@ fn unary_concurrent_8(bencher: divan::Bencher<'_, '_>) {
 /// read buffer.
 #[divan::bench]
 fn unary_concurrent_64(bencher: divan::Bencher<'_, '_>) {
-    let loopback = weft_benches::e2e::Loopback::start(false);
-    for _ in 0..10 {
-        loopback.call_sixty_four();
-    }
-    bencher.bench_local(|| loopback.call_sixty_four());
+    joined(bencher, Loopback::call_sixty_four, 10);
 }

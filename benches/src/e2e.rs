@@ -170,57 +170,36 @@ impl Op for Unary {
     }
 }
 
-/// Eight concurrent unary calls over one plain [`Loopback`] connection.
+/// Concurrent unary calls over one plain [`Loopback`] connection: a
+/// batch of eight ([`Loopback::call_eight`]) or of sixty-four
+/// ([`Loopback::call_sixty_four`]) per op.
 #[derive(Debug)]
-pub struct UnaryEight {
+pub struct UnaryJoined {
     loopback: Loopback,
+    batch: fn(&Loopback),
 }
 
-impl UnaryEight {
-    /// A connected pair, plain.
-    pub fn new() -> Self {
-        UnaryEight {
+impl UnaryJoined {
+    /// Eight calls per op.
+    pub fn eight() -> Self {
+        Self::with(Loopback::call_eight)
+    }
+
+    /// Sixty-four calls per op.
+    pub fn sixty_four() -> Self {
+        Self::with(Loopback::call_sixty_four)
+    }
+
+    fn with(batch: fn(&Loopback)) -> Self {
+        UnaryJoined {
             loopback: Loopback::start(false),
+            batch,
         }
     }
 }
 
-impl Default for UnaryEight {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Op for UnaryEight {
+impl Op for UnaryJoined {
     fn run(&mut self) {
-        self.loopback.call_eight();
-    }
-}
-
-/// Sixty-four concurrent unary calls over one plain [`Loopback`]
-/// connection.
-#[derive(Debug)]
-pub struct UnarySixtyFour {
-    loopback: Loopback,
-}
-
-impl UnarySixtyFour {
-    /// A connected pair, plain.
-    pub fn new() -> Self {
-        UnarySixtyFour {
-            loopback: Loopback::start(false),
-        }
-    }
-}
-
-impl Default for UnarySixtyFour {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Op for UnarySixtyFour {
-    fn run(&mut self) {
-        self.loopback.call_sixty_four();
+        (self.batch)(&self.loopback);
     }
 }

@@ -86,12 +86,12 @@ pub fn targets() -> Vec<Target> {
         Target {
             name: "e2e/unary_concurrent_8",
             label: "e2e 8 concurrent unary calls, plain",
-            make: || Box::new(e2e::UnaryEight::new()),
+            make: || Box::new(e2e::UnaryJoined::eight()),
         },
         Target {
             name: "e2e/unary_concurrent_64",
             label: "e2e 64 concurrent unary calls, plain",
-            make: || Box::new(e2e::UnarySixtyFour::new()),
+            make: || Box::new(e2e::UnaryJoined::sixty_four()),
         },
     ]
 }
