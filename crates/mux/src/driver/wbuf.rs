@@ -13,8 +13,10 @@ use tokio::io::AsyncWrite;
 
 /// Payloads chained at most at once: each adds up to two `IoSlice`s to a
 /// write (its bytes and the buffer bytes before it); the encoder stops
-/// taking frames when this many wait.
-const MAX_CHAINED: usize = 16;
+/// taking frames when this many wait. 64 payloads of 64 KiB are 4 MiB, more
+/// than a write batch holds (`write::MAX_BATCH`), and 129
+/// slices stay well under `IOV_MAX` (1024 on Linux).
+const MAX_CHAINED: usize = 64;
 
 /// Slices a vectored write passes at most.
 const MAX_SLICES: usize = 2 * MAX_CHAINED + 1;

@@ -2,6 +2,12 @@
 //! into one buffer and writes it; with other streams in flight the
 //! connection task does, after one yield, so many calls share a syscall.
 //! Large payloads are chained rather than copied (see [`WriteBuf`]).
+//!
+//! A batch is bounded by what the transport took lately ([`Batch`]): the
+//! frames of a large message leave in a few large vectored writes while
+//! the transport takes them whole, and when it pushes back the next batch
+//! is cut to what it took, so a small frame queued later waits behind
+//! little of ours (the session still hands out frames round robin).
 
 use std::io;
 use std::task::{Context, Poll};
@@ -18,9 +24,12 @@ use crate::pipeline::Outbound;
 pub(super) struct Writer {
     outbound: Outbound,
     buf: WriteBuf,
-    /// Bytes encoded ahead of a write at most (a `u32`, so it packs with
-    /// the flags: the connection's state has a size class to fit).
+    /// Bytes copied into the buffer ahead of a write at most (a `u32`, so
+    /// it packs with the flags: the connection's state has a size class
+    /// to fit).
     coalesce: u32,
+    /// Bytes, copied and chained, encoded ahead of a write at most.
+    batch: Batch,
     needs_flush: bool,
     pub(super) shut: bool,
 }
@@ -31,6 +40,44 @@ impl std::fmt::Debug for Writer {
             .field("buffered", &self.buf.len())
             .field("shut", &self.shut)
             .finish_non_exhaustive()
+    }
+}
+
+/// A write batch's byte bound, from what the transport took: doubled (up to
+/// [`MAX_BATCH`]) after a write that took all it was given, cut to what it
+/// took (at least [`MIN_BATCH`]) after one that took part. Whatever a write
+/// leaves stays ahead of every frame encoded after it, so the bound is
+/// what a small message can find queued in our buffer; TCP's congestion
+/// window grows and shrinks the same way.
+#[derive(Clone, Copy, Debug)]
+struct Batch(u32);
+
+/// A batch's largest bound: 1 MiB, a large message in one vectored write.
+const MAX_BATCH: u32 = 1 << 20;
+
+/// A batch's smallest bound, and the smallest piece a data frame is cut to
+/// to fit one: 16 KiB, the frame size of h2 and grpc-go (smaller frames cost
+/// more per byte than the wait they save).
+const MIN_BATCH: u32 = 16 * 1024;
+
+impl Batch {
+    fn new(coalesce: usize) -> Batch {
+        let first = u32::try_from(coalesce).unwrap_or(MAX_BATCH);
+        Batch(first.clamp(MIN_BATCH, MAX_BATCH))
+    }
+
+    /// The bound in bytes.
+    fn bytes(self) -> usize {
+        self.0 as usize
+    }
+
+    /// Learns from a write that took `took` of `offered` bytes.
+    fn wrote(&mut self, took: usize, offered: usize) {
+        self.0 = if took >= offered {
+            self.0.saturating_mul(2).min(MAX_BATCH)
+        } else {
+            u32::try_from(took).unwrap_or(MAX_BATCH).clamp(MIN_BATCH, MAX_BATCH)
+        };
     }
 }
 
@@ -45,6 +92,7 @@ impl Writer {
             outbound,
             buf: WriteBuf::with_capacity(WRITE_FIRST),
             coalesce: u32::try_from(coalesce).unwrap_or(u32::MAX),
+            batch: Batch::new(coalesce),
             needs_flush: false,
             shut: false,
         }
@@ -160,11 +208,16 @@ impl Inner {
         loop {
             // `has_transmit` is a few field tests; a `poll_transmit` that
             // finds nothing still moves an `Option<Frame>` around.
-            while w.buf.len() < w.coalesce as usize
+            while w.buf.bytes.len() < w.coalesce as usize
+                && w.buf.len() < w.batch.bytes()
                 && w.buf.can_chain()
                 && self.session.has_transmit()
             {
-                let Some(frame) = self.session.poll_transmit() else {
+                // A data frame is cut to the batch's room, but not below
+                // the smallest batch (a few bytes of room would make a
+                // frame of a few bytes).
+                let room = (w.batch.bytes() - w.buf.len()).max(MIN_BATCH as usize);
+                let Some(frame) = self.session.poll_transmit_within(room) else {
                     break;
                 };
                 let encoded = if vectored {
@@ -195,9 +248,13 @@ impl Inner {
                 }
                 return Ok(());
             }
+            let offered = w.buf.len();
             match w.buf.poll_write(io.get_mut(), &mut cx) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(_)) => w.needs_flush = true,
+                Poll::Ready(Ok(n)) => {
+                    w.batch.wrote(n, offered);
+                    w.needs_flush = true;
+                }
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => return Ok(()),
             }
