@@ -86,14 +86,7 @@ async fn a_small_calls_p99_beside_a_1_mib_transfer_is_at_most_twice_alone() {
         queue: 16 * 1024,
     };
     let (a, b) = link_pair(link);
-    // 16 KiB frames (h2's and grpc-go's default): with weft's default of
-    // 64 KiB a small frame waits behind whole 64 KiB frames at the
-    // bottleneck, and this link gives 20 ms beside against 6 ms alone.
-    let mut config = Config::default();
-    config.limits(weft_frame::Limits {
-        max_payload: 16 * 1024,
-        ..weft_frame::Limits::default()
-    });
+    let config = Config::default();
     let ((client, _), (_server, incoming)) = pair_over(a, b, config.clone(), config).await;
     tokio::spawn(echo_all(incoming));
     let small = || Bytes::from_static(b"ping");
