@@ -82,14 +82,9 @@ pub fn small_calls(transfers: usize, length: Duration, frame: Option<u32>) -> La
             *noted.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
             async move { Ok::<_, Status>(req) }
         });
-        tokio::spawn(weft::serve(
-            listener,
-            routes,
-            config.clone(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        tokio::spawn(weft::serve(listener, routes, config.clone(), async {
+            let _ = stopped.await;
+        }));
         let client: Client = weft::connect(&addr, &config).await.expect("connect");
         let (large, small) = (message(LARGE), message(SMALL));
         // Warm both message sizes up, not timed.

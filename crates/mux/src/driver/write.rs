@@ -76,7 +76,9 @@ impl Batch {
         self.0 = if took >= offered {
             self.0.saturating_mul(2).min(MAX_BATCH)
         } else {
-            u32::try_from(took).unwrap_or(MAX_BATCH).clamp(MIN_BATCH, MAX_BATCH)
+            u32::try_from(took)
+                .unwrap_or(MAX_BATCH)
+                .clamp(MIN_BATCH, MAX_BATCH)
         };
     }
 }
@@ -284,5 +286,29 @@ impl Inner {
     /// task must not finish before they are written).
     pub(super) fn write_pending(&self) -> bool {
         !self.writer.shut && (!self.writer.buf.is_empty() || self.session.has_transmit())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_grows_while_writes_go_whole_and_shrinks_to_what_a_write_took() {
+        let mut b = Batch::new(64 * 1024);
+        assert_eq!(b.bytes(), 64 * 1024);
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            b.wrote(b.bytes(), b.bytes());
+            seen.push(b.bytes() / 1024);
+        }
+        assert_eq!(seen, [128, 256, 512, 1024, 1024, 1024]);
+        b.wrote(300 * 1024, b.bytes());
+        assert_eq!(b.bytes(), 300 * 1024);
+        // Never below the smallest batch, nor above the largest.
+        b.wrote(100, 300 * 1024);
+        assert_eq!(b.bytes(), MIN_BATCH as usize);
+        assert_eq!(Batch::new(1).bytes(), MIN_BATCH as usize);
+        assert_eq!(Batch::new(usize::MAX).bytes(), MAX_BATCH as usize);
     }
 }

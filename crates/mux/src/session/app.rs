@@ -38,7 +38,10 @@ impl Session {
             RecvWindow::new(self.limits.stream_window),
         );
         let credit = st.send.window.room_with(self.conn_send);
-        let n = payload.len().min(credit).min(self.limits.max_payload.min(IMMEDIATE_MAX));
+        let n = payload
+            .len()
+            .min(credit)
+            .min(self.limits.max_payload.min(IMMEDIATE_MAX));
         let mut first = payload;
         let rest = first.split_off(n);
         st.send.window.debit_with(&mut self.conn_send, n);
