@@ -71,9 +71,10 @@ impl Batch {
         self.0 as usize
     }
 
-    /// Learns from a write that took `took` of `offered` bytes.
-    fn wrote(&mut self, took: usize, offered: usize) {
-        self.0 = if took >= offered {
+    /// Learns from a write that took `took` bytes, `whole` if that was
+    /// everything it was given.
+    fn wrote(&mut self, took: usize, whole: bool) {
+        self.0 = if whole {
             self.0.saturating_mul(2).min(MAX_BATCH)
         } else {
             u32::try_from(took)
@@ -208,18 +209,20 @@ impl Inner {
         let vectored = io.is_write_vectored();
         let mut cx = Context::from_waker(&self.wakers.driver);
         loop {
-            // `has_transmit` is a few field tests; a `poll_transmit` that
-            // finds nothing still moves an `Option<Frame>` around.
-            while w.buf.bytes.len() < w.coalesce as usize
-                && w.buf.len() < w.batch.bytes()
-                && w.buf.can_chain()
-                && self.session.has_transmit()
-            {
+            // `has_transmit` first: a few field tests (a `poll_transmit`
+            // that finds nothing still moves an `Option<Frame>` around),
+            // and after a call's one frame it ends the loop without
+            // looking at the buffer.
+            while self.session.has_transmit() {
+                let room = w.buf.room(w.batch.bytes(), w.coalesce as usize);
+                if room == 0 {
+                    break;
+                }
                 // A data frame is cut to the batch's room, but not below
                 // the smallest batch (a few bytes of room would make a
                 // frame of a few bytes).
-                let room = (w.batch.bytes() - w.buf.len()).max(MIN_BATCH as usize);
-                let Some(frame) = self.session.poll_transmit_within(room) else {
+                let cap = room.max(MIN_BATCH as usize);
+                let Some(frame) = self.session.poll_transmit_within(cap) else {
                     break;
                 };
                 let encoded = if vectored {
@@ -250,11 +253,10 @@ impl Inner {
                 }
                 return Ok(());
             }
-            let offered = w.buf.len();
             match w.buf.poll_write(io.get_mut(), &mut cx) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
-                    w.batch.wrote(n, offered);
+                    w.batch.wrote(n, w.buf.is_empty());
                     w.needs_flush = true;
                 }
                 Poll::Ready(Err(e)) => return Err(e),
@@ -299,14 +301,14 @@ mod tests {
         assert_eq!(b.bytes(), 64 * 1024);
         let mut seen = Vec::new();
         for _ in 0..6 {
-            b.wrote(b.bytes(), b.bytes());
+            b.wrote(b.bytes(), true);
             seen.push(b.bytes() / 1024);
         }
         assert_eq!(seen, [128, 256, 512, 1024, 1024, 1024]);
-        b.wrote(300 * 1024, b.bytes());
+        b.wrote(300 * 1024, false);
         assert_eq!(b.bytes(), 300 * 1024);
         // Never below the smallest batch, nor above the largest.
-        b.wrote(100, 300 * 1024);
+        b.wrote(100, false);
         assert_eq!(b.bytes(), MIN_BATCH as usize);
         assert_eq!(Batch::new(1).bytes(), MIN_BATCH as usize);
         assert_eq!(Batch::new(usize::MAX).bytes(), MAX_BATCH as usize);
