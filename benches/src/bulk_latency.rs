@@ -6,14 +6,19 @@
 //! One weft connection (plain, compression off, default windows: what a
 //! user who did not tune for bulk has), `transfers` tasks echoing 1 MiB
 //! messages back to back on it, and one task making 64-byte echo calls
-//! one after another, timing each.
+//! one after another, timing each. Client and server share the process,
+//! so the server's handler notes when each small call reached it, and a
+//! round trip splits into its two legs: request (the client's writer, the
+//! kernel, the server's reader and dispatch) and reply (the handler's
+//! answer through the server's writer, the kernel and the client's
+//! reader back to the caller).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use weft::{Client, Config, EncryptionPolicy, Listener};
+use weft::{Client, Config, EncryptionPolicy, Listener, Status};
 
 use crate::bulk::{METHOD, message, router};
 
@@ -21,6 +26,8 @@ use crate::bulk::{METHOD, message, router};
 pub const LARGE: usize = 1024 * 1024;
 /// The small call's request (and response).
 pub const SMALL: usize = 64;
+/// The small call's method: an echo that notes when it ran.
+const STAMPED: &str = "stamped";
 
 /// What the small calls measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,6 +40,22 @@ pub struct Latency {
     pub p50: Duration,
     /// The 99th percentile.
     pub p99: Duration,
+    /// The 99th percentile of the request leg: from the call to the
+    /// server's handler.
+    pub request_p99: Duration,
+    /// The 99th percentile of the reply leg: from the server's handler
+    /// back to the caller.
+    pub reply_p99: Duration,
+}
+
+/// When the server's handler last ran (the small calls go one at a time).
+type Stamp = Arc<Mutex<Option<Instant>>>;
+
+/// One small call's legs.
+#[derive(Clone, Copy)]
+struct Legs {
+    request: Duration,
+    reply: Duration,
 }
 
 /// Small calls for `length` on a connection with `transfers` tasks echoing
@@ -53,14 +76,15 @@ pub fn small_calls(transfers: usize, length: Duration, frame: Option<u32>) -> La
         let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(weft::serve(
-            listener,
-            router(LARGE),
-            config.clone(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let stamp = Stamp::default();
+        let noted = stamp.clone();
+        let routes = router(LARGE).unary(STAMPED, move |_ctx, req: Bytes| {
+            *noted.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+            async move { Ok::<_, Status>(req) }
+        });
+        tokio::spawn(weft::serve(listener, routes, config.clone(), async {
+            let _ = stopped.await;
+        }));
         let client: Client = weft::connect(&addr, &config).await.expect("connect");
         let (large, small) = (message(LARGE), message(SMALL));
         // Warm both message sizes up, not timed.
@@ -89,7 +113,7 @@ pub fn small_calls(transfers: usize, length: Duration, frame: Option<u32>) -> La
         let mut times = Vec::new();
         let t0 = Instant::now();
         while t0.elapsed() < length {
-            times.push(one(&client, &small).await);
+            times.push(one(&client, &small, &stamp).await);
         }
         stop.store(true, Ordering::Relaxed);
         let mut large_done = 0;
@@ -97,20 +121,34 @@ pub fn small_calls(transfers: usize, length: Duration, frame: Option<u32>) -> La
             large_done += b.await.expect("a transfer panicked");
         }
         let _ = stop_server.send(());
-        times.sort();
-        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        let quantile = |mut v: Vec<Duration>, q: f64| {
+            v.sort();
+            v[((v.len() - 1) as f64 * q).round() as usize]
+        };
+        let whole: Vec<Duration> = times.iter().map(|l| l.request + l.reply).collect();
         Latency {
             calls: times.len(),
             large: large_done,
-            p50: at(0.5),
-            p99: at(0.99),
+            p50: quantile(whole.clone(), 0.5),
+            p99: quantile(whole, 0.99),
+            request_p99: quantile(times.iter().map(|l| l.request).collect(), 0.99),
+            reply_p99: quantile(times.iter().map(|l| l.reply).collect(), 0.99),
         }
     })
 }
 
-async fn one(client: &Client, small: &Bytes) -> Duration {
+async fn one(client: &Client, small: &Bytes, stamp: &Stamp) -> Legs {
     let t = Instant::now();
-    let reply = client.unary(METHOD, small.clone()).await.expect("echo");
+    let reply = client.unary(STAMPED, small.clone()).await.expect("echo");
+    let end = Instant::now();
     assert_eq!(reply.len(), SMALL);
-    t.elapsed()
+    let ran = stamp
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+        .expect("the handler ran");
+    Legs {
+        request: ran - t,
+        reply: end - ran,
+    }
 }

@@ -171,8 +171,8 @@ fn latency(a: &Args) {
         for (i, &n) in BESIDE.iter().enumerate() {
             let l = small_calls(n, length, a.frame);
             eprintln!(
-                "round {round} beside {n}: {} calls, p50 {:?}, p99 {:?}, {} large echoes",
-                l.calls, l.p50, l.p99, l.large
+                "round {round} beside {n}: {} calls, p50 {:?}, p99 {:?} (request leg {:?}, reply leg {:?}), {} large echoes",
+                l.calls, l.p50, l.p99, l.request_p99, l.reply_p99, l.large
             );
             runs[i].push(l);
         }

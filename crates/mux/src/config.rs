@@ -80,8 +80,10 @@ impl Default for Config {
 impl Config {
     /// Frame size limits (weft-frame [`Limits`]), offered in the handshake
     /// (they override `HandshakeConfig::limits` and `offer.max_payload`).
-    /// Default: 64 KiB payload, 16 KiB metadata. Memory: the read buffer
-    /// may grow to one whole frame.
+    /// Default: 64 KiB payload (h2 and grpc-go use 16 KiB: weft's larger
+    /// frames cost less per byte, and the writer cuts them to what a
+    /// congested transport takes; see docs/FAQ.md), 16 KiB metadata.
+    /// Memory: the read buffer may grow to one whole frame.
     pub fn limits(&mut self, limits: Limits) -> &mut Self {
         self.limits = limits;
         self
@@ -265,8 +267,12 @@ impl Config {
         self
     }
 
-    /// Bytes the writer gathers into one write call before writing. Default
-    /// 64 KiB. Memory: the write buffer grows to about this size.
+    /// Bytes the writer copies into its buffer for one write call before
+    /// writing (small frames; every frame of an encrypted or compressed
+    /// connection). Large payloads on a plain connection are chained from
+    /// the caller's buffers instead, and one vectored write carries up to
+    /// what the transport took lately (at most 1 MiB). Default 64 KiB.
+    /// Memory: the write buffer grows to about this size.
     pub fn write_coalesce(&mut self, bytes: usize) -> &mut Self {
         self.write_coalesce = bytes.max(1024);
         self

@@ -13,8 +13,10 @@ use tokio::io::AsyncWrite;
 
 /// Payloads chained at most at once: each adds up to two `IoSlice`s to a
 /// write (its bytes and the buffer bytes before it); the encoder stops
-/// taking frames when this many wait.
-const MAX_CHAINED: usize = 16;
+/// taking frames when this many wait. 64 payloads of 64 KiB are 4 MiB, more
+/// than a write batch holds (`write::MAX_BATCH`), and 129
+/// slices stay well under `IOV_MAX` (1024 on Linux).
+const MAX_CHAINED: usize = 64;
 
 /// Slices a vectored write passes at most.
 const MAX_SLICES: usize = 2 * MAX_CHAINED + 1;
@@ -73,9 +75,18 @@ impl WriteBuf {
         self.bytes.is_empty() && self.chained().is_none()
     }
 
-    /// Whether another payload may be chained.
-    pub(super) fn can_chain(&self) -> bool {
-        self.chained().is_none_or(|c| c.queue.len() < MAX_CHAINED)
+    /// Bytes a write of at most `batch` bytes has room for (0: none, also
+    /// when `copied` bytes are in the buffer or no payload may be chained).
+    /// One look at the chain, as the encoder asks before every frame.
+    pub(super) fn room(&self, batch: usize, copied: usize) -> usize {
+        if self.bytes.len() >= copied {
+            return 0;
+        }
+        match self.chained() {
+            None => batch.saturating_sub(self.bytes.len()),
+            Some(c) if c.queue.len() >= MAX_CHAINED => 0,
+            Some(c) => batch.saturating_sub(self.bytes.len() + c.len),
+        }
     }
 
     /// Chains `payload` after the bytes encoded so far.
@@ -228,6 +239,22 @@ mod tests {
         }
     }
 
+    #[test]
+    fn room_counts_copied_and_chained_bytes_and_stops_at_the_chain_limit() {
+        let mut w = WriteBuf::with_capacity(64);
+        assert_eq!(w.room(100, 50), 100);
+        w.bytes.extend_from_slice(&[1; 10]);
+        w.chain(Bytes::from(vec![2; 30]));
+        assert_eq!(w.room(100, 50), 60);
+        assert_eq!(w.room(35, 50), 0);
+        // Copied bytes have their own bound.
+        assert_eq!(w.room(100, 10), 0);
+        for _ in 1..MAX_CHAINED {
+            w.chain(Bytes::from_static(b"x"));
+        }
+        assert_eq!(w.room(usize::MAX, usize::MAX), 0, "the chain is full");
+    }
+
     /// Bytes and chained payloads interleaved, appended while earlier ones
     /// are half written, come out in order at every write size.
     #[test]
@@ -244,7 +271,7 @@ mod tests {
                 let head = [round; 5];
                 w.bytes.extend_from_slice(&head);
                 want.extend_from_slice(&head);
-                if round % 3 != 2 && w.can_chain() {
+                if round % 3 != 2 && w.room(usize::MAX, usize::MAX) > 0 {
                     let payload = Bytes::from(vec![round.wrapping_mul(7); 50 + round as usize]);
                     want.extend_from_slice(&payload);
                     w.chain(payload);

@@ -2,6 +2,12 @@
 //! into one buffer and writes it; with other streams in flight the
 //! connection task does, after one yield, so many calls share a syscall.
 //! Large payloads are chained rather than copied (see [`WriteBuf`]).
+//!
+//! A batch is bounded by what the transport took lately ([`Batch`]): the
+//! frames of a large message leave in a few large vectored writes while
+//! the transport takes them whole, and when it pushes back the next batch
+//! is cut to what it took, so a small frame queued later waits behind
+//! little of ours (the session still hands out frames round robin).
 
 use std::io;
 use std::task::{Context, Poll};
@@ -18,9 +24,12 @@ use crate::pipeline::Outbound;
 pub(super) struct Writer {
     outbound: Outbound,
     buf: WriteBuf,
-    /// Bytes encoded ahead of a write at most (a `u32`, so it packs with
-    /// the flags: the connection's state has a size class to fit).
+    /// Bytes copied into the buffer ahead of a write at most (a `u32`, so
+    /// it packs with the flags: the connection's state has a size class
+    /// to fit).
     coalesce: u32,
+    /// Bytes, copied and chained, encoded ahead of a write at most.
+    batch: Batch,
     needs_flush: bool,
     pub(super) shut: bool,
 }
@@ -31,6 +40,47 @@ impl std::fmt::Debug for Writer {
             .field("buffered", &self.buf.len())
             .field("shut", &self.shut)
             .finish_non_exhaustive()
+    }
+}
+
+/// A write batch's byte bound, from what the transport took: doubled (up to
+/// [`MAX_BATCH`]) after a write that took all it was given, cut to what it
+/// took (at least [`MIN_BATCH`]) after one that took part. Whatever a write
+/// leaves stays ahead of every frame encoded after it, so the bound is
+/// what a small message can find queued in our buffer; TCP's congestion
+/// window grows and shrinks the same way.
+#[derive(Clone, Copy, Debug)]
+struct Batch(u32);
+
+/// A batch's largest bound: 1 MiB, a large message in one vectored write.
+const MAX_BATCH: u32 = 1 << 20;
+
+/// A batch's smallest bound, and the smallest piece a data frame is cut to
+/// to fit one: 16 KiB, the frame size of h2 and grpc-go (smaller frames cost
+/// more per byte than the wait they save).
+const MIN_BATCH: u32 = 16 * 1024;
+
+impl Batch {
+    fn new(coalesce: usize) -> Batch {
+        let first = u32::try_from(coalesce).unwrap_or(MAX_BATCH);
+        Batch(first.clamp(MIN_BATCH, MAX_BATCH))
+    }
+
+    /// The bound in bytes.
+    fn bytes(self) -> usize {
+        self.0 as usize
+    }
+
+    /// Learns from a write that took `took` bytes, `whole` if that was
+    /// everything it was given.
+    fn wrote(&mut self, took: usize, whole: bool) {
+        self.0 = if whole {
+            self.0.saturating_mul(2).min(MAX_BATCH)
+        } else {
+            u32::try_from(took)
+                .unwrap_or(MAX_BATCH)
+                .clamp(MIN_BATCH, MAX_BATCH)
+        };
     }
 }
 
@@ -45,6 +95,7 @@ impl Writer {
             outbound,
             buf: WriteBuf::with_capacity(WRITE_FIRST),
             coalesce: u32::try_from(coalesce).unwrap_or(u32::MAX),
+            batch: Batch::new(coalesce),
             needs_flush: false,
             shut: false,
         }
@@ -158,13 +209,20 @@ impl Inner {
         let vectored = io.is_write_vectored();
         let mut cx = Context::from_waker(&self.wakers.driver);
         loop {
-            // `has_transmit` is a few field tests; a `poll_transmit` that
-            // finds nothing still moves an `Option<Frame>` around.
-            while w.buf.len() < w.coalesce as usize
-                && w.buf.can_chain()
-                && self.session.has_transmit()
-            {
-                let Some(frame) = self.session.poll_transmit() else {
+            // `has_transmit` first: a few field tests (a `poll_transmit`
+            // that finds nothing still moves an `Option<Frame>` around),
+            // and after a call's one frame it ends the loop without
+            // looking at the buffer.
+            while self.session.has_transmit() {
+                let room = w.buf.room(w.batch.bytes(), w.coalesce as usize);
+                if room == 0 {
+                    break;
+                }
+                // A data frame is cut to the batch's room, but not below
+                // the smallest batch (a few bytes of room would make a
+                // frame of a few bytes).
+                let cap = room.max(MIN_BATCH as usize);
+                let Some(frame) = self.session.poll_transmit_within(cap) else {
                     break;
                 };
                 let encoded = if vectored {
@@ -197,7 +255,10 @@ impl Inner {
             }
             match w.buf.poll_write(io.get_mut(), &mut cx) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(_)) => w.needs_flush = true,
+                Poll::Ready(Ok(n)) => {
+                    w.batch.wrote(n, w.buf.is_empty());
+                    w.needs_flush = true;
+                }
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => return Ok(()),
             }
@@ -227,5 +288,29 @@ impl Inner {
     /// task must not finish before they are written).
     pub(super) fn write_pending(&self) -> bool {
         !self.writer.shut && (!self.writer.buf.is_empty() || self.session.has_transmit())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_grows_while_writes_go_whole_and_shrinks_to_what_a_write_took() {
+        let mut b = Batch::new(64 * 1024);
+        assert_eq!(b.bytes(), 64 * 1024);
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            b.wrote(b.bytes(), true);
+            seen.push(b.bytes() / 1024);
+        }
+        assert_eq!(seen, [128, 256, 512, 1024, 1024, 1024]);
+        b.wrote(300 * 1024, false);
+        assert_eq!(b.bytes(), 300 * 1024);
+        // Never below the smallest batch, nor above the largest.
+        b.wrote(100, false);
+        assert_eq!(b.bytes(), MIN_BATCH as usize);
+        assert_eq!(Batch::new(1).bytes(), MIN_BATCH as usize);
+        assert_eq!(Batch::new(usize::MAX).bytes(), MAX_BATCH as usize);
     }
 }

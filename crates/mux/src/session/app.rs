@@ -3,6 +3,12 @@
 
 use super::*;
 
+/// The largest piece `send_some` makes a frame of at once. A larger one is
+/// queued: the writer may cut it to what the transport takes, and another
+/// stream's frame queued meanwhile goes between its pieces (an immediate
+/// frame goes out whole, ahead of every stream's queue).
+const IMMEDIATE_MAX: usize = 16 * 1024;
+
 impl Session {
     /// Opens a stream: one `OPEN` frame with `metadata` and as much of
     /// `payload` as the peer's windows allow (the rest follows as `DATA`);
@@ -32,7 +38,10 @@ impl Session {
             RecvWindow::new(self.limits.stream_window),
         );
         let credit = st.send.window.room_with(self.conn_send);
-        let n = payload.len().min(credit).min(self.limits.max_payload);
+        let n = payload
+            .len()
+            .min(credit)
+            .min(self.limits.max_payload.min(IMMEDIATE_MAX));
         let mut first = payload;
         let rest = first.split_off(n);
         st.send.window.debit_with(&mut self.conn_send, n);
@@ -125,7 +134,7 @@ impl Session {
             && self.immediate.is_none()
             && self.ready.is_empty()
             && s.send.queue.is_empty()
-            && data.len() <= self.limits.max_payload
+            && data.len() <= self.limits.max_payload.min(IMMEDIATE_MAX)
             && s.send.window.fits_with(conn, total)
             && (total > 0 || end)
         {

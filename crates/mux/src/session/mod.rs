@@ -338,6 +338,15 @@ impl Session {
     /// with credit, round-robin. After close only the final control frames.
     #[inline]
     pub fn poll_transmit(&mut self) -> Option<Frame> {
+        self.poll_transmit_within(usize::MAX)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit), a data frame cut to at most
+    /// `max_payload` bytes (at least 1): the writer asks for what the
+    /// transport takes now, so a frame queued later waits behind less.
+    /// Control frames are never cut.
+    #[inline]
+    pub fn poll_transmit_within(&mut self, max_payload: usize) -> Option<Frame> {
         if let Some(f) = self.control.pop_front() {
             return Some(f);
         }
@@ -347,7 +356,7 @@ impl Session {
         if let Some(f) = self.immediate.take() {
             return Some(f);
         }
-        self.next_data_frame()
+        self.next_data_frame(max_payload.max(1))
     }
 
     /// Whether a frame is waiting in [`poll_transmit`](Self::poll_transmit).
@@ -700,10 +709,10 @@ impl Session {
         }
     }
 
-    fn next_data_frame(&mut self) -> Option<Frame> {
+    fn next_data_frame(&mut self, cap: usize) -> Option<Frame> {
         while let Some(id) = self.ready.pop_front() {
             let conn = self.conn_send;
-            let max = self.limits.max_payload;
+            let max = self.limits.max_payload.min(cap);
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
