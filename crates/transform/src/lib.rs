@@ -67,7 +67,9 @@ pub use identity::{
 };
 pub use noise::StaticKey;
 pub use offer::MIN_MAX_METADATA;
-pub use pipeline::{Inbound, Outbound, Session, passthrough};
+pub use pipeline::{
+    BATCH, BATCH_SETTING, BATCH_SETTING_VALUE, Batch, Inbound, Outbound, Session, passthrough,
+};
 pub use refusal::{MAX_REFUSAL_TEXT, refusal};
 pub use rekey::{
     DEFAULT_REKEY_BYTES, DEFAULT_REKEY_RECORDS, KEY_UPDATES, KeyUpdates, MAX_BYTES_PER_KEY,
