@@ -363,6 +363,11 @@ impl Inbound {
     /// [`TransformError::is_fatal`]) leave this half failing for good; a
     /// per-frame decompression error consumes that frame and the next call
     /// goes on with the following one. Allocates nothing in steady state.
+    ///
+    /// A sealed batch is opened whole and its plaintext put back at the
+    /// front of `src`; its frames then come out one per call, before
+    /// anything read after it. So `src` must be the same buffer from call
+    /// to call, only appended to (the tokio-util contract).
     #[inline]
     pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
         if self.plain {
