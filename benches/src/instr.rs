@@ -4,8 +4,8 @@
 //!
 //! A cell is one way of calling (the raw [`weft::Client`] unary call, the
 //! typed call of a `#[weft::service]` client over a `Client`, a
-//! [`weft::Channel`] unary call, the typed call over a `Channel`) in one case (sequential plain, sequential encrypted, joined-64,
-//! spawned-64), over TCP loopback, nil request, the [`e2e`] server. A run
+//! [`weft::Channel`] unary call, the typed call over a `Channel`) in one case (sequential, joined-64 and
+//! spawned-64, each plain and encrypted), over TCP loopback, nil request, the [`e2e`] server. A run
 //! makes three phases of calls (warm-up, `n1`, `n2` units per caller, see
 //! [`drive`](crate::drive)) and calls [`cut`] at every boundary; xtask runs it under
 //! `valgrind --tool=callgrind --dump-before=<cut>`, so each phase's
@@ -68,6 +68,12 @@ pub enum Case {
     Joined64,
     /// 64 spawned callers on one client, plain.
     Spawned64,
+    /// [`Case::Joined64`] with AES-256-GCM (compression negotiated): with
+    /// the sequential pair, encrypted against plain can be read in every
+    /// shape, where many frames share a write.
+    Joined64Encrypted,
+    /// [`Case::Spawned64`] with AES-256-GCM (compression negotiated).
+    Spawned64Encrypted,
 }
 
 impl Api {
@@ -94,11 +100,13 @@ impl Api {
 
 impl Case {
     /// Every case, in table order.
-    pub const ALL: [Case; 4] = [
+    pub const ALL: [Case; 6] = [
         Case::Sequential,
         Case::SequentialEncrypted,
         Case::Joined64,
         Case::Spawned64,
+        Case::Joined64Encrypted,
+        Case::Spawned64Encrypted,
     ];
 
     /// Its name in cell names.
@@ -108,6 +116,8 @@ impl Case {
             Case::SequentialEncrypted => "sequential-encrypted",
             Case::Joined64 => "joined-64",
             Case::Spawned64 => "spawned-64",
+            Case::Joined64Encrypted => "joined-64-encrypted",
+            Case::Spawned64Encrypted => "spawned-64-encrypted",
         }
     }
 
@@ -115,14 +125,17 @@ impl Case {
     pub fn shape(self) -> Shape {
         match self {
             Case::Sequential | Case::SequentialEncrypted => Shape::Sequential,
-            Case::Joined64 => Shape::Joined(64),
-            Case::Spawned64 => Shape::Spawned(64),
+            Case::Joined64 | Case::Joined64Encrypted => Shape::Joined(64),
+            Case::Spawned64 | Case::Spawned64Encrypted => Shape::Spawned(64),
         }
     }
 
     /// Whether the connection is encrypted.
     pub fn encrypted(self) -> bool {
-        self == Case::SequentialEncrypted
+        matches!(
+            self,
+            Case::SequentialEncrypted | Case::Joined64Encrypted | Case::Spawned64Encrypted
+        )
     }
 }
 
@@ -372,7 +385,7 @@ mod tests {
 
     #[test]
     fn cell_names_round_trip() {
-        assert_eq!(Cell::all().len(), 20);
+        assert_eq!(Cell::all().len(), 30);
         for cell in Cell::all() {
             assert_eq!(Cell::parse(&cell.name()), Some(cell));
         }

@@ -50,8 +50,8 @@ commands:
               --secs N    libFuzzer time per target (required)
   instr     instructions per call with callgrind (needs valgrind)
               --check     the instruction gate: every weft-instr cell (raw, typed,
-                          Channel call; sequential plain/encrypted, joined-64,
-                          spawned-64) at most +2 % over benches/instr-baseline.json
+                          Channel call; sequential, joined-64, spawned-64, each
+                          plain/encrypted) at most +2 % over benches/instr-baseline.json
               --bless     rewrite that baseline (the commit says why)
               --by-layer  the raw call's cost per layer into docs/BENCHMARKS.md
               --n1 N --n2 N (default 1000, 6000) -- COMMAND ARGS...

@@ -6,7 +6,7 @@
 //! usage: weft-instr --cell API/CASE [--units W,N1,N2] [--apart] [--traced] [--metered]
 //!        weft-instr --list   (every cell and its default units)
 //!   API: raw, typed, channel; CASE: sequential, sequential-encrypted,
-//!   joined-64, spawned-64; units per caller (a joined-64 unit is 64 calls,
+//!   joined-64, spawned-64, joined-64-encrypted, spawned-64-encrypted; units per caller (a joined-64 unit is 64 calls,
 //!   a spawned-64 unit one call in each of 64 callers; default: the
 //!   cell's own, `Cell::units`); --apart runs the
 //!   server on a thread of its own (for `--by-layer`); --traced installs

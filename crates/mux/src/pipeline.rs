@@ -7,9 +7,18 @@
 //! They are `weft_transform`'s (deflate + AES-256-GCM per frame, Noise
 //! handshake), re-exported here so the rest of the crate names them in one
 //! place.
+//!
+//! Sealed batches (one record over the frames of one write, docs/PROTOCOL.md
+//! 5.2) are the writer's to use: [`Outbound::begin_batch`] before the first
+//! frame of a flush, [`Outbound::push`] per frame, [`Outbound::seal_batch`]
+//! before the write, and [`Outbound::allow_batches`] once the peer's
+//! settings frame carries [`BATCH_SETTING`] with [`BATCH_SETTING_VALUE`]
+//! (an encrypting side announces the same in its own settings). The driver
+//! does not call them yet: until it does, every frame is its own record.
 
 pub use weft_transform::{
-    AllowList, EncryptionPolicy, Handshake, HandshakeConfig, HandshakeError, Inbound, KeyHex,
-    KeyUpdates, Negotiated, Offer, Outbound, RekeyLimits, Role as HandshakeRole,
-    Session as Established, StaticKey, TransformError, key_updates, passthrough,
+    AllowList, BATCH_SETTING, BATCH_SETTING_VALUE, Batch, EncryptionPolicy, Handshake,
+    HandshakeConfig, HandshakeError, Inbound, KeyHex, KeyUpdates, Negotiated, Offer, Outbound,
+    RekeyLimits, Role as HandshakeRole, Session as Established, StaticKey, TransformError,
+    key_updates, passthrough,
 };

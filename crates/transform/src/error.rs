@@ -36,6 +36,10 @@ pub(crate) enum TransformErrorKind {
     /// A `KEY_UPDATE` record that authenticated but is malformed or out of
     /// order, or one handed to the sending half by its caller.
     KeyUpdate(&'static str),
+    /// A sealed batch that authenticated but is malformed (a frame cut by
+    /// its end, a type that never rides in one, a header with flags), or
+    /// one misused by the sending half's caller.
+    Batch(&'static str),
     /// The server rejected our static key after the last handshake message
     /// (XX): its rejection arrived as the first frame.
     Rejected {
@@ -120,6 +124,7 @@ impl TransformError {
             | TransformErrorKind::ShortRecord
             | TransformErrorKind::ReceiveLimit
             | TransformErrorKind::KeyUpdate(_)
+            | TransformErrorKind::Batch(_)
             | TransformErrorKind::Rejected { .. }
             | TransformErrorKind::Poisoned => Reason::PROTOCOL_ERROR,
         }
@@ -148,6 +153,13 @@ impl TransformError {
     /// Always fatal.
     pub fn is_key_update(&self) -> bool {
         matches!(self.kind, TransformErrorKind::KeyUpdate(_))
+    }
+
+    /// Whether a sealed batch was malformed (one that fails to
+    /// authenticate is [`is_authentication`](Self::is_authentication)).
+    /// Always fatal.
+    pub fn is_batch(&self) -> bool {
+        matches!(self.kind, TransformErrorKind::Batch(_))
     }
 
     /// Why the server rejected this client after the last handshake
@@ -209,6 +221,7 @@ impl std::fmt::Display for TransformError {
                 f.write_str("peer exceeded the per-key record or byte limit without a key update")
             }
             TransformErrorKind::KeyUpdate(what) => write!(f, "bad key update: {what}"),
+            TransformErrorKind::Batch(what) => write!(f, "bad sealed batch: {what}"),
             TransformErrorKind::Rejected { reason, our_key } => {
                 f.write_str("handshake failed: ")?;
                 rejected_text(f, *reason, our_key.as_ref(), None)

@@ -24,6 +24,10 @@
 //! AES-GCM usage limits ([`RekeyLimits`]): the sender seals a `KEY_UPDATE`
 //! record and switches to Noise's `Rekey()` of its key, the receiver follows
 //! when it opens that record, so a connection never closes for a key limit.
+//! Frames written together may be sealed as one record, a sealed batch
+//! ([`Outbound::begin_batch`], docs/PROTOCOL.md 5.2), once the peer has
+//! announced ([`BATCH_SETTING`]) that it reads them: one AES-GCM operation
+//! per write instead of one per frame.
 //! A disabled pipeline ([`passthrough`]) is the frame codec plus one branch.
 //! In steady state nothing in the pipeline allocates.
 //!
@@ -67,7 +71,9 @@ pub use identity::{
 };
 pub use noise::StaticKey;
 pub use offer::MIN_MAX_METADATA;
-pub use pipeline::{Inbound, Outbound, Session, passthrough};
+pub use pipeline::{
+    BATCH, BATCH_SETTING, BATCH_SETTING_VALUE, Batch, Inbound, Outbound, Session, passthrough,
+};
 pub use refusal::{MAX_REFUSAL_TEXT, refusal};
 pub use rekey::{
     DEFAULT_REKEY_BYTES, DEFAULT_REKEY_RECORDS, KEY_UPDATES, KeyUpdates, MAX_BYTES_PER_KEY,

@@ -6,7 +6,8 @@
 //!
 //! - Steady state: after a short warm-up, 200 round trips (outbound encode
 //!   then inbound decode, the frame dropped) allocate nothing, in all four
-//!   modes: passthrough, deflate only, AES-256-GCM only, deflate + GCM.
+//!   modes: passthrough, deflate only, AES-256-GCM only, deflate + GCM;
+//!   and sealed batches of 64 frames (with and without deflate).
 //! - A decompression bomb allocates no more than about twice its limit.
 
 mod common;
@@ -85,6 +86,7 @@ fn allocations_per_round_trips(out: &mut Outbound, inb: &mut Inbound, n: usize) 
 
 fn main() {
     steady_state_round_trips_allocate_nothing();
+    batched_round_trips_allocate_nothing();
     item_08_bomb_allocates_near_its_limit();
     println!(
         "alloc: all modes (key updates too) allocate nothing per round trip; the bomb stays near its limit"
@@ -111,6 +113,57 @@ fn steady_state_round_trips_allocate_nothing() {
             name != "gcm, key updates" || out.key_updates() > 40,
             "{name}"
         );
+    }
+}
+
+/// 64 frames sealed as batches and opened again, 100 times: the batch is
+/// put back in the read buffer it came from, so nothing is copied or
+/// allocated.
+fn batched_round_trips_allocate_nothing() {
+    for compression in [false, true] {
+        let (mut out, mut inb) = halves(true, compression, DEFAULT_REKEY_RECORDS);
+        assert!(out.allow_batches());
+        let frames: Vec<Frame> = (0..64u32)
+            .map(|i| Frame {
+                ty: if i % 2 == 0 {
+                    FrameType::OPEN
+                } else {
+                    FrameType::DATA
+                },
+                flags: Flags::NONE,
+                stream_id: i * 2 + 1,
+                metadata: Metadata::new(),
+                payload: if i % 8 == 1 {
+                    json_payload()
+                } else {
+                    bytes::Bytes::from_static(b"1")
+                },
+            })
+            .collect();
+        let mut wire = BytesMut::with_capacity(1 << 17);
+        let mut trip = |wire: &mut BytesMut| {
+            out.encode_batched(&frames, wire).unwrap();
+            for f in &frames {
+                let got = inb.decode(wire).unwrap().unwrap();
+                assert_eq!(got.payload.len(), f.payload.len());
+            }
+            assert!(wire.is_empty());
+        };
+        for _ in 0..8 {
+            trip(&mut wire);
+        }
+        let region = Region::new(GLOBAL);
+        for _ in 0..100 {
+            trip(&mut wire);
+        }
+        let change = region.change();
+        let allocs = change.allocations + change.reallocations;
+        assert_eq!(
+            allocs, 0,
+            "batches, compression {compression}: {allocs} allocations"
+        );
+        assert_eq!(inb.records(), out.records());
+        assert!(out.records() < 108 * 2, "{} records", out.records());
     }
 }
 

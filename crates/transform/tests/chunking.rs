@@ -88,4 +88,55 @@ proptest! {
         prop_assert!(inb.decode_eof(&mut src).unwrap().is_none());
         prop_assert_eq!(got, sent);
     }
+
+    #[test]
+    fn any_chunking_of_sealed_batches_gives_the_same_frames(
+        compression in any::<bool>(),
+        sizes in prop::collection::vec(0usize..3000, 1..12),
+        groups in prop::collection::vec(1usize..5, 1..8),
+        chunks in prop::collection::vec(1usize..200, 1..64),
+        per_read in 1usize..4,
+    ) {
+        let (mut out, mut inb) = halves(1 | if compression { 2 } else { 0 });
+        prop_assert!(out.allow_batches());
+        let sent = frames(&sizes);
+        let mut wire = BytesMut::new();
+        let mut at = 0;
+        for (i, g) in groups.iter().cycle().enumerate() {
+            if at >= sent.len() {
+                break;
+            }
+            let end = (at + g).min(sent.len());
+            // Every other group as single records, to interleave both.
+            if i % 3 == 2 {
+                for f in &sent[at..end] {
+                    out.encode(f, &mut wire).unwrap();
+                }
+            } else {
+                out.encode_batched(&sent[at..end], &mut wire).unwrap();
+            }
+            at = end;
+        }
+        let mut got = Vec::new();
+        let mut src = BytesMut::new();
+        let (mut at, mut i) = (0, 0);
+        while at < wire.len() {
+            let n = chunks[i % chunks.len()].min(wire.len() - at);
+            i += 1;
+            src.extend_from_slice(&wire[at..at + n]);
+            at += n;
+            // A few frames per read: more bytes arrive mid-batch.
+            for _ in 0..per_read {
+                match inb.decode(&mut src).unwrap() {
+                    Some(f) => got.push(f),
+                    None => break,
+                }
+            }
+        }
+        while let Some(f) = inb.decode_eof(&mut src).unwrap() {
+            got.push(f);
+        }
+        prop_assert_eq!(got, sent);
+        prop_assert_eq!(inb.records(), out.records());
+    }
 }

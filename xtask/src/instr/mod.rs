@@ -6,9 +6,9 @@
 //! - `instr --check` (CI): the instruction gate. Builds `weft-instr`
 //!   (benches/src/bin/instr.rs, release like the shipped binary), runs
 //!   each of its cells (raw, typed and `Channel` unary calls, the typed
-//!   call over a `Channel` and the raw `Channel` call it wraps; sequential
-//!   plain and encrypted, joined-64, spawned-64; one current-thread
-//!   runtime) under callgrind, and compares the instructions per call with
+//!   call over a `Channel` and the raw `Channel` call it wraps;
+//!   sequential, joined-64 and spawned-64, each plain and encrypted; one
+//!   current-thread runtime) under callgrind, and compares the instructions per call with
 //!   benches/instr-baseline.json: more than +2 % on any cell fails. Every
 //!   cell is printed with its baseline, figure and ratio.
 //! - `instr --bless`: the same, then rewrites the baseline (say why in the
