@@ -146,6 +146,11 @@ where
         let span = tracing::debug_span!("weft_mux::connection", conn = conn_id, ?role);
         tracing::debug!(parent: &span, negotiated = ?est.negotiated, "handshake complete");
         let mut session = Session::new(role, &config, now());
+        if est.negotiated.encrypted {
+            // We read sealed batches (PROTOCOL 5.2); the peer's settings
+            // say whether it does, and the writer sends them only then.
+            session.announce_sealed_batches();
+        }
         // Never send frames larger than the peer accepts.
         session.set_peer_max_payload(est.negotiated.peer_limits.max_payload);
         if let Some(frame) = first {

@@ -8,13 +8,14 @@
 //! handshake), re-exported here so the rest of the crate names them in one
 //! place.
 //!
-//! Sealed batches (one record over the frames of one write, docs/PROTOCOL.md
-//! 5.2) are the writer's to use: [`Outbound::begin_batch`] before the first
-//! frame of a flush, [`Outbound::push`] per frame, [`Outbound::seal_batch`]
-//! before the write, and [`Outbound::allow_batches`] once the peer's
-//! settings frame carries [`BATCH_SETTING`] with [`BATCH_SETTING_VALUE`]
-//! (an encrypting side announces the same in its own settings). The driver
-//! does not call them yet: until it does, every frame is its own record.
+//! Sealed batches (one record over the small frames of one write,
+//! docs/PROTOCOL.md 5.2) are the writer's (`driver/batch.rs`):
+//! [`Outbound::begin_batch`] at the first small frame of a fill,
+//! [`Outbound::push`] per frame, [`Outbound::seal_batch`] before a large
+//! frame and before the write, and [`Outbound::allow_batches`] once the
+//! peer's settings frame carried [`BATCH_SETTING`] with
+//! [`BATCH_SETTING_VALUE`]; an encrypted connection announces the same in
+//! its own settings (`Session::announce_sealed_batches`).
 
 pub use weft_transform::{
     AllowList, BATCH_SETTING, BATCH_SETTING_VALUE, Batch, EncryptionPolicy, Handshake,

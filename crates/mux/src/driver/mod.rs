@@ -55,6 +55,7 @@
 //! | `link` | [`task`](self::task) | the connection task's turn to write, its timer's deadline, a wake-up owed to it |
 //! | `wakers` | [`wake`](self::wake) | every waker outside the stream table, and the wake-ups owed at release |
 
+mod batch;
 mod combine;
 mod events;
 mod io;

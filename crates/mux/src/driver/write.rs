@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use weft_frame::Reason;
 
 use super::Inner;
+use super::batch::Batching;
 use super::task::Turn;
 use super::wbuf::WriteBuf;
 use crate::error::CloseCause;
@@ -208,7 +209,16 @@ impl Inner {
         // payload a write (and a packet) of its own.
         let vectored = io.is_write_vectored();
         let mut cx = Context::from_waker(&self.wakers.driver);
+        if self.session.take_peer_batches() {
+            w.outbound.allow_batches();
+        }
         loop {
+            // Frames of several streams written together go sealed as one
+            // record (PROTOCOL 5.2) where the peer reads them: one AEAD
+            // operation for the write instead of one per frame. Not for a
+            // lone stream: a batch of one frame costs more than its record.
+            let streams = self.session.stream_count();
+            let mut sealed = Batching::start(&w.outbound, streams);
             // `has_transmit` first: a few field tests (a `poll_transmit`
             // that finds nothing still moves an `Option<Frame>` around),
             // and after a call's one frame it ends the loop without
@@ -225,10 +235,11 @@ impl Inner {
                 let Some(frame) = self.session.poll_transmit_within(cap) else {
                     break;
                 };
-                let encoded = if vectored {
-                    w.outbound.encode_chained(&frame, &mut w.buf.bytes)
-                } else {
-                    w.outbound.encode(&frame, &mut w.buf.bytes).map(|()| None)
+                let encoded = match sealed.push(&mut w.outbound, &mut w.buf.bytes, &frame) {
+                    Ok(true) => Ok(None),
+                    Err(e) => Err(e),
+                    Ok(false) if vectored => w.outbound.encode_chained(&frame, &mut w.buf.bytes),
+                    Ok(false) => w.outbound.encode(&frame, &mut w.buf.bytes).map(|()| None),
                 };
                 if let Err(e) = encoded.map(|chained| chained.map(|p| w.buf.chain(p))) {
                     if e.is_record_limit() && !self.session.is_closed() {
@@ -241,6 +252,10 @@ impl Inner {
                     return Err(io::Error::other(e));
                 }
             }
+            // Sealed before any of its bytes is written.
+            sealed
+                .seal(&mut w.outbound, &mut w.buf.bytes)
+                .map_err(io::Error::other)?;
             if w.buf.is_empty() {
                 if w.needs_flush {
                     match io.get().poll_flush(&mut cx) {

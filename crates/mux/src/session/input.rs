@@ -81,6 +81,9 @@ impl Session {
             self.peer.max_streams = n;
             self.events.push_back(Event::OpenCredit);
         }
+        if frame.metadata.get(BATCH_SETTING) == Some(&BATCH_SETTING_VALUE[..]) {
+            self.peer.batches = PeerBatches::Announced;
+        }
         self.peer.settings_received = true;
         self.add_conn_credit(inc)?;
         let delta = i64::from(window - self.peer.stream_window);

@@ -31,6 +31,7 @@ use weft_frame::{CONNECTION_ID, Flags, Frame, FrameType, Metadata, Reason, Scope
 
 use crate::config::{BASELINE_WINDOW, Config, MAX_WINDOW};
 use crate::error::{CloseCause, StreamError, StreamKind};
+use crate::pipeline::{BATCH_SETTING, BATCH_SETTING_VALUE};
 use budget::{Guards, Spend};
 use limits::Limits;
 use refused::{Refused, Verdict};
@@ -227,6 +228,20 @@ struct PeerSettings {
     stream_window: u32,
     /// Its cap on streams we open (`u32::MAX`: none).
     max_streams: u32,
+    /// Whether its settings said it reads sealed batches, and whether the
+    /// writer has taken that news yet.
+    batches: PeerBatches,
+}
+
+/// What the peer's settings said of sealed batches (PROTOCOL 5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeerBatches {
+    /// Not announced (or not yet).
+    Unannounced,
+    /// Announced; the writer has not turned them on yet.
+    Announced,
+    /// Announced and taken by the writer.
+    Taken,
 }
 
 /// Graceful shutdown either way.
@@ -287,6 +302,7 @@ impl Session {
             refused: Refused::default(),
             peer: PeerSettings {
                 settings_received: false,
+                batches: PeerBatches::Unannounced,
                 stream_window: BASELINE_WINDOW,
                 max_streams: u32::MAX,
             },
@@ -319,6 +335,35 @@ impl Session {
             u32::try_from(config.max_concurrent_streams).unwrap_or(u32::MAX),
         ));
         s
+    }
+
+    /// Says in our settings frame that we read sealed batches (PROTOCOL
+    /// 5.2): for an encrypted connection, before the settings frame goes
+    /// out (it is queued first, at construction). Returns whether it was
+    /// still queued to be amended.
+    pub fn announce_sealed_batches(&mut self) -> bool {
+        let Some(f) = self.control.front_mut() else {
+            return false;
+        };
+        if f.ty != FrameType::WINDOW_UPDATE || f.stream_id != CONNECTION_ID {
+            return false;
+        }
+        let mut b = Metadata::builder();
+        for e in f.metadata.iter() {
+            b = b.raw(e.tag, e.key, e.value);
+        }
+        f.metadata = b.custom(BATCH_SETTING, &BATCH_SETTING_VALUE).finish();
+        true
+    }
+
+    /// Whether the peer said it reads sealed batches, once: the writer
+    /// turns them on when this first returns true.
+    pub fn take_peer_batches(&mut self) -> bool {
+        if self.peer.batches == PeerBatches::Announced {
+            self.peer.batches = PeerBatches::Taken;
+            return true;
+        }
+        false
     }
 
     /// Caps the payload of frames we send at the peer's limit (learnt in

@@ -1,0 +1,97 @@
+//! Sealing the small frames of one write as one record (PROTOCOL 5.2),
+//! where the peer said it reads such batches: one AEAD operation for many
+//! small frames instead of one each, which at many calls in flight is
+//! most of what encryption costs a small call.
+//!
+//! Only small frames ride in a batch. A large frame's own record costs
+//! little beside its bytes, and a batch is opened only once all of it has
+//! arrived: a small frame sealed together with a large one would wait for
+//! the large one's bytes (on a slow link, its transmission time).
+
+use bytes::BytesMut;
+use weft_frame::Frame;
+
+use crate::pipeline::{Batch, Outbound, TransformError};
+
+/// Frames whose encoded size is at most this ride in batches; larger ones
+/// go as their own records (between batches, in order).
+const SMALL_FRAME: usize = 2 * 1024;
+
+/// Whether this fill of the write buffer batches, and the batch open now.
+#[derive(Debug)]
+pub(super) enum Batching {
+    /// Every frame goes as its own record: the peer reads no batches, or
+    /// one stream alone is open (a batch of one frame costs more than the
+    /// frame's own record).
+    Off,
+    /// Small frames go in a batch, begun at the next one.
+    Idle,
+    /// The batch small frames go in, at the end of the buffer.
+    Open(Batch),
+}
+
+impl Batching {
+    /// How a fill of the buffer with `streams` open batches.
+    #[inline]
+    pub(super) fn start(out: &Outbound, streams: usize) -> Batching {
+        if streams < 2 || !out.batches_allowed() {
+            return Batching::Off;
+        }
+        Batching::Idle
+    }
+
+    /// Puts `frame` in a batch at the end of `dst`: `Ok(false)` when it goes
+    /// as its own record instead (batching is off, or the frame is large:
+    /// the open batch is then sealed first, so order is kept).
+    #[inline]
+    pub(super) fn push(
+        &mut self,
+        out: &mut Outbound,
+        dst: &mut BytesMut,
+        frame: &Frame,
+    ) -> Result<bool, TransformError> {
+        if matches!(self, Batching::Off) {
+            return Ok(false);
+        }
+        if frame.encoded_len() > SMALL_FRAME {
+            self.seal(out, dst)?;
+            return Ok(false);
+        }
+        if let Batching::Open(batch) = self {
+            if out.push(batch, frame, dst)? {
+                return Ok(true);
+            }
+            // Full: sealed, and the frame goes in a new one.
+            self.seal(out, dst)?;
+        }
+        let Some(mut batch) = out.begin_batch(dst)? else {
+            *self = Batching::Off;
+            return Ok(false);
+        };
+        let pushed = out.push(&mut batch, frame, dst)?;
+        *self = Batching::Open(batch);
+        if !pushed {
+            // (A small frame fits an empty batch; were it not to, the empty
+            // batch is sealed, leaving nothing, before the frame goes.)
+            self.seal(out, dst)?;
+        }
+        Ok(pushed)
+    }
+
+    /// Seals the open batch, if any: before any of its bytes is written.
+    #[inline]
+    pub(super) fn seal(
+        &mut self,
+        out: &mut Outbound,
+        dst: &mut BytesMut,
+    ) -> Result<(), TransformError> {
+        match std::mem::replace(self, Batching::Idle) {
+            Batching::Open(batch) => out.seal_batch(batch, dst),
+            Batching::Off => {
+                *self = Batching::Off;
+                Ok(())
+            }
+            Batching::Idle => Ok(()),
+        }
+    }
+}
