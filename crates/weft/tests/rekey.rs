@@ -93,13 +93,14 @@ async fn hundreds_of_key_updates_under_load_with_every_call_shape() {
     let listener = Listener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    // The server updates every 3 records, the client every 5 records or
-    // 16 KiB: each direction on its own schedule.
-    let server = tokio::spawn(weft::serve(listener, router(), config(4, 1 << 30), async {
+    // The server updates every record, the client every 2 records or
+    // 16 KiB: each direction on its own schedule. (Calls in flight share
+    // records: the small frames of a write go in one sealed batch.)
+    let server = tokio::spawn(weft::serve(listener, router(), config(2, 1 << 30), async {
         let _ = stopped.await;
     }));
     let before = weft::transform::key_updates();
-    let c = weft::connect(&addr, &config(6, 16 * 1024)).await.unwrap();
+    let c = weft::connect(&addr, &config(3, 16 * 1024)).await.unwrap();
     assert!(c.connection().negotiated().encrypted);
     let mut tasks = Vec::new();
     for t in 0..4 {
@@ -124,7 +125,9 @@ async fn hundreds_of_key_updates_under_load_with_every_call_shape() {
     // Both ends live in this process; a last update may still be in flight.
     println!("{sent} key updates sent, {received} received");
     assert!(
-        sent >= 500 && received >= 500,
+        // Hundreds: about 550-720 here; fewer when more calls share a
+        // sealed batch's one record.
+        sent >= 300 && received >= 300,
         "{sent} sent, {received} received"
     );
     let _ = stop.send(());
