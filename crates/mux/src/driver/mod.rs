@@ -65,6 +65,7 @@ mod loom_opens;
 mod loom_tests;
 mod opens;
 mod ops;
+mod rbuf;
 mod read;
 mod sync;
 mod task;

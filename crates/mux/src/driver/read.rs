@@ -7,6 +7,8 @@ use std::task::{Context, Poll, Waker};
 use bytes::BytesMut;
 use weft_frame::Reason;
 
+pub(crate) use super::rbuf::READ_FIRST;
+use super::rbuf::ReadBuf;
 use super::wake::Waiter;
 use super::{Inner, now};
 use crate::error::CloseCause;
@@ -15,25 +17,20 @@ use crate::pipeline::Inbound;
 /// The transport's read half, the record pipeline and the read buffer
 /// (received payloads are slices of it).
 ///
-/// The buffer is sized on demand: its first reserve is [`READ_FIRST`], a
-/// read that fills the room it had doubles the next reserve (up to
-/// [`READ_CHUNK_MAX`]), a frame larger than that has the codec reserve what
-/// it needs, and a connection that has gone quiet gives it all back
-/// ([`Inner::release_quiet_buffers`]). An idle connection so holds a
-/// small buffer, or none, instead of 16 KiB reserved at connect: untouched,
-/// that reserve cost no resident memory but doubled the allocator's peak
-/// mapping, and with it the allocator metadata it never returns (which
-/// is what 10,000 idle connections paid for).
+/// The buffer is sized on demand ([`ReadBuf`]): its first reserve is
+/// [`READ_FIRST`], reads that fill their room double the next reserve (up
+/// to 256 KiB) and small reads halve it, a frame larger than that has the
+/// codec reserve what it needs, and a connection that has gone quiet gives
+/// it all back ([`Inner::release_quiet_buffers`]). An idle connection so
+/// holds a small buffer, or none, instead of 16 KiB reserved at connect:
+/// untouched, that reserve cost no resident memory but doubled the
+/// allocator's peak mapping, and with it the allocator metadata it never
+/// returns (which is what 10,000 idle connections paid for).
 pub(super) struct Reader {
     inbound: Inbound,
-    buf: BytesMut,
-    /// What the next reserve asks for.
-    chunk: usize,
+    rbuf: ReadBuf,
     /// Bytes read since the connection task's last timer tick.
-    read_since_tick: usize,
-    /// `buf` was given an allocation (by the handshake or a reserve) since
-    /// it was last released.
-    has_buffer: bool,
+    read_since_tick: u32,
     /// Bytes read during the handshake, or left when our control queue
     /// filled up, are waiting in `buf`.
     leftover: bool,
@@ -76,7 +73,7 @@ enum Flow {
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
-            .field("buffered", &self.buf.len())
+            .field("buffered", &self.rbuf.buf.len())
             .field("flow", &self.flow)
             .field("arm", &self.arm)
             .finish_non_exhaustive()
@@ -88,9 +85,7 @@ impl Reader {
         Reader {
             inbound,
             leftover: !buf.is_empty(),
-            has_buffer: buf.capacity() > 0,
-            buf,
-            chunk: READ_FIRST,
+            rbuf: ReadBuf::new(buf),
             read_since_tick: 0,
             flow: Flow::Reading,
             arm: Arm::Unarmed,
@@ -155,69 +150,20 @@ impl Reader {
         was_blocked
     }
 
-    /// The buffer's capacity (tests watch it stay small while idle).
+    /// The buffer's capacity, spares included (tests watch it stay small
+    /// while idle).
     pub(super) fn capacity(&self) -> usize {
-        self.buf.capacity()
+        self.rbuf.capacity()
     }
 
-    /// Makes room for the next read: reuses the buffer when the frames
-    /// decoded from it are gone, reads into the tail left while it is
-    /// worth a read, and reserves a chunk otherwise. Returns the room.
-    fn make_room(&mut self) -> usize {
-        let room = self.buf.capacity() - self.buf.len();
-        // Frames decoded earlier may still hold the buffer, so `reserve`
-        // would allocate a new one: first try to reuse it, then read into
-        // the tail left, and allocate only when the tail is too short to
-        // be worth a read. An empty buffer is rewound whenever it can be (a
-        // read into a short tail leaves a frame split at its end, which
-        // must then be moved).
-        let short = room < self.chunk / MIN_TAIL_PARTS;
-        let rewind = room < self.chunk && (self.buf.is_empty() || short);
-        if rewind && self.buf.try_reclaim(self.chunk) {
-            return self.buf.capacity() - self.buf.len();
-        }
-        if short {
-            // The codec's reserve for the rest of a split frame leaves a
-            // tail of just that many bytes (a shared buffer is replaced by
-            // one of exactly the size asked): reading into it would cost a
-            // read per header and one per body, and with many replies in
-            // flight every frame split so.
-            if self.has_buffer {
-                // Frames still hold the last one (replies waiting for their
-                // callers' tasks): a bigger chunk lasts until they are gone,
-                // so a busy connection settles at reusing its buffer.
-                self.chunk = (self.chunk * 2).min(READ_CHUNK_MAX);
-            }
-            if self.buf.capacity() == 0 {
-                // Made with its capacity, a buffer remembers it: once
-                // shared, a reserve on it allocates at least that much.
-                self.buf = BytesMut::with_capacity(self.chunk);
-            } else {
-                self.buf.reserve(self.chunk);
-            }
-            self.has_buffer = true;
-        }
-        self.buf.capacity() - self.buf.len()
-    }
-
-    /// `n` bytes arrived into `room`: a read that filled a room of half a
-    /// chunk or more asks for a bigger chunk next time.
+    /// `n` bytes arrived into `room`.
     fn note_read(&mut self, n: usize, room: usize) {
-        self.read_since_tick = self.read_since_tick.saturating_add(n);
-        if n >= room && room >= self.chunk / 2 {
-            self.chunk = (self.chunk * 2).min(READ_CHUNK_MAX);
-        }
+        let counted = u32::try_from(n).unwrap_or(u32::MAX);
+        self.read_since_tick = self.read_since_tick.saturating_add(counted);
+        self.rbuf.note_read(n, room);
     }
 }
 
-/// The first reserve of a connection's read buffer (and the handshake's):
-/// a settings frame, a ping or a small call fits.
-pub(crate) const READ_FIRST: usize = 1024;
-/// A tail shorter than this part of a chunk is not read into: a chunk is
-/// reserved instead.
-const MIN_TAIL_PARTS: usize = 16;
-/// The largest reserve a read makes (larger frames reserve what they need).
-const READ_CHUNK_MAX: usize = 16 * 1024;
 /// Read calls per poll before yielding to other tasks.
 const READS_PER_POLL: usize = 16;
 
@@ -265,9 +211,9 @@ impl Inner {
             let res = if std::mem::take(&mut r.leftover) {
                 Poll::Ready(Ok(usize::MAX))
             } else {
-                let room = r.make_room();
+                let room = r.rbuf.make_room();
                 self.wakers.read.fired.store(false, Ordering::Release);
-                let res = tokio_util::io::poll_read_buf(self.io.get(), cx, &mut r.buf);
+                let res = tokio_util::io::poll_read_buf(self.io.get(), cx, &mut r.rbuf.buf);
                 if let Poll::Ready(Ok(n)) = res {
                     r.note_read(n, room);
                 }
@@ -353,15 +299,13 @@ impl Inner {
     /// At most one allocation per tick per connection, none per call.
     pub(super) fn release_quiet_buffers(&mut self) {
         let r = &mut self.reader;
-        let quiet = r.read_since_tick < READ_FIRST;
+        let quiet = (r.read_since_tick as usize) < READ_FIRST;
         r.read_since_tick = 0;
         if !quiet || self.session.stream_count() > 0 {
             return;
         }
-        if r.buf.is_empty() && !r.leftover && r.buf.capacity() > 0 {
-            r.buf = BytesMut::new();
-            r.chunk = READ_FIRST;
-            r.has_buffer = false;
+        if !r.leftover {
+            r.rbuf.release();
         }
         self.writer.release_if_idle();
         self.session.release_spares();
@@ -369,7 +313,7 @@ impl Inner {
 
     /// Whether the connection holds buffers a quiet tick would give back.
     pub(super) fn holds_buffers(&self) -> bool {
-        self.reader.buf.capacity() > 0 || self.writer.capacity() > 0
+        self.reader.capacity() > 0 || self.writer.capacity() > 0
     }
 
     /// Whether the socket woke since the last read was armed.
@@ -394,15 +338,16 @@ impl Inner {
         };
         loop {
             let r = &mut self.reader;
-            if !eof && r.buf.is_empty() {
+            if !eof && r.rbuf.buf.is_empty() {
                 // Every frame so far was whole: nothing to decode (a header
                 // held by the codec needs more bytes too).
                 break;
             }
+            r.rbuf.before_decode();
             let res = if eof {
-                r.inbound.decode_eof(&mut r.buf)
+                r.inbound.decode_eof(&mut r.rbuf.buf)
             } else {
-                r.inbound.decode(&mut r.buf)
+                r.inbound.decode(&mut r.rbuf.buf)
             };
             match res {
                 Ok(Some(frame)) => self.session.handle_frame_with(frame, &mut clock, reader),
@@ -426,7 +371,7 @@ impl Inner {
             }
             if !self.session.wants_read() {
                 // Our control queue is full: the rest waits in the buffer.
-                self.reader.leftover = !self.reader.buf.is_empty();
+                self.reader.leftover = !self.reader.rbuf.buf.is_empty();
                 if !eof {
                     return;
                 }
@@ -526,49 +471,5 @@ mod tests {
         r.unblock();
         assert!(r.is_ended());
         assert!(!reader().end(), "ended while reading: nothing owed");
-    }
-
-    /// With replies in flight, frames decoded from the buffer still hold
-    /// it, and the codec's reserve for a split frame's rest leaves a tail
-    /// of just those bytes: the next read must get a chunk, not that tail
-    /// (reads of 16 and 8 bytes, two per frame, were 2 system calls per
-    /// call at 64 in flight).
-    #[test]
-    fn a_tail_left_by_the_codecs_reserve_is_not_read_into() {
-        // A buffer that does not remember a capacity (as the handshake's
-        // may not): a shared reserve on it allocates just what is asked.
-        let mut buf = BytesMut::new();
-        buf.reserve(READ_FIRST);
-        let (_, inbound) = crate::pipeline::passthrough(Default::default());
-        let mut r = Reader::new(inbound, buf);
-        fill_and_split(&mut r);
-        let room = r.make_room();
-        assert!(
-            room >= r.chunk / MIN_TAIL_PARTS,
-            "a read into {room} bytes (chunk {})",
-            r.chunk
-        );
-    }
-
-    /// A buffer the reader makes remembers its capacity, so the codec's
-    /// reserve on it while frames hold it asks for a real buffer, not for
-    /// the few bytes it needs.
-    #[test]
-    fn the_readers_own_buffer_remembers_its_capacity() {
-        let mut r = reader();
-        assert!(r.make_room() >= READ_FIRST);
-        fill_and_split(&mut r);
-        assert!(r.buf.capacity() >= READ_FIRST, "{}", r.buf.capacity());
-    }
-
-    /// A read that filled the buffer: frames still held by their callers,
-    /// then the first 8 bytes of a split frame's header, for whose rest
-    /// the codec reserves.
-    fn fill_and_split(r: &mut Reader) {
-        let cap = r.buf.capacity();
-        r.buf.resize(cap, 7);
-        let held = r.buf.split_to(cap - 8).freeze();
-        r.buf.reserve(8);
-        std::mem::forget(held);
     }
 }

@@ -7,12 +7,14 @@
 //! encoder functions return the bytes to send.
 
 pub(crate) mod message;
+pub(crate) mod pool;
 pub(crate) mod typed;
 pub(crate) mod wire;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::status::Status;
+use pool::Pooled;
 
 /// Bytes of the length prefix in front of every message.
 pub const PREFIX_LEN: usize = 4;
@@ -136,7 +138,11 @@ pub const RESERVE_AHEAD: usize = 32;
 /// Memory is bounded by the limit: a declared length above it fails at
 /// once (`RESOURCE_EXHAUSTED`), and a message split over chunks reserves
 /// its buffer from the bytes that arrived (at most [`RESERVE_AHEAD`] times
-/// them), never to the declared length on its say-so alone.
+/// them), never to the declared length on its say-so alone. The buffer of
+/// a split message comes from a process-wide pool of large buffers and
+/// goes back to it when the message's last `Bytes` drops (`pool.rs`: at
+/// most 16 buffers and 32 MiB kept); a pooled buffer already large enough
+/// for the whole message is preferred, since it costs no new memory.
 #[derive(Debug)]
 pub struct MessageDecoder {
     max: usize,
@@ -145,7 +151,7 @@ pub struct MessageDecoder {
     /// Length of the message being read, once its prefix is complete.
     want: Option<usize>,
     /// Body bytes of a message split over chunks.
-    partial: BytesMut,
+    partial: Pooled,
 }
 
 impl MessageDecoder {
@@ -156,7 +162,7 @@ impl MessageDecoder {
             prefix: [0; PREFIX_LEN],
             prefix_len: 0,
             want: None,
-            partial: BytesMut::new(),
+            partial: Pooled::default(),
         }
     }
 
@@ -199,12 +205,18 @@ impl MessageDecoder {
         let n = (want - self.partial.len()).min(chunk.len());
         self.make_room(want, n);
         self.partial.extend_from_slice(&chunk[..n]);
-        chunk.advance(n);
+        if n == chunk.len() {
+            // Emptied by a copy: let go of the connection's read buffer now
+            // (an empty slice would keep all of it until the next chunk).
+            *chunk = Bytes::new();
+        } else {
+            chunk.advance(n);
+        }
         if self.partial.len() < want {
             return Ok(None);
         }
         self.want = None;
-        Ok(Some(self.partial.split().freeze()))
+        Ok(Some(Bytes::from_owner(std::mem::take(&mut self.partial))))
     }
 
     /// Makes room in `partial` for `n` more bytes of a `want`-byte
@@ -220,8 +232,9 @@ impl MessageDecoder {
             return;
         }
         let target = want.min((len + n).saturating_mul(RESERVE_AHEAD));
-        let mut grown = BytesMut::with_capacity(target);
-        grown.extend_from_slice(&self.partial);
+        let mut grown = Pooled::take(target, want);
+        grown.extend_from_slice(self.partial.as_slice());
+        // The old buffer goes back to the pool.
         self.partial = grown;
     }
 
@@ -270,6 +283,7 @@ mod tests {
 
     #[test]
     fn every_split_point_gives_the_same_messages() {
+        let _serial = pool::tests::serial();
         let big = vec![7u8; COPY_THRESHOLD + 5];
         let msgs: [&[u8]; 4] = [b"hello", b"", b"{\"n\":1}", &big];
         let bytes = wire(&msgs);
@@ -331,6 +345,7 @@ mod tests {
 
     #[test]
     fn a_split_message_is_reserved_once_from_its_first_chunk() {
+        let _serial = pool::tests::serial();
         let body: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
         let bytes = wire(&[&body]);
         let mut d = MessageDecoder::new(usize::MAX);
@@ -341,7 +356,7 @@ mod tests {
             if let Some(m) = d.decode(&mut c).unwrap() {
                 got = Some(m);
             }
-            buffers.push(d.partial.as_ptr());
+            buffers.push(d.partial.as_slice().as_ptr());
         }
         let got = got.expect("the message is whole");
         assert_eq!(&got[..], &body[..]);
@@ -354,6 +369,44 @@ mod tests {
         let mut c = Bytes::from_static(&[0, 0x40, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         assert!(d.decode(&mut c).unwrap().is_none());
         assert_eq!(d.partial.capacity(), 10 * RESERVE_AHEAD);
+    }
+
+    /// Decodes one message sent in 64 KiB chunks.
+    fn split_message(bytes: &[u8]) -> Bytes {
+        let mut d = MessageDecoder::new(usize::MAX);
+        let mut got = None;
+        for c in bytes.chunks(64 * 1024) {
+            let mut c = Bytes::copy_from_slice(c);
+            if let Some(m) = d.decode(&mut c).unwrap() {
+                got = Some(m);
+            }
+            assert!(c.is_empty());
+        }
+        got.expect("the message is whole")
+    }
+
+    /// A large message's buffer goes back to the pool once its last
+    /// `Bytes` (a slice of it included) drops, and the next large message
+    /// takes it instead of a new allocation; never while a slice lives.
+    #[test]
+    fn the_next_large_message_reuses_the_buffer_once_the_last_is_dropped() {
+        let _serial = pool::tests::serial();
+        let body: Vec<u8> = (0..3 * 1024 * 1024 + 123).map(|i| (i % 13) as u8).collect();
+        let bytes = wire(&[&body]);
+        let whole = || pool::tests::pooled_at_least(body.len());
+        let first = split_message(&bytes);
+        let part = first.slice(10..20);
+        let pooled = whole();
+        drop(first);
+        assert_eq!(whole(), pooled, "returned while a slice lives");
+        assert_eq!(&part[..], &body[10..20]);
+        drop(part);
+        assert_eq!(whole(), pooled + 1, "returned once the last slice dropped");
+        let second = split_message(&bytes);
+        assert_eq!(whole(), pooled, "the next message took it");
+        assert_eq!(&second[..], &body[..]);
+        drop(second);
+        assert_eq!(whole(), pooled + 1);
     }
 
     #[test]

@@ -1,0 +1,487 @@
+//! The read buffer: sized on demand, grown while bytes flow, shrunk when
+//! they stop, and reused once the frames decoded from it are gone.
+//!
+//! Received payloads are `Bytes` slices of the buffer, so a frame waiting
+//! in a stream's queue keeps its part of the buffer alive. Without help the
+//! next read then finds the buffer shared and `reserve` allocates a new one
+//! (copying the start of a frame split at the end): about one allocation per
+//! frame under a large transfer. Instead the buffer in use is retired as a
+//! *spare* when it fills, and a spare whose frames have all been dropped is
+//! taken back (`try_reclaim`) before anything is allocated: a busy
+//! connection settles at cycling through a few buffers.
+//!
+//! ```text
+//!   read ──► [ frame | frame | frame | fra ] full: the start "fra" moves to
+//!                 │       │       │              a spare (or a new chunk),
+//!                 ▼       ▼       ▼              and this buffer is retired
+//!            stream queues hold slices        ──► spares: reclaimed once
+//!                                                  the slices are dropped
+//! ```
+//!
+//! A retired buffer still held by frames costs nothing the frames do not
+//! already hold (the receive windows bound those); once they are gone it
+//! is *idle*. What a connection keeps beyond its frames: the buffer in use
+//! plus at most [`IDLE_SPARES`] idle ones (checked each time a buffer is
+//! retired), each about the chunk (at most [`READ_CHUNK_MAX`]) or one frame
+//! when frames are larger; at most [`RETIRED_MAX`] handles are tracked at
+//! all (one beyond is forgotten: its frames free it). Spares go when the
+//! chunk shrinks (reads stay small) and all of it when the connection goes
+//! quiet ([`ReadBuf::release`]), so an idle connection holds nothing.
+
+use bytes::BytesMut;
+
+/// The first reserve of a connection's read buffer (and the handshake's):
+/// a settings frame, a ping or a small call fits.
+pub(crate) const READ_FIRST: usize = 1024;
+const FIRST_SHIFT: u8 = READ_FIRST.trailing_zeros() as u8;
+/// The largest chunk a read reserves while bytes flow: a 256 KiB read
+/// takes four default 64 KiB frames per system call (larger frames have
+/// the codec reserve what they need).
+pub(super) const READ_CHUNK_MAX: usize = 256 * 1024;
+const MAX_SHIFT: u8 = READ_CHUNK_MAX.trailing_zeros() as u8;
+/// Idle retired buffers (no frame holds them) kept per connection for
+/// reuse: 4 MiB at the largest chunk. Frames wait in stream queues in
+/// bursts (a task reading for every stream can queue most of the
+/// connection window before the streams' tasks run), and the buffers come
+/// back in bursts: measured on 1 MiB echoes, 2 idle spares saved 8 % of
+/// the read buffer allocations, 16 saved half. Idle spares are buffers
+/// frames held a moment before, so the total never exceeds what frames
+/// held at their peak (a new buffer is allocated only when none is idle).
+pub(super) const IDLE_SPARES: usize = 16;
+/// Retired buffers tracked at most (16 MiB of 256 KiB chunks, the
+/// adaptive window's cap): frames of several streams may wait in their
+/// queues until each stream's task runs. Tracking one costs a handle, not
+/// memory, while frames hold it.
+pub(super) const RETIRED_MAX: usize = 64;
+/// Reads this much smaller than the chunk, this many times in a row, halve
+/// it: a connection whose transfer ended stops reserving 256 KiB.
+const SMALL_READ_DIVISOR: usize = 8;
+const SMALL_READS_TO_SHRINK: u8 = 4;
+/// A tail shorter than this part of a chunk is not read into: the bytes
+/// held move to a spare or a new chunk instead.
+const MIN_TAIL_PARTS: usize = 16;
+/// Below this chunk size the start of a frame split at the end of a full
+/// buffer is left to the codec's own reserve, as for small calls: moving
+/// it only pays under a transfer (and would allocate where small calls
+/// allocate nothing today).
+const MOVE_TAIL_MIN_CHUNK: usize = 64 * 1024;
+
+#[cfg(test)]
+thread_local! {
+    /// Buffers allocated by this thread's read buffers (tests count them;
+    /// a field would grow the connection's shared state in test builds,
+    /// which its size-class test measures).
+    static ALLOCATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Buffers this thread's read buffers allocated so far.
+#[cfg(test)]
+fn allocations() -> usize {
+    ALLOCATIONS.with(std::cell::Cell::get)
+}
+
+/// A retired buffer: an empty handle on an allocation that frames may
+/// still hold, and about how large that allocation is (exact once it has
+/// been reclaimed).
+#[derive(Debug)]
+struct Spare {
+    buf: BytesMut,
+    size: usize,
+    state: SpareState,
+}
+
+/// Whether frames may still hold a retired buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpareState {
+    /// Frames decoded from it may be alive.
+    Held,
+    /// Its handle here is the only one, rewound to the whole allocation:
+    /// it stays so (only the buffer in use hands out frames).
+    Idle,
+}
+
+impl Spare {
+    /// A buffer just retired: held until checked (a size estimate must
+    /// never stand for that check, or a buffer could be written over
+    /// while frames still read it).
+    fn retired(buf: BytesMut, size: usize) -> Spare {
+        Spare {
+            buf,
+            size,
+            state: SpareState::Held,
+        }
+    }
+
+    /// Whether no frame holds the buffer any more; if so it is rewound to
+    /// its whole allocation, whose size is then known exactly.
+    fn reclaim(&mut self) -> bool {
+        if self.state == SpareState::Held {
+            // Asking for more than the view has makes `try_reclaim` check
+            // that the handle is the allocation's only owner (asked again
+            // once rewound, it would find no more room and say no).
+            if !self.buf.try_reclaim(self.buf.capacity() + 1) {
+                return false;
+            }
+            self.size = self.buf.capacity();
+            self.state = SpareState::Idle;
+        }
+        true
+    }
+}
+
+/// The connection's read buffer and its spares (see the module docs).
+#[derive(Debug)]
+pub(super) struct ReadBuf {
+    /// Bytes read and not yet decoded, and the room after them.
+    pub(super) buf: BytesMut,
+    /// About how large `buf`'s allocation is; 0 once released (the next
+    /// reserve is then a first chunk again, not a doubling). Buffers are
+    /// at most a frame, far below 4 GiB: a `u32` (with the two bytes
+    /// below and the boxed spares) keeps the connection's shared state in
+    /// its allocator size class.
+    size: u32,
+    /// What the next reserve asks for: `1 << shift` bytes.
+    shift: u8,
+    /// Consecutive reads much smaller than the chunk.
+    small_reads: u8,
+    /// Retired buffers, oldest first; boxed on the first retire (a
+    /// connection that never carried a transfer has none).
+    #[allow(
+        clippy::box_collection,
+        reason = "one pointer instead of three in the connection's shared state"
+    )]
+    spares: Option<Box<Vec<Spare>>>,
+}
+
+impl ReadBuf {
+    /// Wraps the handshake's buffer (bytes it read past the handshake may
+    /// be in it).
+    pub(super) fn new(buf: BytesMut) -> ReadBuf {
+        ReadBuf {
+            size: u32::try_from(buf.capacity()).unwrap_or(u32::MAX),
+            buf,
+            shift: FIRST_SHIFT,
+            small_reads: 0,
+            spares: None,
+        }
+    }
+
+    /// Room after the bytes held.
+    #[inline]
+    fn room(&self) -> usize {
+        self.buf.capacity() - self.buf.len()
+    }
+
+    /// The chunk the next reserve asks for.
+    #[inline]
+    pub(super) fn chunk(&self) -> usize {
+        1 << self.shift
+    }
+
+    /// A larger chunk next time, up to [`READ_CHUNK_MAX`].
+    fn grow(&mut self) {
+        self.shift = (self.shift + 1).min(MAX_SHIFT);
+    }
+
+    /// The retired buffers (none boxed yet: empty).
+    fn spares(&self) -> &[Spare] {
+        self.spares.as_deref().map_or(&[], |v| &v[..])
+    }
+
+    /// Bytes reserved: the buffer in use and the spares.
+    pub(super) fn capacity(&self) -> usize {
+        let spares: usize = self.spares().iter().map(|s| s.size).sum();
+        self.buf.capacity().max(self.size as usize) + spares
+    }
+
+    /// Makes room for the next read: reuses the buffer when the frames
+    /// decoded from it are gone, reads into the tail left, and takes a
+    /// spare or a new chunk only when nothing is left. Returns the room.
+    pub(super) fn make_room(&mut self) -> usize {
+        let room = self.room();
+        // An empty buffer is rewound whenever it can be (a read into a
+        // short tail leaves a frame split at its end, which must then be
+        // moved).
+        let chunk = self.chunk();
+        let rewind = room < chunk && (self.buf.is_empty() || room < chunk / MIN_TAIL_PARTS);
+        if rewind && self.buf.try_reclaim(chunk) {
+            return self.room();
+        }
+        if room < chunk / MIN_TAIL_PARTS {
+            // Too short a tail to be worth a read: with replies in flight
+            // the codec's reserve for a split frame's rest leaves one of
+            // just those bytes (a shared buffer replaced by one of exactly
+            // the size asked), and reading into it costs a read per header
+            // and one per body.
+            if self.size > 0 {
+                // Frames still hold the last buffer (replies waiting for
+                // their callers' tasks): a bigger chunk lasts until they
+                // are gone.
+                self.grow();
+            }
+            self.move_to_another();
+        }
+        self.room()
+    }
+
+    /// `n` bytes arrived into `room`: a read that filled a room of half a
+    /// chunk or more asks for a bigger chunk next time; reads much smaller
+    /// than the chunk, several in a row, halve it and let go of spares
+    /// larger than it needs.
+    pub(super) fn note_read(&mut self, n: usize, room: usize) {
+        let chunk = self.chunk();
+        if n >= room && room >= chunk / 2 {
+            self.grow();
+            self.small_reads = 0;
+        } else if n < chunk / SMALL_READ_DIVISOR && self.shift > FIRST_SHIFT {
+            self.small_reads += 1;
+            if self.small_reads >= SMALL_READS_TO_SHRINK {
+                self.small_reads = 0;
+                self.shift -= 1;
+                let keep = 2 * self.chunk();
+                if let Some(spares) = &mut self.spares {
+                    spares.retain(|s| s.size <= keep);
+                }
+            }
+        } else {
+            self.small_reads = 0;
+        }
+    }
+
+    /// Called before each decode: a full buffer ending in the start of a
+    /// frame would have the codec `reserve` the rest of that frame, which
+    /// allocates while earlier frames hold the buffer. Under a transfer
+    /// (a large chunk) that start is moved to a spare or a new chunk
+    /// first, so the codec finds room. At most a quarter chunk is copied,
+    /// once per buffer filled; the codec's reserve would copy it too.
+    #[inline]
+    pub(super) fn before_decode(&mut self) {
+        let len = self.buf.len();
+        let chunk = self.chunk();
+        if len == self.buf.capacity() && chunk >= MOVE_TAIL_MIN_CHUNK && len <= chunk / 4 {
+            self.move_to_another();
+        }
+    }
+
+    /// Moves the bytes held to a spare the frames have let go of, or to a
+    /// new chunk, with at least half a chunk of room after them; retires
+    /// the old buffer as a spare. New buffers are a whole chunk (when the
+    /// bytes held leave room), so spares of the same chunk fit any move.
+    fn move_to_another(&mut self) {
+        let chunk = self.chunk();
+        let need = self.buf.len() + chunk / 2;
+        let (mut next, size) = match self.take_spare(need) {
+            Some(s) => (s.buf, s.size),
+            None => {
+                let b = BytesMut::with_capacity(need.max(chunk));
+                #[cfg(test)]
+                ALLOCATIONS.with(|n| n.set(n.get() + 1));
+                let size = b.capacity();
+                (b, size)
+            }
+        };
+        next.extend_from_slice(&self.buf);
+        let mut old = std::mem::replace(&mut self.buf, next);
+        let old_size = (self.size as usize).max(old.len() + old.capacity());
+        self.size = u32::try_from(size).unwrap_or(u32::MAX);
+        old.clear();
+        // A buffer too small to serve a chunk would only take a slot.
+        if old_size >= chunk {
+            self.retire(Spare::retired(old, old_size));
+        }
+    }
+
+    /// A spare whose frames are all gone, rewound, with room for `need`.
+    fn take_spare(&mut self, need: usize) -> Option<Spare> {
+        let spares = self.spares.as_mut()?;
+        let i = spares
+            .iter_mut()
+            .position(|s| s.reclaim() && s.size >= need)?;
+        Some(spares.remove(i))
+    }
+
+    /// Keeps `spare` for reuse once its frames are gone; lets go of idle
+    /// spares beyond [`IDLE_SPARES`] and of the oldest beyond
+    /// [`RETIRED_MAX`].
+    fn retire(&mut self, spare: Spare) {
+        let spares = self.spares.get_or_insert_default();
+        let mut idle = 0;
+        spares.retain_mut(|s| {
+            if !s.reclaim() {
+                return true;
+            }
+            idle += 1;
+            idle <= IDLE_SPARES
+        });
+        if spares.len() == RETIRED_MAX {
+            spares.remove(0);
+        }
+        spares.push(spare);
+    }
+
+    /// The connection went quiet: gives everything back if no bytes wait
+    /// (the next read reserves a first chunk again).
+    pub(super) fn release(&mut self) {
+        self.spares = None;
+        if self.buf.is_empty() && self.buf.capacity() > 0 {
+            self.buf = BytesMut::new();
+            self.size = 0;
+            self.shift = FIRST_SHIFT;
+            self.small_reads = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With replies in flight, frames decoded from the buffer still hold
+    /// it, and the codec's reserve for a split frame's rest leaves a tail
+    /// of just those bytes: the next read must get a chunk, not that tail
+    /// (reads of 16 and 8 bytes, two per frame, were 2 system calls per
+    /// call at 64 in flight).
+    #[test]
+    fn a_tail_left_by_the_codecs_reserve_is_not_read_into() {
+        // A buffer that does not remember a capacity (as a handshake's
+        // grown from nothing would not): a shared reserve on it allocates
+        // just what is asked.
+        let mut buf = BytesMut::new();
+        buf.reserve(READ_FIRST);
+        let mut r = ReadBuf::new(buf);
+        fill_and_split(&mut r);
+        let room = r.make_room();
+        assert!(
+            room >= r.chunk() / MIN_TAIL_PARTS,
+            "a read into {room} bytes (chunk {})",
+            r.chunk()
+        );
+    }
+
+    /// A buffer the reader makes remembers its capacity, so the codec's
+    /// reserve on it while frames hold it asks for a real buffer, not for
+    /// the few bytes it needs.
+    #[test]
+    fn the_readers_own_buffer_remembers_its_capacity() {
+        let mut r = ReadBuf::new(BytesMut::new());
+        assert!(r.make_room() >= READ_FIRST);
+        fill_and_split(&mut r);
+        assert!(r.buf.capacity() >= READ_FIRST, "{}", r.buf.capacity());
+    }
+
+    /// A read that filled the buffer: frames still held by their callers,
+    /// then the first 8 bytes of a split frame's header, for whose rest
+    /// the codec reserves.
+    fn fill_and_split(r: &mut ReadBuf) {
+        let cap = r.buf.capacity();
+        r.buf.resize(cap, 7);
+        let held = r.buf.split_to(cap - 8).freeze();
+        r.buf.reserve(8);
+        std::mem::forget(held);
+    }
+
+    /// Fills the room the next read gets, like a socket with plenty.
+    fn read_full(r: &mut ReadBuf) {
+        let room = r.make_room();
+        r.buf.resize(r.buf.len() + room, 7);
+        r.note_read(room, room);
+    }
+
+    /// One fill under a transfer: a read, whole frames split off (held by
+    /// the caller, as stream queues do) and `tail` bytes left, the start
+    /// of the next frame.
+    fn fill(r: &mut ReadBuf, tail: usize) -> bytes::Bytes {
+        read_full(r);
+        r.before_decode();
+        let frames = r.buf.split_to(r.buf.len() - tail).freeze();
+        r.before_decode();
+        frames
+    }
+
+    /// Under a transfer whose frames are dropped a little after the next
+    /// read (as when they wait for their stream's task), the buffers are
+    /// reused: once the chunk has grown, fills stop allocating.
+    #[test]
+    fn a_steady_transfer_cycles_through_its_buffers() {
+        let mut r = ReadBuf::new(BytesMut::new());
+        let mut held = std::collections::VecDeque::new();
+        for _ in 0..32 {
+            held.push_back(fill(&mut r, 1000));
+            if held.len() > 2 {
+                held.pop_front();
+            }
+        }
+        assert_eq!(r.chunk(), READ_CHUNK_MAX);
+        let before = allocations();
+        for _ in 0..64 {
+            held.push_back(fill(&mut r, 1000));
+            held.pop_front();
+        }
+        assert_eq!(allocations(), before, "64 fills, no allocation");
+        // The buffer in use, two held by frames, the idle ones.
+        assert!(r.capacity() <= (IDLE_SPARES + 3) * (READ_CHUNK_MAX + 1000));
+    }
+
+    /// A spare found idle by one check (each retire checks them all) is
+    /// still idle at the next: rewound once, it must not then read as held
+    /// and never be reused. Frames here are dropped two fills at a time,
+    /// so retires see spares idle before a take looks for them.
+    #[test]
+    fn a_spare_seen_idle_once_stays_reusable() {
+        let mut r = ReadBuf::new(BytesMut::new());
+        let mut before = 0;
+        for i in 0..64 {
+            if i == 16 {
+                before = allocations();
+            }
+            let a = fill(&mut r, 1000);
+            let b = fill(&mut r, 1000);
+            drop((a, b));
+        }
+        assert_eq!(allocations(), before, "96 fills, no allocation");
+    }
+
+    /// Frames held long: each fill allocates (the frames hold the
+    /// memory, not the spares); once they are dropped, what is kept idle
+    /// falls to the bound at the next retire.
+    #[test]
+    fn frames_held_long_cost_allocations_not_retention() {
+        let mut r = ReadBuf::new(BytesMut::new());
+        let mut held = Vec::new();
+        for _ in 0..80 {
+            held.push(fill(&mut r, 1000));
+        }
+        assert!(allocations() >= 64);
+        assert_eq!(r.spares().len(), RETIRED_MAX, "the oldest forgotten");
+        drop(held);
+        drop(fill(&mut r, 1000));
+        assert!(r.spares().len() <= IDLE_SPARES + 1, "{}", r.spares().len());
+        assert!(r.capacity() <= (IDLE_SPARES + 2) * (READ_CHUNK_MAX + 1000));
+    }
+
+    /// Small reads after a transfer halve the chunk and drop large spares;
+    /// a quiet release gives everything back.
+    #[test]
+    fn small_reads_shrink_and_release_empties() {
+        let mut r = ReadBuf::new(BytesMut::new());
+        let mut held = Vec::new();
+        for _ in 0..16 {
+            held.push(fill(&mut r, 100));
+        }
+        assert_eq!(r.chunk(), READ_CHUNK_MAX);
+        assert!(!r.spares().is_empty(), "spares kept");
+        for _ in 0..SMALL_READS_TO_SHRINK as usize * 4 {
+            let room = r.make_room();
+            r.note_read(10, room);
+        }
+        assert_eq!(r.chunk(), READ_CHUNK_MAX / 16);
+        assert!(
+            r.spares().iter().all(|s| s.size <= 2 * r.chunk()),
+            "large spares dropped"
+        );
+        r.buf.clear();
+        r.release();
+        assert_eq!(r.capacity(), 0);
+        assert_eq!(r.chunk(), READ_FIRST);
+    }
+}
