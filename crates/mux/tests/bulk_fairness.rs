@@ -7,19 +7,15 @@
 //! paused clock, a count of writes), not wall-clock timings on a shared
 //! machine: the wall-clock figures are `cargo xtask bench --bulk`'s.
 
-use std::io::{self, IoSlice};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use weft_frame::FrameType;
 use weft_mux::pipeline::{EncryptionPolicy, HandshakeConfig};
 use weft_mux::{Config, Connection, Metadata, Stream};
-use weft_testkit::{echo_all, pair_over};
+use weft_testkit::{Tap, echo_all, pair_over};
 
 mod support;
 use support::{Pair, bytes};
@@ -128,82 +124,13 @@ fn a_small_message_leaves_after_one_piece_of_the_size_asked_for() {
     assert_eq!(rest, [PIECE, PIECE, 60 * 1024 - 3 * PIECE]);
 }
 
-/// A transport that writes vectored (as a TCP socket does) and counts the
-/// writes that moved bytes.
-struct Counted<T> {
-    inner: T,
-    writes: Arc<AtomicUsize>,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        // Each slice in turn, as far as the inner end takes them: one write.
-        let mut n = 0;
-        for b in bufs {
-            match Pin::new(&mut self.inner).poll_write(cx, b) {
-                Poll::Ready(Ok(k)) => {
-                    n += k;
-                    if k < b.len() {
-                        break;
-                    }
-                }
-                Poll::Ready(Err(e)) if n == 0 => return Poll::Ready(Err(e)),
-                Poll::Pending if n == 0 => return Poll::Pending,
-                _ => break,
-            }
-        }
-        if n > 0 {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-        }
-        Poll::Ready(Ok(n))
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
 /// A 1 MiB message is 16 frames of 64 KiB; the writer gathers the frames
 /// that are ready into one vectored write instead of writing each alone
 /// (the default windows and send buffer still let out 256 KiB at a time).
 #[tokio::test(flavor = "current_thread")]
 async fn a_large_message_leaves_in_a_few_writes_not_one_per_frame() {
     let (a, b) = tokio::io::duplex(8 * LARGE);
-    let writes = Arc::new(AtomicUsize::new(0));
-    let a = Counted {
-        inner: a,
-        writes: writes.clone(),
-    };
+    let (a, seen) = Tap::new(a);
     // Plain (payloads are chained only where frames are not transformed).
     let mut hs = HandshakeConfig::default();
     hs.offer.compression = false;
@@ -234,9 +161,9 @@ async fn a_large_message_leaves_in_a_few_writes_not_one_per_frame() {
         assert_eq!(answer.data[..], len.to_be_bytes());
     };
     call(Bytes::from_static(b"warm")).await;
-    let before = writes.load(Ordering::Relaxed);
+    let before = seen.writes();
     call(Bytes::from(vec![7u8; LARGE])).await;
-    let n = writes.load(Ordering::Relaxed) - before;
+    let n = seen.writes() - before;
     let frames = LARGE / weft_frame::DEFAULT_MAX_PAYLOAD as usize;
     println!("{n} writes for a 1 MiB message of {frames} frames");
     assert!(n <= frames / 2, "{n} writes for {frames} frames");

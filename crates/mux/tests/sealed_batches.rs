@@ -3,67 +3,18 @@
 //! lone call's frame as its own record: the records on the wire, parsed
 //! from the client's bytes after the handshake, show which.
 
-use std::io;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use weft_frame::{FrameType, HEADER_LEN};
 use weft_mux::pipeline::{EncryptionPolicy, HandshakeConfig};
 use weft_mux::{Config, Connection, Metadata};
-use weft_testkit::{echo_all, pair_over};
+use weft_testkit::{Tap, echo_all, pair_over};
 
 /// The frame type of a sealed batch's record.
 const BATCH: FrameType = FrameType(0x08);
 
-/// A transport that keeps a copy of the bytes written through it once
-/// `wire` is `Some` (after the handshake, whose messages are not records).
-struct Recorded<T> {
-    inner: T,
-    wire: Arc<Mutex<Option<Vec<u8>>>>,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Recorded<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Recorded<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = polled
-            && let Some(w) = self.wire.lock().unwrap().as_mut()
-        {
-            w.extend_from_slice(&buf[..n]);
-        }
-        polled
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// The types of the whole records in what `wire` recorded (every record
-/// starts with a frame header whose lengths cover its body).
-fn records(wire: &Mutex<Option<Vec<u8>>>) -> Vec<FrameType> {
-    let wire = wire.lock().unwrap();
-    let wire: &[u8] = wire.as_deref().unwrap_or_default();
+/// The types of the whole records in `wire` (every record starts with a
+/// frame header whose lengths cover its body).
+fn records(wire: &[u8]) -> Vec<FrameType> {
     let mut at = 0;
     let mut out = Vec::new();
     while wire.len() - at >= HEADER_LEN {
@@ -98,22 +49,18 @@ async fn call(client: Connection) {
 #[tokio::test(flavor = "current_thread")]
 async fn calls_in_flight_go_in_sealed_batches_and_a_lone_call_does_not() {
     let (a, b) = tokio::io::duplex(1 << 20);
-    let wire = Arc::new(Mutex::new(None));
-    let a = Recorded {
-        inner: a,
-        wire: wire.clone(),
-    };
+    let (a, seen) = Tap::new(a);
     let mut hs = HandshakeConfig::default();
     hs.offer.encryption = EncryptionPolicy::Required;
     let mut config = Config::default();
     config.handshake(hs);
     let ((client, _), (_server, incoming)) = pair_over(a, b, config.clone(), config).await;
     assert!(client.negotiated().encrypted);
-    *wire.lock().unwrap() = Some(Vec::new());
+    seen.record();
     tokio::spawn(echo_all(incoming));
 
     call(client.clone()).await;
-    let alone = records(&wire);
+    let alone = records(&seen.recorded());
     assert_eq!(count(&alone, BATCH), 0, "a lone call batched: {alone:?}");
     assert!(count(&alone, FrameType::OPEN) >= 1, "{alone:?}");
 
@@ -124,7 +71,7 @@ async fn calls_in_flight_go_in_sealed_batches_and_a_lone_call_does_not() {
     while let Some(done) = calls.join_next().await {
         done.unwrap();
     }
-    let all = records(&wire);
+    let all = records(&seen.recorded());
     let after = &all[alone.len()..];
     let (batches, opens) = (count(after, BATCH), count(after, FrameType::OPEN));
     println!(

@@ -20,6 +20,8 @@
 //!   buffered bytes, handlers running) and how each stream ended;
 //!   [`Bystander`] is a well-behaved client that keeps doing checked round
 //!   trips on the same server during an attack.
+//! - [`Tap`] counts the writes through a transport and keeps a copy of
+//!   the bytes, for tests of how frames leave (batched writes, records).
 //! - [`resident_bytes`] and [`open_fds`] read another process's figures
 //!   from /proc, for the memory examples.
 //!
@@ -36,6 +38,7 @@ mod pair;
 mod peer;
 mod process;
 mod server;
+mod tap;
 mod wait;
 
 pub use delay::{DelayIo, IN_FLIGHT_LIMIT, Link, delay_pair, link_pair};
@@ -50,4 +53,5 @@ pub use process::{open_fds, resident_bytes};
 pub use server::{
     Bystander, EchoServer, Outcome, Peak, ServerOptions, round_trip, round_trip_retrying,
 };
+pub use tap::{Tap, Tapped};
 pub use wait::{Changes, SPIN_LIMIT, STALL_LIMIT, SpinGuard, eventually};
