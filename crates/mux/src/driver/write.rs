@@ -3,9 +3,9 @@
 //! connection task does, after one yield, so many calls share a syscall.
 //! Large payloads are chained rather than copied (see [`WriteBuf`]).
 //!
-//! A batch is bounded by what the transport took lately ([`Batch`]): the
+//! A write is bounded by what the transport took lately ([`WriteBound`]): the
 //! frames of a large message leave in a few large vectored writes while
-//! the transport takes them whole, and when it pushes back the next batch
+//! the transport takes them whole, and when it pushes back the next write
 //! is cut to what it took, so a small frame queued later waits behind
 //! little of ours (the session still hands out frames round robin).
 
@@ -30,7 +30,7 @@ pub(super) struct Writer {
     /// to fit).
     coalesce: u32,
     /// Bytes, copied and chained, encoded ahead of a write at most.
-    batch: Batch,
+    bound: WriteBound,
     needs_flush: bool,
     pub(super) shut: bool,
 }
@@ -51,7 +51,7 @@ impl std::fmt::Debug for Writer {
 /// what a small message can find queued in our buffer; TCP's congestion
 /// window grows and shrinks the same way.
 #[derive(Clone, Copy, Debug)]
-struct Batch(u32);
+struct WriteBound(u32);
 
 /// A batch's largest bound: 1 MiB, a large message in one vectored write.
 const MAX_BATCH: u32 = 1 << 20;
@@ -61,10 +61,10 @@ const MAX_BATCH: u32 = 1 << 20;
 /// more per byte than the wait they save).
 const MIN_BATCH: u32 = 16 * 1024;
 
-impl Batch {
-    fn new(coalesce: usize) -> Batch {
+impl WriteBound {
+    fn new(coalesce: usize) -> WriteBound {
         let first = u32::try_from(coalesce).unwrap_or(MAX_BATCH);
-        Batch(first.clamp(MIN_BATCH, MAX_BATCH))
+        WriteBound(first.clamp(MIN_BATCH, MAX_BATCH))
     }
 
     /// The bound in bytes.
@@ -96,7 +96,7 @@ impl Writer {
             outbound,
             buf: WriteBuf::with_capacity(WRITE_FIRST),
             coalesce: u32::try_from(coalesce).unwrap_or(u32::MAX),
-            batch: Batch::new(coalesce),
+            bound: WriteBound::new(coalesce),
             needs_flush: false,
             shut: false,
         }
@@ -224,7 +224,7 @@ impl Inner {
             // and after a call's one frame it ends the loop without
             // looking at the buffer.
             while self.session.has_transmit() {
-                let room = w.buf.room(w.batch.bytes(), w.coalesce as usize);
+                let room = w.buf.room(w.bound.bytes(), w.coalesce as usize);
                 if room == 0 {
                     break;
                 }
@@ -271,7 +271,7 @@ impl Inner {
             match w.buf.poll_write(io.get_mut(), &mut cx) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
-                    w.batch.wrote(n, w.buf.is_empty());
+                    w.bound.wrote(n, w.buf.is_empty());
                     w.needs_flush = true;
                 }
                 Poll::Ready(Err(e)) => return Err(e),
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_batch_grows_while_writes_go_whole_and_shrinks_to_what_a_write_took() {
-        let mut b = Batch::new(64 * 1024);
+        let mut b = WriteBound::new(64 * 1024);
         assert_eq!(b.bytes(), 64 * 1024);
         let mut seen = Vec::new();
         for _ in 0..6 {
@@ -325,7 +325,7 @@ mod tests {
         // Never below the smallest batch, nor above the largest.
         b.wrote(100, false);
         assert_eq!(b.bytes(), MIN_BATCH as usize);
-        assert_eq!(Batch::new(1).bytes(), MIN_BATCH as usize);
-        assert_eq!(Batch::new(usize::MAX).bytes(), MAX_BATCH as usize);
+        assert_eq!(WriteBound::new(1).bytes(), MIN_BATCH as usize);
+        assert_eq!(WriteBound::new(usize::MAX).bytes(), MAX_BATCH as usize);
     }
 }
