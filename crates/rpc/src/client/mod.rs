@@ -8,6 +8,8 @@ use std::task::{Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::TryFutureExt;
+use futures_util::future::Either;
 use tokio::time::Instant;
 use weft_frame::Metadata;
 use weft_mux::{Connection, Stream};
@@ -205,23 +207,35 @@ impl Client {
         Ok((opts.open_metadata(&method, deadline, now, codec)?, deadline))
     }
 
-    async fn open(&self, meta: Metadata, first: Framed, end: bool) -> Result<Stream, Status> {
-        let (payload, rest) = match first {
+    /// Opens a stream with `first` (and `end`, once all of it is sent).
+    ///
+    /// The mux's open is made here, before the first poll: the returned
+    /// future holds it once, where an `async fn` would hold its arguments
+    /// and the open built from them side by side.
+    fn open(
+        &self,
+        meta: Metadata,
+        first: Framed,
+        end: bool,
+    ) -> impl Future<Output = Result<Stream, Status>> + use<'_> {
+        let (payload, mut rest) = match first {
             Framed::One(b) => (b, None),
             Framed::Two(prefix, body) => (prefix, Some(body)),
         };
-        let mut stream = self
-            .conn
-            .open(meta, payload, end && rest.is_none())
-            .await
-            .map_err(|e| wire::from_mux(&e))?;
-        if let Some(body) = rest {
-            stream
-                .send(body, end)
-                .await
-                .map_err(|e| wire::from_stream(&e))?;
+        let mut opening = self.conn.open(meta, payload, end && rest.is_none());
+        async move {
+            // Polled where it lies (it is `Unpin`), not moved into the
+            // state machine a second time.
+            let mut stream = (&mut opening).await.map_err(|e| wire::from_mux(&e))?;
+            if rest.is_some() {
+                let body = rest.take().unwrap_or_default();
+                stream
+                    .send(body, end)
+                    .await
+                    .map_err(|e| wire::from_stream(&e))?;
+            }
+            Ok(stream)
         }
-        Ok(stream)
     }
 
     /// A unary call on raw bytes.
@@ -410,21 +424,20 @@ impl Client {
         within(deadline, self.unary_call(prepared, finish))
     }
 
-    async fn unary_call<T>(
+    /// The call in its two phases, opening and reading, one after the
+    /// other in one future as large as the larger phase (an `async fn`
+    /// would keep the open's state beside the read's).
+    fn unary_call<T>(
         &self,
         prepared: Result<Prepared, Status>,
         finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
-    ) -> Result<T, Status> {
-        let Prepared { meta, framed, .. } = prepared?;
-        let mut stream = self.open(meta, framed, true).await?;
-        observe::client_stream(stream.id());
-        let mut reader = Reader::new(self.max());
-        let body = read_response(&mut reader, &mut stream).await;
-        let value = body.and_then(|b| {
-            finish(b, &reader).map_err(|e| response_error(stream.metadata().method(), &e))
-        });
-        drop(stream);
-        value
+    ) -> impl Future<Output = Result<T, Status>> {
+        let open = match prepared {
+            Ok(Prepared { meta, framed, .. }) => Either::Left(self.open(meta, framed, true)),
+            Err(e) => Either::Right(std::future::ready(Err(e))),
+        };
+        let max = self.max();
+        open.and_then(move |stream| read_unary(stream, max, finish))
     }
 
     /// A server-streaming call: sends `request`, and returns the response
@@ -562,9 +575,41 @@ struct Prepared {
     deadline: Option<Instant>,
 }
 
-/// Reads a one-message response and its status.
-async fn read_response(reader: &mut Reader, stream: &mut Stream) -> Result<Bytes, Status> {
-    let first = match reader.only(stream).await? {
+/// A unary call's read phase: its one-message response and status, made
+/// the caller's value by `finish`. The stream and reader are the future's
+/// own (the stream is dropped, and released, once the value is made).
+#[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
+fn read_unary<T>(
+    mut stream: Stream,
+    max: usize,
+    finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
+) -> impl Future<Output = Result<T, Status>> {
+    async move {
+        observe::client_stream(stream.id());
+        let mut reader = Reader::new(max);
+        let body = read_response(&mut reader, &mut stream).await;
+        body.and_then(|b| {
+            finish(b, &reader).map_err(|e| response_error(stream.metadata().method(), &e))
+        })
+    }
+}
+
+/// Reads a one-message response and its status (a function returning an
+/// `async` block, which holds its two references once).
+#[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
+fn read_response<'a>(
+    reader: &'a mut Reader,
+    stream: &'a mut Stream,
+) -> impl Future<Output = Result<Bytes, Status>> + 'a {
+    async move {
+        let only = reader.only(stream).await?;
+        response_of(only, reader, stream)
+    }
+}
+
+/// A one-message response read by [`Reader::only`], and its status.
+fn response_of(only: Only, reader: &Reader, stream: &Stream) -> Result<Bytes, Status> {
+    let first = match only {
         Only::One(msg) => Some(msg),
         Only::None => None,
         Only::More => {

@@ -6,6 +6,8 @@
 //! status in its metadata. A stream that ends without that status, or fails
 //! (reset, connection gone), never reads as success.
 
+use std::future::Future;
+
 use bytes::Bytes;
 use weft_frame::{Metadata, Reason};
 use weft_mux::{MuxError, Stream, StreamError};
@@ -152,14 +154,22 @@ impl Reader {
 
     /// The next message; `Ok(None)` after the sender's explicit end (with no
     /// message cut short). Cancel safe: nothing is lost if dropped.
-    pub(crate) async fn next(&mut self, stream: &mut Stream) -> Result<Option<Bytes>, Status> {
-        loop {
-            if let Some(done) = self.buffered()? {
-                return Ok(done);
+    ///
+    /// (A function returning an `async` block, as [`only`](Self::only) is.)
+    #[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
+    pub(crate) fn next<'a>(
+        &'a mut self,
+        stream: &'a mut Stream,
+    ) -> impl Future<Output = Result<Option<Bytes>, Status>> + 'a {
+        async move {
+            loop {
+                if let Some(done) = self.buffered()? {
+                    return Ok(done);
+                }
+                // `recv` reads the socket from this task while it waits.
+                let chunk = stream.recv().await;
+                self.absorb(chunk)?;
             }
-            // `recv` reads the socket from this task while it waits.
-            let chunk = stream.recv().await;
-            self.absorb(chunk)?;
         }
     }
 
@@ -270,19 +280,29 @@ impl Reader {
     /// The first message and whether another followed it before the end
     /// (which is then not waited for: a direction that streams may never
     /// end by itself).
-    pub(crate) async fn only(&mut self, stream: &mut Stream) -> Result<Only, Status> {
-        let Some(first) = self.next(stream).await? else {
-            return Ok(Only::None);
-        };
-        // The common case: the frame that carried the message ended the
-        // direction too, so looking for a second one would find the end.
-        if self.ended && self.chunk.is_empty() && !self.decoder.is_mid_message() {
-            return Ok(Only::One(first));
+    ///
+    /// A function returning an `async` block, not an `async fn`: an `async
+    /// fn` keeps its arguments twice in its state, and this one is inside
+    /// every unary call's future on both ends.
+    #[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
+    pub(crate) fn only<'a>(
+        &'a mut self,
+        stream: &'a mut Stream,
+    ) -> impl Future<Output = Result<Only, Status>> + 'a {
+        async move {
+            let Some(first) = self.next(stream).await? else {
+                return Ok(Only::None);
+            };
+            // The common case: the frame that carried the message ended the
+            // direction too, so looking for a second one would find the end.
+            if self.ended && self.chunk.is_empty() && !self.decoder.is_mid_message() {
+                return Ok(Only::One(first));
+            }
+            Ok(match self.next(stream).await? {
+                Some(_) => Only::More,
+                None => Only::One(first),
+            })
         }
-        Ok(match self.next(stream).await? {
-            Some(_) => Only::More,
-            None => Only::One(first),
-        })
     }
 
     /// The sender's headers, once received (the first frame with metadata

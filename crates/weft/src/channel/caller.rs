@@ -3,11 +3,27 @@
 //! `Channel::run`) until it succeeds or may not be retried. What
 //! `#[weft::service]` clients and the channel's own raw methods call.
 
+use std::borrow::Cow;
 use std::future::Future;
+
+use tokio::time::Instant;
 
 use weft_rpc::{CallOptions, Caller, Codec, OpenCall, Outgoing, Response, Status};
 
 use super::Channel;
+
+/// A fixed call's deadline and options, borrowed from the `fix` its
+/// future holds: taking them by value would keep a second copy of the
+/// options in every call future (the captured result stays in it whole).
+fn unfix<'a>(
+    fixed: &'a Result<(Option<Instant>, Cow<'_, CallOptions>), Status>,
+) -> Result<(Option<Instant>, &'a CallOptions), Status> {
+    match fixed {
+        Ok((deadline, opts)) => Ok((*deadline, opts)),
+        // An interceptor's refusal: rare, and the one clone of it.
+        Err(e) => Err(e.clone()),
+    }
+}
 
 impl Caller for Channel {
     #[inline(always)]
@@ -25,8 +41,8 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let (deadline, opts) = fixed?;
-            let (opts, request) = (&*opts, &request);
+            let (deadline, opts) = unfix(&fixed)?;
+            let request = &request;
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec(method, codec, request, opts).await
             };
@@ -49,8 +65,8 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let (deadline, opts) = fixed?;
-            let (opts, request) = (&*opts, &request);
+            let (deadline, opts) = unfix(&fixed)?;
+            let request = &request;
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec_response(method, codec, request, opts).await
             };
@@ -72,8 +88,7 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let (deadline, opts) = fixed?;
-            let opts = &*opts;
+            let (deadline, opts) = unfix(&fixed)?;
             let attempt = |c: weft_rpc::Client| async move {
                 c.open_call(method, codec, request, opts).await
             };

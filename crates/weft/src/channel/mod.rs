@@ -443,57 +443,65 @@ impl Channel {
     /// room here, the attempt by its own deadline (`fix` put it in the
     /// options); no wrapper takes a future as an argument, which would hold
     /// it twice and double the call future every caller moves.
-    async fn run<T, F, Fut>(
-        &self,
-        method: &str,
+    ///
+    /// A function returning an `async` block, not an `async fn`: an
+    /// `async fn` moves its arguments into the body's locals and keeps
+    /// both copies in the future.
+    #[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
+    fn run<'a, T, F, Fut>(
+        &'a self,
+        method: &'a str,
         idempotency: Idempotency,
         deadline: Option<Instant>,
         attempt: F,
-    ) -> Result<T, Status>
+    ) -> impl Future<Output = Result<T, Status>> + 'a
     where
-        F: Fn(Client) -> Fut,
+        F: Fn(Client) -> Fut + 'a,
         Fut: Future<Output = Result<T, Status>>,
     {
-        self.shared.budget.deposit();
-        loop {
-            let lease = self.lease_within(deadline).await?;
-            let status = match attempt(lease.client.clone()).await {
-                Ok(v) => {
-                    lease.record(Outcome::Success);
-                    return Ok(v);
-                }
-                Err(s) => s,
-            };
-            lease.record(if status.code() == Code::UNAVAILABLE {
-                Outcome::Failure
-            } else {
-                Outcome::Success
-            });
-            if status.is_retry_safe() {
-                if status.is_stream_refused() {
-                    // The connection is fine; the server's stream cap
-                    // was reached. Wait for room on it (as h2 queues at
-                    // its peer's max concurrent streams) instead of
-                    // replacing it.
-                    let conn = lease.client.connection();
-                    let room = std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
-                    let waited = within(deadline, room).await;
-                    self.timed_out(waited, Waiting::Room)?;
+        async move {
+            self.shared.budget.deposit();
+            loop {
+                let lease = self.lease_within(deadline).await?;
+                let status = match attempt(lease.client.clone()).await {
+                    Ok(v) => {
+                        lease.record(Outcome::Success);
+                        return Ok(v);
+                    }
+                    Err(s) => s,
+                };
+                lease.record(if status.code() == Code::UNAVAILABLE {
+                    Outcome::Failure
                 } else {
-                    lease.retire();
+                    Outcome::Success
+                });
+                if status.is_retry_safe() {
+                    if status.is_stream_refused() {
+                        // The connection is fine; the server's stream cap
+                        // was reached. Wait for room on it (as h2 queues at
+                        // its peer's max concurrent streams) instead of
+                        // replacing it.
+                        let conn = lease.client.connection();
+                        let room =
+                            std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
+                        let waited = within(deadline, room).await;
+                        self.timed_out(waited, Waiting::Room)?;
+                    } else {
+                        lease.retire();
+                    }
                 }
+                drop(lease);
+                let retry =
+                    self.may_retry(method, idempotency, &status) && self.shared.budget.withdraw();
+                // Neither a failure nor a retry completes on the poll that
+                // failed (a local failure needs no I/O): a caller's retry
+                // loop yields to the runtime instead of spinning.
+                tokio::task::yield_now().await;
+                if !retry {
+                    return Err(status);
+                }
+                tracing::debug!(method, %status, "retrying");
             }
-            drop(lease);
-            let retry =
-                self.may_retry(method, idempotency, &status) && self.shared.budget.withdraw();
-            // Neither a failure nor a retry completes on the poll that
-            // failed (a local failure needs no I/O): a caller's retry
-            // loop yields to the runtime instead of spinning.
-            tokio::task::yield_now().await;
-            if !retry {
-                return Err(status);
-            }
-            tracing::debug!(method, %status, "retrying");
         }
     }
 
