@@ -462,15 +462,15 @@ impl Channel {
         async move {
             self.shared.budget.deposit();
             loop {
-                let lease = self.lease_within(deadline).await?;
-                let status = match attempt(lease.client.clone()).await {
+                let Lease { client, held } = self.lease_within(deadline).await?;
+                let status = match attempt(client).await {
                     Ok(v) => {
-                        lease.record(Outcome::Success);
+                        held.record(Outcome::Success);
                         return Ok(v);
                     }
                     Err(s) => s,
                 };
-                lease.record(if status.code() == Code::UNAVAILABLE {
+                held.record(if status.code() == Code::UNAVAILABLE {
                     Outcome::Failure
                 } else {
                     Outcome::Success
@@ -481,16 +481,19 @@ impl Channel {
                         // was reached. Wait for room on it (as h2 queues at
                         // its peer's max concurrent streams) instead of
                         // replacing it.
-                        let conn = lease.client.connection();
-                        let room =
-                            std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
-                        let waited = within(deadline, room).await;
-                        self.timed_out(waited, Waiting::Room)?;
+                        // (A connection replaced meanwhile has room.)
+                        if let Some(client) = held.client() {
+                            let conn = client.connection();
+                            let room =
+                                std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
+                            let waited = within(deadline, room).await;
+                            self.timed_out(waited, Waiting::Room)?;
+                        }
                     } else {
-                        lease.retire();
+                        held.retire();
                     }
                 }
-                drop(lease);
+                drop(held);
                 let retry =
                     self.may_retry(method, idempotency, &status) && self.shared.budget.withdraw();
                 // Neither a failure nor a retry completes on the poll that

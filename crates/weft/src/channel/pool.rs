@@ -67,18 +67,25 @@ pub(crate) struct Pool {
     inner: Arc<Inner>,
 }
 
-/// A connection handed to one call: its client, and which slot and
-/// connection it came from (to retire exactly that one). Counts as one
-/// call in flight on the endpoint until dropped.
+/// A connection handed to one call: its client, and the claim on the
+/// slot it came from. The two come apart (`let Lease { client, held }`):
+/// the call takes the client, the claim stays to report how it went.
 #[derive(Debug)]
 pub(crate) struct Lease {
     pub(crate) client: Client,
+    pub(crate) held: Held,
+}
+
+/// Which slot and connection a lease came from (to retire exactly that
+/// one). Counts as one call in flight on the endpoint until dropped.
+#[derive(Debug)]
+pub(crate) struct Held {
     slot: usize,
     generation: u64,
     pool: Pool,
 }
 
-impl Drop for Lease {
+impl Drop for Held {
     fn drop(&mut self) {
         if self.pool.inner.detector.is_some() {
             self.pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -86,11 +93,23 @@ impl Drop for Lease {
     }
 }
 
-impl Lease {
+impl Held {
     /// The connection refused the call retry-safe (it is going away or
     /// out of stream ids): stop using it and connect a new one.
     pub(crate) fn retire(&self) {
         self.pool.retire(self.slot, self.generation);
+    }
+
+    /// The leased connection's client again, while its slot still holds
+    /// that connection (a rare path's second lock: the call itself took
+    /// the lease's client without a clone).
+    pub(crate) fn client(&self) -> Option<Client> {
+        match &*lock(&self.pool.inner.slots[self.slot]) {
+            Slot::Ready {
+                client, generation, ..
+            } if *generation == self.generation => Some(client.clone()),
+            _ => None,
+        }
     }
 
     /// Tells the endpoint's outlier detector (if balanced) how the call
@@ -226,9 +245,11 @@ impl Pool {
             }
             return Some(Lease {
                 client,
-                slot: idx,
-                generation,
-                pool: self.clone(),
+                held: Held {
+                    slot: idx,
+                    generation,
+                    pool: self.clone(),
+                },
             });
         }
         None
@@ -475,29 +496,33 @@ mod tests {
         let p = pool(2);
         // The first lease connects every slot.
         let first = p.lease(0, false).await.unwrap();
-        assert_eq!(first.slot, 0);
+        assert_eq!(first.held.slot, 0);
         while !matches!(*lock(&p.inner.slots[1]), Slot::Ready { .. }) {
             tokio::task::yield_now().await;
         }
         let (a, b) = (p.try_lease(0).unwrap(), p.try_lease(1).unwrap());
-        assert_eq!((a.slot, b.slot), (0, 1));
-        assert_ne!(a.generation, b.generation, "two connections");
-        assert_eq!(p.try_lease(2).unwrap().slot, 0, "hint modulo n");
+        assert_eq!((a.held.slot, b.held.slot), (0, 1));
+        assert_ne!(a.held.generation, b.held.generation, "two connections");
+        assert_eq!(p.try_lease(2).unwrap().held.slot, 0, "hint modulo n");
         assert_eq!(p.in_flight(), 3);
         drop((first, b));
         assert_eq!(p.in_flight(), 1);
+        // The claim finds its connection again while its slot holds it...
+        assert!(a.held.client().is_some());
         // Slot 0 retired: hint 0 falls over to slot 1 and slot 0 reconnects.
-        a.retire();
-        assert_eq!(p.try_lease(0).unwrap().slot, 1);
+        a.held.retire();
+        // ... and not once it is gone.
+        assert!(a.held.client().is_none());
+        assert_eq!(p.try_lease(0).unwrap().held.slot, 1);
         let again = p.lease(0, false).await.unwrap();
         let fresh = loop {
             let l = p.try_lease(0).unwrap();
-            if l.slot == 0 {
+            if l.held.slot == 0 {
                 break l;
             }
             tokio::task::yield_now().await;
         };
-        assert_ne!(fresh.generation, a.generation, "a new connection");
+        assert_ne!(fresh.held.generation, a.held.generation, "a new connection");
         drop(again);
     }
 }
