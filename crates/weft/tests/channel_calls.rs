@@ -176,13 +176,14 @@ async fn a_dns_channel_resolves_and_calls() {
 /// per-thread cache for every boxed call. It was 1,296 bytes (default
 /// features) while the call's fixed options were held twice and the retry
 /// loop was an `async fn` holding its arguments twice, 976 while the
-/// attempt took a clone of the lease's client; the `tower` feature makes
-/// the client larger.
+/// attempt took a clone of the lease's client, 944 while the deadline was
+/// kept beside the options that carry it; the `tower` feature makes the
+/// client larger.
 #[tokio::test]
 async fn channel_unary_future_stays_small() {
     let channel = Channel::builder().endpoint(memory(Arc::new(AtomicUsize::new(0))));
     let call = channel.unary("echo", Bytes::from_static(b"hi"));
-    let bound = if cfg!(feature = "tower") { 1_000 } else { 960 };
+    let bound = if cfg!(feature = "tower") { 960 } else { 920 };
     assert!(
         size_of_val(&call) <= bound,
         "channel unary future: {} bytes",

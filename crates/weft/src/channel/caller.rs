@@ -6,20 +6,16 @@
 use std::borrow::Cow;
 use std::future::Future;
 
-use tokio::time::Instant;
-
 use weft_rpc::{CallOptions, Caller, Codec, OpenCall, Outgoing, Response, Status};
 
 use super::Channel;
 
-/// A fixed call's deadline and options, borrowed from the `fix` its
-/// future holds: taking them by value would keep a second copy of the
-/// options in every call future (the captured result stays in it whole).
-fn unfix<'a>(
-    fixed: &'a Result<(Option<Instant>, Cow<'_, CallOptions>), Status>,
-) -> Result<(Option<Instant>, &'a CallOptions), Status> {
+/// A fixed call's options, borrowed from the `fix` its future holds:
+/// taking them by value would keep a second copy of them in every call
+/// future (the captured result stays in it whole).
+fn unfix<'a>(fixed: &'a Result<Cow<'_, CallOptions>, Status>) -> Result<&'a CallOptions, Status> {
     match fixed {
-        Ok((deadline, opts)) => Ok((*deadline, opts)),
+        Ok(opts) => Ok(opts),
         // An interceptor's refusal: rare, and the one clone of it.
         Err(e) => Err(e.clone()),
     }
@@ -41,13 +37,12 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let (deadline, opts) = unfix(&fixed)?;
+            let opts = unfix(&fixed)?;
             let request = &request;
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec(method, codec, request, opts).await
             };
-            self.run(method, opts.idempotency(), deadline, attempt)
-                .await
+            self.run(method, opts, attempt).await
         }
     }
 
@@ -65,13 +60,12 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let (deadline, opts) = unfix(&fixed)?;
+            let opts = unfix(&fixed)?;
             let request = &request;
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec_response(method, codec, request, opts).await
             };
-            self.run(method, opts.idempotency(), deadline, attempt)
-                .await
+            self.run(method, opts, attempt).await
         }
     }
 
@@ -88,12 +82,11 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let (deadline, opts) = unfix(&fixed)?;
+            let opts = unfix(&fixed)?;
             let attempt = |c: weft_rpc::Client| async move {
                 c.open_call(method, codec, request, opts).await
             };
-            self.run(method, opts.idempotency(), deadline, attempt)
-                .await
+            self.run(method, opts, attempt).await
         }
     }
 
@@ -127,16 +120,14 @@ impl tower::Service<weft_rpc::OpenRequest> for Channel {
     fn call(&mut self, req: weft_rpc::OpenRequest) -> Self::Future {
         let channel = self.clone();
         Box::pin(async move {
-            let (deadline, opts) = channel.fix(req.method(), req.options())?;
+            let opts = channel.fix(req.method(), req.options())?;
             let (method, opts) = (req.method(), &*opts);
             let attempt = |c: weft_rpc::Client| {
                 let mut req = req.clone();
                 *req.options_mut() = opts.clone();
                 async move { tower::Service::call(&mut c.open_service(), req).await }
             };
-            channel
-                .run(method, opts.idempotency(), deadline, attempt)
-                .await
+            channel.run(method, opts, attempt).await
         })
     }
 }

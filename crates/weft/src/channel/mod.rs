@@ -416,22 +416,17 @@ impl Channel {
                     .is_ok_and(|m| idem.iter().any(|i| i.eq_ignore_ascii_case(&m))))
     }
 
-    /// The call's deadline, and its options as every attempt sends them:
-    /// through the channel's interceptors (once per call), with the
-    /// deadline fixed so that every attempt shares it (not a fresh timeout
-    /// each). An interceptor's refusal is the call's error.
-    fn fix<'o>(
-        &self,
-        method: &str,
-        opts: &'o CallOptions,
-    ) -> Result<(Option<Instant>, Cow<'o, CallOptions>), Status> {
+    /// The call's options as every attempt sends them: through the
+    /// channel's interceptors (once per call), with the deadline fixed so
+    /// that every attempt shares it (not a fresh timeout each): their
+    /// `deadline_at` is the call's deadline. An interceptor's refusal is
+    /// the call's error.
+    fn fix<'o>(&self, method: &str, opts: &'o CallOptions) -> Result<Cow<'o, CallOptions>, Status> {
         let opts = self.intercept.apply(method, Cow::Borrowed(opts))?;
-        let deadline = self.deadline(&opts);
-        let opts = match deadline {
+        Ok(match self.deadline(&opts) {
             Some(d) if opts.deadline_at() != Some(d) => Cow::Owned(opts.into_owned().deadline(d)),
             _ => opts,
-        };
-        Ok((deadline, opts))
+        })
     }
 
     /// Runs `attempt` on a live connection until it succeeds, fails in a
@@ -451,8 +446,7 @@ impl Channel {
     fn run<'a, T, F, Fut>(
         &'a self,
         method: &'a str,
-        idempotency: Idempotency,
-        deadline: Option<Instant>,
+        opts: &'a CallOptions,
         attempt: F,
     ) -> impl Future<Output = Result<T, Status>> + 'a
     where
@@ -462,7 +456,7 @@ impl Channel {
         async move {
             self.shared.budget.deposit();
             loop {
-                let Lease { client, held } = self.lease_within(deadline).await?;
+                let Lease { client, held } = self.lease_within(opts.deadline_at()).await?;
                 let status = match attempt(client).await {
                     Ok(v) => {
                         held.record(Outcome::Success);
@@ -486,7 +480,7 @@ impl Channel {
                             let conn = client.connection();
                             let room =
                                 std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
-                            let waited = within(deadline, room).await;
+                            let waited = within(opts.deadline_at(), room).await;
                             self.timed_out(waited, Waiting::Room)?;
                         }
                     } else {
@@ -494,8 +488,8 @@ impl Channel {
                     }
                 }
                 drop(held);
-                let retry =
-                    self.may_retry(method, idempotency, &status) && self.shared.budget.withdraw();
+                let retry = self.may_retry(method, opts.idempotency(), &status)
+                    && self.shared.budget.withdraw();
                 // Neither a failure nor a retry completes on the poll that
                 // failed (a local failure needs no I/O): a caller's retry
                 // loop yields to the runtime instead of spinning.
@@ -551,9 +545,8 @@ impl Channel {
         Req: serde::Serialize + Sync + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let (deadline, opts) = self.fix(method, opts)?;
-        let opts = &*opts;
-        self.run(method, opts.idempotency(), deadline, |c| async move {
+        let opts = &*self.fix(method, opts)?;
+        self.run(method, opts, |c| async move {
             c.unary_json_with(method, request, opts).await
         })
         .await
