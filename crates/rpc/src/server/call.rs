@@ -23,7 +23,7 @@ use weft_mux::Stream;
 
 use crate::codec::Framed;
 use crate::codec::message::{Decode, Encode};
-use crate::codec::wire::{self, Reader};
+use crate::codec::wire;
 use crate::observe;
 use crate::observe::meter::CallMeter;
 use crate::server::context::Calls;
@@ -31,6 +31,7 @@ use crate::server::context::Context;
 use crate::server::middleware::Hold;
 use crate::server::mismatch;
 use crate::server::pool::Pool;
+use crate::server::request::unary_request;
 use crate::server::route::Shape;
 use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
 use crate::server::streams::{Closed, Slot};
@@ -348,8 +349,7 @@ where
         hold,
     } = call;
     let work = async {
-        let mut reader = Reader::new(max);
-        let req = reader.single(&mut stream).await;
+        let req = unary_request(&mut stream, max).await;
         let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
         guard.meter.received(req.len());
         let req = Req::decode(req)?;

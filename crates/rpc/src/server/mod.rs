@@ -23,6 +23,7 @@ pub(crate) mod mismatch;
 pub(crate) mod open;
 pub(crate) mod peer;
 pub(crate) mod pool;
+pub(crate) mod request;
 pub(crate) mod route;
 pub(crate) mod router;
 pub(crate) mod streams;
