@@ -26,8 +26,8 @@ use crate::codec::message::{Decode, Encode};
 use crate::codec::wire;
 use crate::observe;
 use crate::observe::meter::CallMeter;
-use crate::server::context::Calls;
 use crate::server::context::Context;
+use crate::server::context::{CallKey, Calls, CancelSignal, Finished};
 use crate::server::middleware::Hold;
 use crate::server::mismatch;
 use crate::server::pool::Pool;
@@ -194,14 +194,54 @@ pub(crate) struct ServerCall {
 /// cancellation signal unless the call completed cleanly.
 pub(crate) struct CallGuard {
     pub(crate) calls: Arc<Calls>,
-    pub(crate) id: u32,
+    pub(crate) key: CallKey,
     pub(crate) clean: bool,
     pub(crate) meter: CallMeter,
+    entry: Entry,
+}
+
+/// Where a call's entry in its connection's table is.
+enum Entry {
+    /// Still there: dropping the guard ends it.
+    InTable,
+    /// Taken as the result went out ([`CallGuard::finish`]), with the
+    /// signal to fire should the end fail.
+    Taken(Option<CancelSignal>),
+}
+
+impl CallGuard {
+    /// The guard of the call entered in `calls` under `key`.
+    pub(crate) fn new(calls: Arc<Calls>, key: CallKey, meter: CallMeter) -> CallGuard {
+        CallGuard {
+            calls,
+            key,
+            clean: false,
+            meter,
+            entry: Entry::InTable,
+        }
+    }
+
+    /// Takes the call's entry as its end is built: the response headers
+    /// not sent yet and the trailers its handler set. One lock, where
+    /// taking them and removing the entry at the drop took two.
+    pub(crate) fn finish(&mut self) -> (Vec<crate::options::Entry>, Vec<crate::options::Entry>) {
+        let Finished {
+            headers,
+            trailers,
+            signal,
+        } = self.calls.finish(self.key);
+        self.entry = Entry::Taken(signal);
+        (headers, trailers)
+    }
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        self.calls.end(self.id, !self.clean);
+        match &self.entry {
+            Entry::InTable => self.calls.end(self.key, !self.clean),
+            Entry::Taken(Some(signal)) if !self.clean => signal.fire(),
+            Entry::Taken(_) => {}
+        }
     }
 }
 
@@ -297,7 +337,7 @@ async fn respond(
     // gone with a streamed message, and its trailers (none allocates
     // nothing).
     let (message, trailers, cut) = {
-        let (headers, extra) = guard.calls.take_end(guard.id);
+        let (headers, extra) = guard.finish();
         match result {
             Ok(Some(framed)) => {
                 let h = (!headers.is_empty()).then(|| wire::headers(&headers));
@@ -405,7 +445,7 @@ where
         mut guard,
         hold,
     } = call;
-    let slot = Slot::serving(stream, guard.calls.clone(), guard.id);
+    let slot = Slot::serving(stream, guard.calls.clone(), guard.key);
     let work = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER);
     let result = hold.cut(work).await;
     end_streaming(slot, result, &mut guard, &hold).await;

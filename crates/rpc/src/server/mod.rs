@@ -289,21 +289,21 @@ impl Server {
             let late = Status::deadline_exceeded("the call arrived after its deadline");
             return Some(Box::pin(reject(stream, late)));
         }
+        // Registered before the interceptor, so headers it sets are kept.
+        let key = calls.begin(id);
         let ctx = Context::for_call(
             route.name.clone(),
             deadline,
             peer.clone(),
             meta.clone(),
             calls.clone(),
-            id,
+            key,
         )
         .with_trace(trace);
-        // Registered before the interceptor, so headers it sets are kept.
-        calls.begin(id);
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
         {
-            calls.end(id, false);
+            calls.end(key, false);
             return Some(Box::pin(reject(stream, status)));
         }
         let call = ServerCall {
@@ -311,12 +311,7 @@ impl Server {
             ctx,
             deadline,
             max: self.max_message,
-            guard: CallGuard {
-                calls: calls.clone(),
-                id,
-                clean: false,
-                meter: meters.start(route_id, &route.name),
-            },
+            guard: CallGuard::new(calls.clone(), key, meters.start(route_id, &route.name)),
             hold: Default::default(),
         };
         #[cfg(feature = "tower")]
