@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use tokio::time::Instant;
+use weft_frame::Metadata;
 use weft_mux::Stream;
 
 use crate::codec::Framed;
@@ -341,11 +342,11 @@ async fn respond(
         match result {
             Ok(Some(framed)) => {
                 let h = (!headers.is_empty()).then(|| wire::headers(&headers));
-                (Some((framed, h)), wire::trailers_with(&OK, &extra), false)
+                (Some((framed, h)), ok_trailers(&extra), false)
             }
             // No message: headers not sent yet join the trailers (gRPC's
             // "trailers-only" response).
-            Ok(None) => (None, wire::trailers_with(&OK, &join(headers, extra)), false),
+            Ok(None) => (None, ok_trailers(&join(headers, extra)), false),
             Err(status) => {
                 tracing::debug!(id = stream.id(), %status, "call failed");
                 let t = wire::trailers_with(&status, &join(headers, extra));
@@ -359,6 +360,16 @@ async fn respond(
         None => wire::end(stream, trailers).await,
     };
     guard.clean = sent.is_ok() && !cut;
+}
+
+/// The trailers of a call that succeeded, with the handler's entries.
+#[inline]
+fn ok_trailers(extra: &[crate::options::Entry]) -> Metadata {
+    if extra.is_empty() {
+        // The usual end, without the general builder's checks.
+        return Metadata::ok_status();
+    }
+    wire::trailers_with(&OK, extra)
 }
 
 /// Headers then trailers, for a call whose end carries both.
@@ -388,19 +399,24 @@ where
         mut guard,
         hold,
     } = call;
-    let work = async {
-        let req = unary_request(&mut stream, max).await;
-        let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
-        guard.meter.received(req.len());
-        let req = Req::decode(req)?;
-        let handler = catch(call_handler(|| f(ctx, req))?);
-        tokio::select! {
-            biased;
-            resp = handler => resp?.encode(max).map(Some),
-            gone = watch_reset(&mut stream) => Err(gone),
-        }
+    let result = {
+        // Built where it stays (pinned in this future) and wrapped by
+        // reference: moved into the deadline's and the layers' wrappers, it
+        // was copied whole at each of them, handler's future included.
+        let work = pin!(async {
+            let req = unary_request(&mut stream, max).await;
+            let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
+            guard.meter.received(req.len());
+            let req = Req::decode(req)?;
+            let handler = catch(call_handler(|| f(ctx, req))?);
+            tokio::select! {
+                biased;
+                resp = handler => resp?.encode(max).map(Some),
+                gone = watch_reset(&mut stream) => Err(gone),
+            }
+        });
+        hold.cut(within_as(deadline, work, IN_HANDLER)).await
     };
-    let result = hold.cut(within_as(deadline, work, IN_HANDLER)).await;
     respond(&mut stream, result, &mut guard, &hold).await;
 }
 
@@ -446,7 +462,9 @@ where
         hold,
     } = call;
     let slot = Slot::serving(stream, guard.calls.clone(), guard.key);
-    let work = within_as(deadline, work(slot.clone(), ctx, max), IN_HANDLER);
+    // Pinned where it is built, wrapped by reference (see `unary`).
+    let work = pin!(work(slot.clone(), ctx, max));
+    let work = within_as(deadline, work, IN_HANDLER);
     let result = hold.cut(work).await;
     end_streaming(slot, result, &mut guard, &hold).await;
 }
@@ -497,4 +515,53 @@ where
         catch(call_handler(|| f(ctx, s))?).await.map(|()| None)
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use weft_frame::Metadata;
+
+    use super::*;
+    use crate::observe::meter::CallMeter;
+    use crate::server::peer::PeerInfo;
+
+    /// A unary call's future is built, then copied into its pooled slot,
+    /// for every call: its size is paid per call (and it was 1 KiB).
+    #[tokio::test]
+    async fn a_unary_call_future_stays_small() {
+        let ((client, _), (_server, mut incoming)) = weft_testkit::duplex_pair(
+            1 << 16,
+            weft_mux::Config::default(),
+            weft_mux::Config::default(),
+        )
+        .await;
+        let _out = client
+            .open(Metadata::new(), Bytes::new(), true)
+            .await
+            .unwrap();
+        let stream = incoming.accept().await.unwrap();
+        let calls = Arc::new(Calls::default());
+        let key = calls.begin(stream.id());
+        let ctx = Context::for_call(
+            Arc::from("m"),
+            None,
+            Arc::new(PeerInfo::default()),
+            Metadata::new(),
+            calls.clone(),
+            key,
+        );
+        let call = ServerCall {
+            stream,
+            ctx,
+            deadline: None,
+            max: 1 << 20,
+            guard: CallGuard::new(calls, key, CallMeter::OFF),
+            hold: Hold::default(),
+        };
+        let fut = unary(call, |_ctx, req: Bytes| async move { Ok::<_, Status>(req) });
+        let size = size_of_val(&fut);
+        println!("unary call future: {size} bytes");
+        assert!(size <= 2048, "{size} bytes");
+    }
 }
