@@ -231,9 +231,11 @@ impl Server {
         at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
     ) -> Option<BoxFuture> {
-        let (span, trace) = observe::server_span(stream.metadata(), at.peer, stream.id());
-        // Nobody listens: no span to enter, nor to wrap the call in. (One
-        // call of `start_in_span`, so that it stays inlined.)
+        // Nobody listens: no span to make, enter, or wrap the call in.
+        let Some((span, trace)) = observe::server_span(stream.metadata(), at.peer, stream.id())
+        else {
+            return self.start_in_span(stream, at, cx, None);
+        };
         let entered = (!span.is_disabled()).then(|| span.enter());
         let started = self.start_in_span(stream, at, cx, trace);
         drop(entered);
