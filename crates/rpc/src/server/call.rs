@@ -550,6 +550,7 @@ mod tests {
             Metadata::new(),
             calls.clone(),
             key,
+            None,
         );
         let call = ServerCall {
             stream,

@@ -59,18 +59,22 @@ impl Context {
         metadata: Metadata,
         calls: Arc<Calls>,
         key: CallKey,
+        trace: Option<TraceContext>,
     ) -> Context {
+        // Built whole here: a builder step taking and returning the
+        // context copied all of it once more per call.
         Context {
             method,
             deadline,
             peer,
             metadata,
             cancel: CancelSlot::Call(calls, key),
-            trace: None,
+            trace,
         }
     }
 
     /// This call continues `trace`: nested calls carry it.
+    #[cfg(test)]
     pub(crate) fn with_trace(mut self, trace: Option<TraceContext>) -> Context {
         self.trace = trace;
         self
@@ -484,6 +488,7 @@ mod tests {
             Metadata::new(),
             calls.clone(),
             one,
+            None,
         );
         let sig = ctx.cancellation();
         let sig2 = ctx.cancellation();
@@ -502,6 +507,7 @@ mod tests {
             Metadata::new(),
             calls.clone(),
             three,
+            None,
         );
         let s3 = ctx3.cancellation();
         calls.end(three, false);
@@ -525,6 +531,7 @@ mod tests {
                 Metadata::new(),
                 calls.clone(),
                 key,
+                None,
             )
         };
         const K: Key<weft_frame::metadata::Ascii> = Key::from_static("k");
@@ -605,8 +612,8 @@ mod tests {
             meta,
             Arc::new(Calls::default()),
             CallKey { slot: 0, id: 1 },
-        )
-        .with_trace(None);
+            None,
+        );
         assert_eq!(ctx.trace_context(), TraceContext::parse(parent));
         let open = ctx
             .call_options()

@@ -300,8 +300,8 @@ impl Server {
             meta.clone(),
             calls.clone(),
             key,
-        )
-        .with_trace(trace);
+            trace,
+        );
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
         {

@@ -156,8 +156,8 @@ pub(crate) fn serve(
         call.ctx.metadata().clone(),
         call.guard.calls.clone(),
         call.guard.key,
-    )
-    .with_trace(call.ctx.trace_context());
+        call.ctx.trace_context(),
+    );
     let state = CallState::new(ctx, Pending { call, handler }, gate);
     let stack = layers.run(IncomingCall {
         state: state.clone(),
