@@ -355,11 +355,17 @@ async fn respond(
         }
     };
     let sent = match message {
-        Some((framed, None)) => wire::send(stream, framed, Some(trailers)).await,
-        Some((framed, Some(h))) => wire::send_headed(stream, framed, h, Some(trailers)).await,
-        None => wire::end(stream, trailers).await,
+        // The usual end, one frame: sent from here, not through
+        // `wire::send`, whose state machine would nest in this one.
+        Some((Framed::One(b), None)) => stream.send_with_metadata(trailers, b, true).await.is_ok(),
+        Some((framed, None)) => wire::send(stream, framed, Some(trailers)).await.is_ok(),
+        Some((framed, Some(h))) => {
+            let sent = wire::send_headed(stream, framed, h, Some(trailers)).await;
+            sent.is_ok()
+        }
+        None => wire::end(stream, trailers).await.is_ok(),
     };
-    guard.clean = sent.is_ok() && !cut;
+    guard.clean = sent && !cut;
 }
 
 /// The trailers of a call that succeeded, with the handler's entries.
