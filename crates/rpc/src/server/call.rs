@@ -390,7 +390,12 @@ fn join(
     headers
 }
 
-pub(crate) async fn unary<F, Fut, Req, Resp>(call: ServerCall, f: F)
+/// A unary call. A plain function returning the future, the call taken
+/// apart outside it: an `async fn` keeps its argument for its whole life
+/// and the parts it binds beside it, so every part was held (and copied
+/// with the future) twice.
+#[allow(clippy::manual_async_fn)] // reason: see above; the async fn held the call twice
+pub(crate) fn unary<F, Fut, Req, Resp>(call: ServerCall, f: F) -> impl Future<Output = ()>
 where
     F: FnOnce(Context, Req) -> Fut,
     Fut: Future<Output = Result<Resp, Status>>,
@@ -405,25 +410,30 @@ where
         mut guard,
         hold,
     } = call;
-    let result = {
-        // Built where it stays (pinned in this future) and wrapped by
-        // reference: moved into the deadline's and the layers' wrappers, it
-        // was copied whole at each of them, handler's future included.
-        let work = pin!(async {
-            let req = unary_request(&mut stream, max).await;
-            let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
-            guard.meter.received(req.len());
-            let req = Req::decode(req)?;
-            let handler = catch(call_handler(|| f(ctx, req))?);
-            tokio::select! {
-                biased;
-                resp = handler => resp?.encode(max).map(Some),
-                gone = watch_reset(&mut stream) => Err(gone),
-            }
-        });
-        hold.cut(within_as(deadline, work, IN_HANDLER)).await
-    };
-    respond(&mut stream, result, &mut guard, &hold).await;
+    async move {
+        let result = {
+            // Built where it stays (pinned in this future) and wrapped by
+            // reference: moved into the deadline's and the layers' wrappers,
+            // it was copied whole at each of them, handler's future included.
+            let work = pin!(async {
+                let req = unary_request(&mut stream, max).await;
+                let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
+                guard.meter.received(req.len());
+                let req = Req::decode(req)?;
+                let handler = catch(call_handler(|| f(ctx, req))?);
+                tokio::select! {
+                    biased;
+                    resp = handler => resp?.encode(max).map(Some),
+                    gone = watch_reset(&mut stream) => Err(gone),
+                }
+            });
+            hold.cut(within_as(deadline, work, IN_HANDLER)).await
+        };
+        respond(&mut stream, result, &mut guard, &hold).await;
+        // Ended here, as the async fn's locals were (a captured value
+        // would live until the future is dropped), in their order.
+        drop((hold, guard, stream));
+    }
 }
 
 /// Ends a streaming call with the handler's result. After a send cut short

@@ -96,7 +96,9 @@ mod tests {
         let max = 64;
         let two: Vec<u8> = [msg(b"a"), msg(b"b")].concat();
         let whole = msg(b"hello");
-        let cases: Vec<(Vec<Vec<u8>>, Result<&[u8], Code>)> = vec![
+        // The frames sent, and the request or the error's code.
+        type Case = (Vec<Vec<u8>>, Result<&'static [u8], Code>);
+        let cases: Vec<Case> = vec![
             // The usual request: one frame, whole, ending the direction.
             (vec![whole.clone()], Ok(b"hello")),
             (vec![msg(b"")], Ok(b"")),
