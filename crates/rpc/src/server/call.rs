@@ -543,7 +543,9 @@ mod tests {
     use crate::server::peer::PeerInfo;
 
     /// A unary call's future is built, then copied into its pooled slot,
-    /// for every call: its size is paid per call (and it was 1 KiB).
+    /// for every call: its size is paid per call. This debug build
+    /// measures 1,008 bytes; 1,136 while `unary` was an `async fn`
+    /// holding its call twice.
     #[tokio::test]
     async fn a_unary_call_future_stays_small() {
         let ((client, _), (_server, mut incoming)) = weft_testkit::duplex_pair(
@@ -579,6 +581,6 @@ mod tests {
         let fut = unary(call, |_ctx, req: Bytes| async move { Ok::<_, Status>(req) });
         let size = size_of_val(&fut);
         println!("unary call future: {size} bytes");
-        assert!(size <= 2048, "{size} bytes");
+        assert!(size <= 1088, "{size} bytes");
     }
 }
