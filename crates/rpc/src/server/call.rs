@@ -432,7 +432,9 @@ where
         respond(&mut stream, result, &mut guard, &hold).await;
         // Ended here, as the async fn's locals were (a captured value
         // would live until the future is dropped), in their order.
-        drop((hold, guard, stream));
+        drop(hold);
+        drop(guard);
+        drop(stream);
     }
 }
 
