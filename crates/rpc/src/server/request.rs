@@ -93,6 +93,25 @@ mod tests {
         read(&mut stream).await
     }
 
+    /// A request that is not in yet when the call starts waiting for it is
+    /// read once it comes (the connection's reader wakes the call).
+    #[tokio::test]
+    async fn a_request_still_on_its_way_is_waited_for() {
+        let ((client, _), (_server, mut incoming)) =
+            weft_testkit::duplex_pair(1 << 16, Config::default(), Config::default()).await;
+        let mut out = client
+            .open(Metadata::new(), Bytes::new(), false)
+            .await
+            .unwrap();
+        let mut stream = incoming.accept().await.unwrap();
+        let read = tokio::spawn(async move { unary_request(&mut stream, 64).await });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!read.is_finished());
+        out.send(Bytes::from(msg(b"late")), true).await.unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
+        assert_eq!(got.unwrap().unwrap().unwrap(), &b"late"[..]);
+    }
+
     /// Whatever the caller sent, the request (or the error) is what the
     /// general reader gives; the usual single frame takes the short way.
     #[tokio::test]
