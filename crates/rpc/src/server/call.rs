@@ -432,6 +432,7 @@ where
         respond(&mut stream, result, &mut guard, &hold).await;
         // Ended here, as the async fn's locals were (a captured value
         // would live until the future is dropped), in their order.
+        #[allow(clippy::drop_non_drop)] // reason: `Hold` has a `Drop` with feature `tower`
         drop(hold);
         drop(guard);
         drop(stream);
