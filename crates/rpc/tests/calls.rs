@@ -329,3 +329,33 @@ async fn json_calls_name_their_codec_and_raw_calls_name_none() {
         .unwrap();
     assert_eq!(upper, "RAW");
 }
+
+/// A handler's cancellation signal fires when its call is cut short (here
+/// its deadline passes) and not when it ends cleanly: the server takes the
+/// call's entry, signal included, before the status goes, and fires the
+/// signal it took only if the end was not clean.
+#[tokio::test(start_paused = true)]
+async fn a_signal_fires_when_its_call_is_cut_and_only_then() {
+    let signals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = signals.clone();
+    let router = Router::new().unary("wait", move |ctx, req: Bytes| {
+        keep.lock().unwrap().push(ctx.cancellation());
+        async move {
+            if req.is_empty() {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            Ok(req)
+        }
+    });
+    let p = pair(router).await;
+    let quick = p.client.unary("wait", Bytes::from_static(b"x")).await;
+    assert_eq!(quick.unwrap(), "x");
+    let opts = CallOptions::new().timeout(Duration::from_millis(100));
+    let e = p.client.unary_with("wait", Bytes::new(), &opts).await;
+    assert_eq!(e.unwrap_err().code(), Code::DEADLINE_EXCEEDED);
+    let [clean, cut] = <[_; 2]>::try_from(signals.lock().unwrap().clone()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), cut.cancelled())
+        .await
+        .expect("the cut call's signal fires");
+    assert!(!clean.is_cancelled());
+}

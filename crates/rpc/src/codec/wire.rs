@@ -232,8 +232,9 @@ impl Reader {
         Ok(None)
     }
 
-    /// Takes in what one receive gave.
-    fn absorb(
+    /// Takes in what one receive gave (a caller that received the first
+    /// chunk itself hands it over here, then reads on).
+    pub(crate) fn absorb(
         &mut self,
         chunk: Result<Option<weft_mux::Chunk>, StreamError>,
     ) -> Result<(), Status> {

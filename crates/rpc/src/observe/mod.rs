@@ -225,20 +225,21 @@ pub(crate) fn connection_span(peer: &PeerInfo) -> Span {
 }
 
 /// The span of an incoming call and the trace context its handler passes
-/// on to nested calls: `None` when the span is disabled, and then the
-/// caller's `traceparent` is passed on unchanged, read from the call's
-/// metadata only if a nested call asks for it
+/// on to nested calls: the trace context is `None` when the span is
+/// disabled, and then the caller's `traceparent` is passed on unchanged,
+/// read from the call's metadata only if a nested call asks for it
 /// ([`Context::trace_context`](crate::Context::trace_context)).
 ///
-/// With no subscriber this is one relaxed load ([`listening`]): the
-/// metadata is not read at all.
+/// With no subscriber this is one relaxed load ([`listening`]) and `None`:
+/// no span is made (not even a disabled one, for the caller to check and
+/// drop), the metadata is not read at all.
 pub(crate) fn server_span(
     meta: &Metadata,
     peer: &PeerInfo,
     stream_id: u32,
-) -> (Span, Option<TraceContext>) {
+) -> Option<(Span, Option<TraceContext>)> {
     if !listening(Level::INFO) {
-        return (Span::none(), None);
+        return None;
     }
     let span = tracing::span!(
         Level::INFO,
@@ -255,7 +256,7 @@ pub(crate) fn server_span(
         parent_id = field::Empty,
     );
     if span.is_disabled() {
-        return (span, None);
+        return Some((span, None));
     }
     let (service, method) = split(meta.method().unwrap_or(""));
     span.record("rpc.service", service);
@@ -263,7 +264,7 @@ pub(crate) fn server_span(
     let parent = incoming(meta);
     let own = parent.map_or_else(TraceContext::root, |p| p.child());
     record_ids(&span, &own, parent.map(|p| p.span_id));
-    (span, Some(own))
+    Some((span, Some(own)))
 }
 
 /// Records a server call's outcome on the current span (its own), and

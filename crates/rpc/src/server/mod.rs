@@ -23,6 +23,7 @@ pub(crate) mod mismatch;
 pub(crate) mod open;
 pub(crate) mod peer;
 pub(crate) mod pool;
+pub(crate) mod request;
 pub(crate) mod route;
 pub(crate) mod router;
 pub(crate) mod streams;
@@ -230,9 +231,11 @@ impl Server {
         at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
     ) -> Option<BoxFuture> {
-        let (span, trace) = observe::server_span(stream.metadata(), at.peer, stream.id());
-        // Nobody listens: no span to enter, nor to wrap the call in. (One
-        // call of `start_in_span`, so that it stays inlined.)
+        // Nobody listens: no span to make, enter, or wrap the call in.
+        let Some((span, trace)) = observe::server_span(stream.metadata(), at.peer, stream.id())
+        else {
+            return self.start_in_span(stream, at, cx, None);
+        };
         let entered = (!span.is_disabled()).then(|| span.enter());
         let started = self.start_in_span(stream, at, cx, trace);
         drop(entered);
@@ -288,21 +291,21 @@ impl Server {
             let late = Status::deadline_exceeded("the call arrived after its deadline");
             return Some(Box::pin(reject(stream, late)));
         }
+        // Registered before the interceptor, so headers it sets are kept.
+        let key = calls.begin(id);
         let ctx = Context::for_call(
             route.name.clone(),
             deadline,
             peer.clone(),
             meta.clone(),
             calls.clone(),
-            id,
-        )
-        .with_trace(trace);
-        // Registered before the interceptor, so headers it sets are kept.
-        calls.begin(id);
+            key,
+            trace,
+        );
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
         {
-            calls.end(id, false);
+            calls.end(key, false);
             return Some(Box::pin(reject(stream, status)));
         }
         let call = ServerCall {
@@ -310,12 +313,7 @@ impl Server {
             ctx,
             deadline,
             max: self.max_message,
-            guard: CallGuard {
-                calls: calls.clone(),
-                id,
-                clean: false,
-                meter: meters.start(route_id, &route.name),
-            },
+            guard: CallGuard::new(calls.clone(), key, meters.start(route_id, &route.name)),
             hold: Default::default(),
         };
         #[cfg(feature = "tower")]

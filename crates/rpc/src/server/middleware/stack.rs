@@ -155,9 +155,9 @@ pub(crate) fn serve(
         peer.clone(),
         call.ctx.metadata().clone(),
         call.guard.calls.clone(),
-        call.guard.id,
-    )
-    .with_trace(call.ctx.trace_context());
+        call.guard.key,
+        call.ctx.trace_context(),
+    );
     let state = CallState::new(ctx, Pending { call, handler }, gate);
     let stack = layers.run(IncomingCall {
         state: state.clone(),
@@ -236,7 +236,7 @@ async fn refuse(p: Pending, status: Status) {
     // Counted with the layer's code (dropped unfinished, it would read as
     // CANCELLED).
     guard.meter.finish(status.code());
-    let (mut entries, trailers) = guard.calls.take_end(guard.id);
+    let (mut entries, trailers) = guard.finish();
     entries.extend(trailers);
     let _ = wire::end(&mut stream, wire::trailers_with(&status, &entries)).await;
 }
