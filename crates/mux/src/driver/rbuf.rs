@@ -329,6 +329,9 @@ impl ReadBuf {
     /// new chunk, with at least half a chunk of room after them; retires
     /// the old buffer as a spare. New buffers are a whole chunk (when the
     /// bytes held leave room), so spares of the same chunk fit any move.
+    // Out of line: `before_decode` runs before every frame decoded and must
+    // stay a check the caller inlines (the move is once per buffer filled).
+    #[inline(never)]
     fn move_to_another(&mut self, window: impl FnOnce() -> usize) {
         let chunk = self.chunk();
         let need = self.buf.len() + chunk / 2;
