@@ -18,15 +18,30 @@
 //!                                                  the slices are dropped
 //! ```
 //!
-//! A retired buffer still held by frames costs nothing the frames do not
-//! already hold (the receive windows bound those); once they are gone it
-//! is *idle*. What a connection keeps beyond its frames: the buffer in use
-//! plus at most [`IDLE_SPARES`] idle ones (checked each time a buffer is
-//! retired), each about the chunk (at most [`READ_CHUNK_MAX`]) or one frame
-//! when frames are larger; at most [`RETIRED_MAX`] handles are tracked at
-//! all (one beyond is forgotten: its frames free it). Spares go when the
-//! chunk shrinks (reads stay small) and all of it when the connection goes
-//! quiet ([`ReadBuf::release`]), so an idle connection holds nothing.
+//! How many spares are tracked is what makes the allocations of a large
+//! message constant: the task that reads the socket reads for every
+//! stream, so up to the connection's receive window of frames can wait in
+//! the queues of streams whose tasks have not run yet, each holding its
+//! buffer. Spares are tracked up to that window (in bytes, see
+//! [`ReadBuf::make_room`]), so in a steady transfer every buffer frames
+//! held comes back for reuse, whatever the message size; a fixed count
+//! (16 idle of 64 tracked, before) made an 8 MiB echo allocate 57 times,
+//! about one buffer per 256 KiB received.
+//!
+//! Memory: a retired buffer still held by frames costs nothing the frames
+//! do not already hold (the receive windows bound those). Once they are
+//! gone it is *idle*; a new buffer is allocated only when no idle spare
+//! fits, so the buffers never add up to more than frames held at their
+//! peak plus the one in use, and the spares tracked (held or idle) total
+//! at most the connection's receive window, or [`RETIRED_FLOOR`] when that
+//! is smaller: a peer cannot make a connection keep more than the window
+//! it may fill anyway. At most [`RETIRED_MAX`] handles are tracked at all;
+//! beyond either bound the oldest is forgotten (its frames free it).
+//! Spares go when the chunk shrinks (reads stay small) and all of them
+//! when the connection goes quiet ([`ReadBuf::release`]), so an idle
+//! connection holds nothing.
+
+use std::collections::VecDeque;
 
 use bytes::BytesMut;
 
@@ -39,20 +54,15 @@ const FIRST_SHIFT: u8 = READ_FIRST.trailing_zeros() as u8;
 /// the codec reserve what they need).
 pub(super) const READ_CHUNK_MAX: usize = 256 * 1024;
 const MAX_SHIFT: u8 = READ_CHUNK_MAX.trailing_zeros() as u8;
-/// Idle retired buffers (no frame holds them) kept per connection for
-/// reuse: 4 MiB at the largest chunk. Frames wait in stream queues in
-/// bursts (a task reading for every stream can queue most of the
-/// connection window before the streams' tasks run), and the buffers come
-/// back in bursts: measured on 1 MiB echoes, 2 idle spares saved 8 % of
-/// the read buffer allocations, 16 saved half. Idle spares are buffers
-/// frames held a moment before, so the total never exceeds what frames
-/// held at their peak (a new buffer is allocated only when none is idle).
-pub(super) const IDLE_SPARES: usize = 16;
-/// Retired buffers tracked at most (16 MiB of 256 KiB chunks, the
-/// adaptive window's cap): frames of several streams may wait in their
-/// queues until each stream's task runs. Tracking one costs a handle, not
+/// The least the spares tracked may total, whatever the window: 16
+/// chunks of 256 KiB (below this, a connection with the default 1 MiB
+/// window would forget buffers its frames are about to let go of: frames
+/// of several streams pin a buffer until the last of them is read).
+pub(super) const RETIRED_FLOOR: usize = 16 * READ_CHUNK_MAX;
+/// Retired buffers tracked at most, whatever the window (1,024 handles of
+/// 48 bytes: 256 MiB of 256 KiB chunks). Tracking one costs a handle, not
 /// memory, while frames hold it.
-pub(super) const RETIRED_MAX: usize = 64;
+pub(super) const RETIRED_MAX: usize = 1024;
 /// Reads this much smaller than the chunk, this many times in a row, halve
 /// it: a connection whose transfer ended stops reserving 256 KiB.
 const SMALL_READ_DIVISOR: usize = 8;
@@ -129,6 +139,62 @@ impl Spare {
     }
 }
 
+/// The retired buffers, oldest first, and the sizes they total.
+#[derive(Debug, Default)]
+struct Spares {
+    list: VecDeque<Spare>,
+    /// The sum of the `size` of `list`.
+    bytes: usize,
+}
+
+impl Spares {
+    /// Takes the oldest spare whose frames are all gone, rewound, with room
+    /// for `need`.
+    fn take(&mut self, need: usize) -> Option<Spare> {
+        let mut found = None;
+        for (i, s) in self.list.iter_mut().enumerate() {
+            let before = s.size;
+            let idle = s.reclaim();
+            // A reclaim makes the size exact.
+            self.bytes = self.bytes - before + s.size;
+            if idle && s.size >= need {
+                found = Some(i);
+                break;
+            }
+        }
+        let spare = self.list.remove(found?)?;
+        self.bytes -= spare.size;
+        Some(spare)
+    }
+
+    /// Keeps `spare`, forgetting the oldest while the spares total more
+    /// than `budget` bytes or number more than [`RETIRED_MAX`] (a
+    /// forgotten spare still held is freed by its frames).
+    fn push(&mut self, spare: Spare, budget: usize) {
+        self.bytes += spare.size;
+        self.list.push_back(spare);
+        while self.bytes > budget || self.list.len() > RETIRED_MAX {
+            let Some(old) = self.list.pop_front() else {
+                break;
+            };
+            self.bytes -= old.size;
+        }
+    }
+
+    /// Lets go of spares larger than `keep` bytes.
+    fn drop_larger_than(&mut self, keep: usize) {
+        let mut bytes = 0;
+        self.list.retain(|s| {
+            let small = s.size <= keep;
+            if small {
+                bytes += s.size;
+            }
+            small
+        });
+        self.bytes = bytes;
+    }
+}
+
 /// The connection's read buffer and its spares (see the module docs).
 #[derive(Debug)]
 pub(super) struct ReadBuf {
@@ -144,13 +210,10 @@ pub(super) struct ReadBuf {
     shift: u8,
     /// Consecutive reads much smaller than the chunk.
     small_reads: u8,
-    /// Retired buffers, oldest first; boxed on the first retire (a
-    /// connection that never carried a transfer has none).
-    #[allow(
-        clippy::box_collection,
-        reason = "one pointer instead of three in the connection's shared state"
-    )]
-    spares: Option<Box<Vec<Spare>>>,
+    /// Retired buffers; boxed on the first retire (a connection that
+    /// never carried a transfer has none), which keeps the connection's
+    /// shared state one pointer larger, not five.
+    spares: Option<Box<Spares>>,
 }
 
 impl ReadBuf {
@@ -183,21 +246,19 @@ impl ReadBuf {
         self.shift = (self.shift + 1).min(MAX_SHIFT);
     }
 
-    /// The retired buffers (none boxed yet: empty).
-    fn spares(&self) -> &[Spare] {
-        self.spares.as_deref().map_or(&[], |v| &v[..])
-    }
-
     /// Bytes reserved: the buffer in use and the spares.
     pub(super) fn capacity(&self) -> usize {
-        let spares: usize = self.spares().iter().map(|s| s.size).sum();
+        let spares = self.spares.as_ref().map_or(0, |s| s.bytes);
         self.buf.capacity().max(self.size as usize) + spares
     }
 
     /// Makes room for the next read: reuses the buffer when the frames
     /// decoded from it are gone, reads into the tail left, and takes a
     /// spare or a new chunk only when nothing is left. Returns the room.
-    pub(super) fn make_room(&mut self) -> usize {
+    /// `window` is the connection's receive window in bytes, asked only
+    /// when a buffer is retired: the spares tracked total at most that
+    /// (or [`RETIRED_FLOOR`]), the most frames can hold.
+    pub(super) fn make_room(&mut self, window: impl FnOnce() -> usize) -> usize {
         let room = self.room();
         // An empty buffer is rewound whenever it can be (a read into a
         // short tail leaves a frame split at its end, which must then be
@@ -219,7 +280,7 @@ impl ReadBuf {
                 // are gone.
                 self.grow();
             }
-            self.move_to_another();
+            self.move_to_another(window);
         }
         self.room()
     }
@@ -240,7 +301,7 @@ impl ReadBuf {
                 self.shift -= 1;
                 let keep = 2 * self.chunk();
                 if let Some(spares) = &mut self.spares {
-                    spares.retain(|s| s.size <= keep);
+                    spares.drop_larger_than(keep);
                 }
             }
         } else {
@@ -254,12 +315,13 @@ impl ReadBuf {
     /// (a large chunk) that start is moved to a spare or a new chunk
     /// first, so the codec finds room. At most a quarter chunk is copied,
     /// once per buffer filled; the codec's reserve would copy it too.
+    /// `window` as for [`make_room`](Self::make_room).
     #[inline]
-    pub(super) fn before_decode(&mut self) {
+    pub(super) fn before_decode(&mut self, window: impl FnOnce() -> usize) {
         let len = self.buf.len();
         let chunk = self.chunk();
         if len == self.buf.capacity() && chunk >= MOVE_TAIL_MIN_CHUNK && len <= chunk / 4 {
-            self.move_to_another();
+            self.move_to_another(window);
         }
     }
 
@@ -267,10 +329,14 @@ impl ReadBuf {
     /// new chunk, with at least half a chunk of room after them; retires
     /// the old buffer as a spare. New buffers are a whole chunk (when the
     /// bytes held leave room), so spares of the same chunk fit any move.
-    fn move_to_another(&mut self) {
+    // Out of line: `before_decode` runs before every frame decoded and must
+    // stay a check the caller inlines (the move is once per buffer filled).
+    #[inline(never)]
+    fn move_to_another(&mut self, window: impl FnOnce() -> usize) {
         let chunk = self.chunk();
         let need = self.buf.len() + chunk / 2;
-        let (mut next, size) = match self.take_spare(need) {
+        let taken = self.spares.as_mut().and_then(|s| s.take(need));
+        let (mut next, size) = match taken {
             Some(s) => (s.buf, s.size),
             None => {
                 let b = BytesMut::with_capacity(need.max(chunk));
@@ -287,36 +353,10 @@ impl ReadBuf {
         old.clear();
         // A buffer too small to serve a chunk would only take a slot.
         if old_size >= chunk {
-            self.retire(Spare::retired(old, old_size));
+            let budget = window().max(RETIRED_FLOOR);
+            let spares = self.spares.get_or_insert_default();
+            spares.push(Spare::retired(old, old_size), budget);
         }
-    }
-
-    /// A spare whose frames are all gone, rewound, with room for `need`.
-    fn take_spare(&mut self, need: usize) -> Option<Spare> {
-        let spares = self.spares.as_mut()?;
-        let i = spares
-            .iter_mut()
-            .position(|s| s.reclaim() && s.size >= need)?;
-        Some(spares.remove(i))
-    }
-
-    /// Keeps `spare` for reuse once its frames are gone; lets go of idle
-    /// spares beyond [`IDLE_SPARES`] and of the oldest beyond
-    /// [`RETIRED_MAX`].
-    fn retire(&mut self, spare: Spare) {
-        let spares = self.spares.get_or_insert_default();
-        let mut idle = 0;
-        spares.retain_mut(|s| {
-            if !s.reclaim() {
-                return true;
-            }
-            idle += 1;
-            idle <= IDLE_SPARES
-        });
-        if spares.len() == RETIRED_MAX {
-            spares.remove(0);
-        }
-        spares.push(spare);
     }
 
     /// The connection went quiet: gives everything back if no bytes wait
@@ -350,7 +390,7 @@ mod tests {
         buf.reserve(READ_FIRST);
         let mut r = ReadBuf::new(buf);
         fill_and_split(&mut r);
-        let room = r.make_room();
+        let room = r.make_room(no_window);
         assert!(
             room >= r.chunk() / MIN_TAIL_PARTS,
             "a read into {room} bytes (chunk {})",
@@ -364,7 +404,7 @@ mod tests {
     #[test]
     fn the_readers_own_buffer_remembers_its_capacity() {
         let mut r = ReadBuf::new(BytesMut::new());
-        assert!(r.make_room() >= READ_FIRST);
+        assert!(r.make_room(no_window) >= READ_FIRST);
         fill_and_split(&mut r);
         assert!(r.buf.capacity() >= READ_FIRST, "{}", r.buf.capacity());
     }
@@ -380,21 +420,35 @@ mod tests {
         std::mem::forget(held);
     }
 
-    /// Fills the room the next read gets, like a socket with plenty.
-    fn read_full(r: &mut ReadBuf) {
-        let room = r.make_room();
-        r.buf.resize(r.buf.len() + room, 7);
-        r.note_read(room, room);
+    /// A connection whose receive window is below the floor (the default
+    /// 1 MiB, say): the spares tracked total [`RETIRED_FLOOR`].
+    fn no_window() -> usize {
+        0
+    }
+
+    /// The spares' sizes, oldest first.
+    fn spare_sizes(r: &ReadBuf) -> Vec<usize> {
+        r.spares
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.list.iter().map(|s| s.size).collect())
     }
 
     /// One fill under a transfer: a read, whole frames split off (held by
     /// the caller, as stream queues do) and `tail` bytes left, the start
     /// of the next frame.
     fn fill(r: &mut ReadBuf, tail: usize) -> bytes::Bytes {
-        read_full(r);
-        r.before_decode();
+        fill_within(r, tail, no_window())
+    }
+
+    /// [`fill`] on a connection whose receive window is `window` bytes:
+    /// the read fills the room it gets, like a socket with plenty.
+    fn fill_within(r: &mut ReadBuf, tail: usize, window: usize) -> bytes::Bytes {
+        let room = r.make_room(|| window);
+        r.buf.resize(r.buf.len() + room, 7);
+        r.note_read(room, room);
+        r.before_decode(|| window);
         let frames = r.buf.split_to(r.buf.len() - tail).freeze();
-        r.before_decode();
+        r.before_decode(|| window);
         frames
     }
 
@@ -419,7 +473,8 @@ mod tests {
         }
         assert_eq!(allocations(), before, "64 fills, no allocation");
         // The buffer in use, two held by frames, the idle ones.
-        assert!(r.capacity() <= (IDLE_SPARES + 3) * (READ_CHUNK_MAX + 1000));
+        // The buffer in use and the spares' floor at most.
+        assert!(r.capacity() <= RETIRED_FLOOR + 2 * (READ_CHUNK_MAX + 1000));
     }
 
     /// A spare found idle by one check (each retire checks them all) is
@@ -441,9 +496,10 @@ mod tests {
         assert_eq!(allocations(), before, "96 fills, no allocation");
     }
 
-    /// Frames held long: each fill allocates (the frames hold the
-    /// memory, not the spares); once they are dropped, what is kept idle
-    /// falls to the bound at the next retire.
+    /// Frames held long, beyond what the window lets frames hold: each
+    /// fill allocates (the frames hold the memory, not the spares), the
+    /// spares tracked stay within the floor, the oldest forgotten; once the
+    /// frames are dropped what is kept idle is within it too.
     #[test]
     fn frames_held_long_cost_allocations_not_retention() {
         let mut r = ReadBuf::new(BytesMut::new());
@@ -452,11 +508,43 @@ mod tests {
             held.push(fill(&mut r, 1000));
         }
         assert!(allocations() >= 64);
-        assert_eq!(r.spares().len(), RETIRED_MAX, "the oldest forgotten");
+        let tracked: usize = spare_sizes(&r).iter().sum();
+        assert!(tracked <= RETIRED_FLOOR, "{tracked}");
+        assert!(tracked > RETIRED_FLOOR - 2 * READ_CHUNK_MAX, "{tracked}");
         drop(held);
         drop(fill(&mut r, 1000));
-        assert!(r.spares().len() <= IDLE_SPARES + 1, "{}", r.spares().len());
-        assert!(r.capacity() <= (IDLE_SPARES + 2) * (READ_CHUNK_MAX + 1000));
+        assert!(r.capacity() <= RETIRED_FLOOR + 2 * (READ_CHUNK_MAX + 1000));
+    }
+
+    /// Under a transfer whose frames wait in stream queues for up to a
+    /// large window (a task reading for every stream queues most of it
+    /// before the streams' tasks run: 8 calls of 8 MiB), every buffer comes
+    /// back: once warmed, fills allocate nothing, however many messages
+    /// that is. Tracking a fixed count (64 buffers) allocated a buffer per
+    /// fill here. The spares stay within the window.
+    #[test]
+    fn frames_waiting_for_a_whole_window_allocate_nothing_once_warm() {
+        const WINDOW: usize = 64 * 1024 * 1024;
+        // Fills whose frames wait: 48 MiB of 256 KiB buffers, in the
+        // window.
+        const DEPTH: usize = 192;
+        let mut r = ReadBuf::new(BytesMut::new());
+        let mut held = std::collections::VecDeque::new();
+        for _ in 0..2 * DEPTH {
+            held.push_back(fill_within(&mut r, 1000, WINDOW));
+            if held.len() > DEPTH {
+                held.pop_front();
+            }
+        }
+        let before = allocations();
+        for _ in 0..4 * DEPTH {
+            held.push_back(fill_within(&mut r, 1000, WINDOW));
+            held.pop_front();
+        }
+        assert_eq!(allocations(), before, "{} fills", 4 * DEPTH);
+        drop(held);
+        drop(fill_within(&mut r, 1000, WINDOW));
+        assert!(r.capacity() <= WINDOW + 2 * (READ_CHUNK_MAX + 1000));
     }
 
     /// Small reads after a transfer halve the chunk and drop large spares;
@@ -469,14 +557,14 @@ mod tests {
             held.push(fill(&mut r, 100));
         }
         assert_eq!(r.chunk(), READ_CHUNK_MAX);
-        assert!(!r.spares().is_empty(), "spares kept");
+        assert!(!spare_sizes(&r).is_empty(), "spares kept");
         for _ in 0..SMALL_READS_TO_SHRINK as usize * 4 {
-            let room = r.make_room();
+            let room = r.make_room(no_window);
             r.note_read(10, room);
         }
         assert_eq!(r.chunk(), READ_CHUNK_MAX / 16);
         assert!(
-            r.spares().iter().all(|s| s.size <= 2 * r.chunk()),
+            spare_sizes(&r).iter().all(|&s| s <= 2 * r.chunk()),
             "large spares dropped"
         );
         r.buf.clear();

@@ -13,6 +13,7 @@ use super::wake::Waiter;
 use super::{Inner, now};
 use crate::error::CloseCause;
 use crate::pipeline::Inbound;
+use crate::session::Session;
 
 /// The transport's read half, the record pipeline and the read buffer
 /// (received payloads are slices of it).
@@ -164,6 +165,13 @@ impl Reader {
     }
 }
 
+/// The connection's receive window in bytes as granted so far (grown by
+/// bandwidth estimates): what frames waiting in stream queues can hold at
+/// most, and so what the read buffer's spares are tracked up to.
+fn recv_window(session: &Session) -> usize {
+    session.stats().conn_recv_size as usize
+}
+
 /// Read calls per poll before yielding to other tasks.
 const READS_PER_POLL: usize = 16;
 
@@ -211,7 +219,8 @@ impl Inner {
             let res = if std::mem::take(&mut r.leftover) {
                 Poll::Ready(Ok(usize::MAX))
             } else {
-                let room = r.rbuf.make_room();
+                let session = &self.session;
+                let room = r.rbuf.make_room(|| recv_window(session));
                 self.wakers.read.fired.store(false, Ordering::Release);
                 let res = tokio_util::io::poll_read_buf(self.io.get(), cx, &mut r.rbuf.buf);
                 if let Poll::Ready(Ok(n)) = res {
@@ -343,7 +352,7 @@ impl Inner {
                 // held by the codec needs more bytes too).
                 break;
             }
-            r.rbuf.before_decode();
+            r.rbuf.before_decode(|| recv_window(&self.session));
             let res = if eof {
                 r.inbound.decode_eof(&mut r.rbuf.buf)
             } else {

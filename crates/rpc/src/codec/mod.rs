@@ -63,10 +63,7 @@ pub fn frame(body: Bytes, max: usize) -> Result<Framed, Status> {
         return Ok(Framed::One(empty_message()));
     }
     if body.len() > COPY_THRESHOLD {
-        return Ok(Framed::Two(
-            Bytes::copy_from_slice(&len.to_be_bytes()),
-            body,
-        ));
+        return Ok(Framed::Two(prefix(len), body));
     }
     let framed = frame_with::<std::convert::Infallible>(max, |buf| {
         buf.put_slice(&body);
@@ -96,19 +93,7 @@ pub fn frame_with<E>(
     max: usize,
     write: impl FnOnce(&mut BytesMut) -> Result<(), E>,
 ) -> Result<Result<Bytes, Status>, E> {
-    ARENA.with(|cell| {
-        // A re-entrant writer (framing a message while framing another) gets
-        // a fresh buffer instead of a panic.
-        let mut fresh = BytesMut::new();
-        let mut guard = cell.try_borrow_mut();
-        let buf = match guard.as_deref_mut() {
-            Ok(a) => a,
-            Err(_) => &mut fresh,
-        };
-        buf.clear();
-        if buf.capacity() < PREFIX_LEN + 64 {
-            buf.reserve(ARENA_BLOCK);
-        }
+    in_arena(|buf| {
         buf.put_slice(&[0; PREFIX_LEN]);
         if let Err(e) = write(buf) {
             buf.clear();
@@ -125,6 +110,36 @@ pub fn frame_with<E>(
                 Err(e)
             }
         })
+    })
+}
+
+/// The prefix of a large message sent apart from its body, cut from the
+/// framing arena like a small message: a copy of the four bytes would be
+/// an allocation per large message.
+fn prefix(len: u32) -> Bytes {
+    in_arena(|buf| {
+        buf.put_u32(len);
+        buf.split().freeze()
+    })
+}
+
+/// Runs `f` on the framing arena, emptied (what was split off it before
+/// stays with its `Bytes`) and with room for a prefix and a small body.
+fn in_arena<R>(f: impl FnOnce(&mut BytesMut) -> R) -> R {
+    ARENA.with(|cell| {
+        // A re-entrant writer (framing a message while framing another) gets
+        // a fresh buffer instead of a panic.
+        let mut fresh = BytesMut::new();
+        let mut guard = cell.try_borrow_mut();
+        let buf = match guard.as_deref_mut() {
+            Ok(a) => a,
+            Err(_) => &mut fresh,
+        };
+        buf.clear();
+        if buf.capacity() < PREFIX_LEN + 64 {
+            buf.reserve(ARENA_BLOCK);
+        }
+        f(buf)
     })
 }
 
@@ -441,6 +456,27 @@ mod tests {
         }
         let e = frame(Bytes::from_static(b"12345"), 4).unwrap_err();
         assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED);
+    }
+
+    /// A large message's prefix is cut from the framing arena, not copied
+    /// into an allocation of its own: consecutive prefixes sit side by
+    /// side in one block.
+    #[test]
+    fn large_messages_prefixes_share_the_arena() {
+        let big = Bytes::from(vec![1u8; COPY_THRESHOLD + 1]);
+        let prefixes: Vec<Bytes> = (0..3)
+            .map(|_| match frame(big.clone(), usize::MAX).unwrap() {
+                Framed::Two(p, _) => p,
+                Framed::One(_) => panic!("large message copied"),
+            })
+            .collect();
+        for pair in prefixes.windows(2) {
+            assert_eq!(pair[1].as_ptr(), pair[0].as_ptr().wrapping_add(PREFIX_LEN));
+        }
+        assert_eq!(
+            &prefixes[2][..],
+            &((COPY_THRESHOLD + 1) as u32).to_be_bytes()
+        );
     }
 
     #[test]
