@@ -66,7 +66,8 @@ async fn unit<C: Caller>(client: &C, shape: Shape) {
 
 /// `callers` spawned tasks, each with its own clone of `client`, making
 /// their calls one after another; a barrier between phases, whose last
-/// arrival (the leader) marks.
+/// arrival (the leader) marks, and a second one that holds everyone until
+/// it has.
 async fn spawned<C: Caller, M: Marks>(client: C, callers: usize, phases: &[usize], marks: M) -> M {
     let phases: Arc<[usize]> = phases.into();
     let marks = Arc::new(Mutex::new(marks));
@@ -80,6 +81,10 @@ async fn spawned<C: Caller, M: Marks>(client: C, callers: usize, phases: &[usize
                     if line.wait().await.is_leader() {
                         marks.lock().expect("marks lock").mark(phase);
                     }
+                    // A second wait: on a multi-thread runtime the callers
+                    // the first one released could otherwise start the next
+                    // phase's calls before the leader has marked.
+                    line.wait().await;
                     for _ in 0..phases.get(phase).copied().unwrap_or(0) {
                         client.call().await;
                     }
