@@ -36,6 +36,7 @@ impl<T> InlineQueue<T> {
         self.first.as_mut()
     }
 
+    #[inline]
     pub(crate) fn push_back(&mut self, item: T) {
         if self.first.is_none() {
             self.first = Some(item);
@@ -44,13 +45,24 @@ impl<T> InlineQueue<T> {
         }
     }
 
+    /// Inline, and the head moved once: an item is a chunk or a pending
+    /// piece (72 bytes), and a unary call pops one each way per side, so
+    /// an out-of-line pop that moved it through a temporary twice cost
+    /// about 65 instructions.
+    #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<T> {
-        let head = self.first.take()?;
-        self.first = self.rest.as_mut().and_then(VecDeque::pop_front);
-        Some(head)
+        let head = self.first.take();
+        if head.is_some()
+            && let Some(rest) = &mut self.rest
+        {
+            // `first` is empty here: the assignment drops nothing.
+            self.first = rest.pop_front();
+        }
+        head
     }
 
     /// Empty, the overflow buffer freed too.
+    #[inline]
     pub(crate) fn reset(&mut self) {
         self.first = None;
         // Tested first: assigning drops in place, a call even for `None`.
