@@ -319,6 +319,12 @@ impl WakeList {
         self.0.push(waker);
     }
 
+    /// Whether nothing was collected.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Takes what was collected, to wake once the state is released.
     #[inline]
     pub(crate) fn take(&mut self) -> Woken {
