@@ -71,6 +71,7 @@ impl<T> InlineQueue<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn clear(&mut self) {
         self.first = None;
         if let Some(rest) = &mut self.rest {
