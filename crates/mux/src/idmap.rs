@@ -51,10 +51,12 @@ impl<V> Default for IdMap<V> {
 }
 
 impl<V> IdMap<V> {
-    /// Where a probe for `id` starts. Only called with slots present.
+    /// Where a probe for `id` starts. With no slots yet (`shift` 64,
+    /// which a wrapping shift takes as 0) it is past the end, so a lookup
+    /// needs no test of its own for the empty table.
     #[inline]
     fn home(&self, id: u32) -> usize {
-        (u64::from(id).wrapping_mul(FIB) >> self.shift) as usize
+        u64::from(id).wrapping_mul(FIB).wrapping_shr(self.shift) as usize
     }
 
     #[inline]
@@ -62,18 +64,16 @@ impl<V> IdMap<V> {
         self.slots.len() - 1
     }
 
-    /// The slot holding `id`.
+    /// The slot holding `id`. (`get` rather than indexing: the empty
+    /// table's home is out of range, and a probe stays in range because
+    /// it wraps with the mask.)
     #[inline]
     fn find(&self, id: u32) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.mask();
         let mut i = self.home(id);
         loop {
-            match &self.slots[i] {
+            match self.slots.get(i)? {
                 Some((k, _)) if *k == id => return Some(i),
-                Some(_) => i = (i + 1) & mask,
+                Some(_) => i = (i + 1) & self.mask(),
                 None => return None,
             }
         }
@@ -294,7 +294,15 @@ mod tests {
         assert!(displaced <= 4, "{displaced} of 65 ids off their home slot");
         assert_eq!(m.remove(&0), None);
         assert_eq!(m.remove(&2), None);
-        assert_eq!(IdMap::<u8>::default().get(&1), None);
+        // A table with no slots yet answers every id (its home is out of
+        // range) without a test of its own.
+        let mut empty = IdMap::<u8>::default();
+        for id in [0, 1, 2, u32::MAX] {
+            assert_eq!(empty.get(&id), None);
+            assert_eq!(empty.get_mut(&id), None);
+            assert!(!empty.contains_key(&id));
+            assert_eq!(empty.remove(&id), None);
+        }
         assert!(format!("{m:?}").starts_with('{'));
     }
 }

@@ -302,6 +302,7 @@ impl Session {
 
     /// A stream the peer opened left the accept queue: the application (or
     /// a refusal) has it now.
+    #[inline]
     fn mark_accepted(&mut self, id: u32) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;

@@ -36,13 +36,20 @@ impl<T> InlineQueue<T> {
         self.first.as_mut()
     }
 
+    /// The head's case inline, the overflow's apart: with the
+    /// `VecDeque` push in it the whole was too large to inline.
     #[inline]
     pub(crate) fn push_back(&mut self, item: T) {
         if self.first.is_none() {
             self.first = Some(item);
         } else {
-            self.rest.get_or_insert_default().push_back(item);
+            self.push_rest(item);
         }
+    }
+
+    #[inline(never)]
+    fn push_rest(&mut self, item: T) {
+        self.rest.get_or_insert_default().push_back(item);
     }
 
     /// Inline, and the head moved once: an item is a chunk or a pending
