@@ -78,8 +78,14 @@ impl<T> InlineQueue<T> {
         }
     }
 
+    /// Empty, the overflow buffer kept. An empty queue (the common case:
+    /// a finished stream's) is one test: `rest` is empty whenever `first`
+    /// is, so there is nothing to drop.
     #[inline]
     pub(crate) fn clear(&mut self) {
+        if self.first.is_none() {
+            return;
+        }
         self.first = None;
         if let Some(rest) = &mut self.rest {
             rest.clear();
