@@ -96,6 +96,20 @@ fn metadata_validation_names_each_fault() {
     assert_eq!(validate(&dup), Err(MetadataError::Duplicate));
     // Unknown tags and repeated custom keys are fine.
     assert_eq!(validate(&[9, 0, 1, 0xff, 9, 0, 0]), Ok(()));
+    // The ok status, which `from_bytes` takes without the walk, is valid.
+    let ok = Metadata::ok_status();
+    assert_eq!(validate(ok.as_bytes()), Ok(()));
+    assert_eq!(Metadata::from_bytes(ok.as_bytes().clone()), Ok(ok));
+    // Text need not be ASCII, only UTF-8 (a multi-byte method name, and a
+    // sequence cut in half after ASCII bytes).
+    let accented = "/svc/café".as_bytes();
+    let mut raw = vec![tag::METHOD, 0, accented.len() as u8];
+    raw.extend_from_slice(accented);
+    assert_eq!(validate(&raw), Ok(()));
+    assert_eq!(
+        validate(&[tag::MESSAGE, 0, 3, b'o', b'k', 0xc3]),
+        Err(MetadataError::NotUtf8)
+    );
     for e in [
         MetadataError::Truncated,
         MetadataError::EmptyKey,

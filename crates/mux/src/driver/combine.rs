@@ -45,6 +45,9 @@ pub(crate) trait Owned {
     fn spare(&mut self) -> &mut Vec<Self::Op>;
     /// The wake-ups collected while held, to wake after release.
     fn take_woken(&mut self) -> Woken;
+    /// Whether [`take_woken`](Self::take_woken) would return any (a few
+    /// field tests: the release of a state with nothing to wake skips it).
+    fn has_woken(&self) -> bool;
 }
 
 /// The state, its mailbox, and the flag that says the mailbox has work.
@@ -153,7 +156,42 @@ impl<T: Owned> Combiner<T> {
     /// Lets go: applies the mailbox, releases the state, wakes what was
     /// collected, and takes the state back if something was submitted
     /// after the last look.
-    fn release<'a>(&'a self, mut state: MutexGuard<'a, T>) {
+    ///
+    /// Inline, the common case first: nothing submitted and nobody to
+    /// wake, so the first round of [`release_all`](Self::release_all)'s
+    /// loop is only the unlock and the look at `pending` after the fence.
+    /// (An out-of-line release cost about 50 instructions, six times per
+    /// call.)
+    #[inline]
+    fn release<'a>(&'a self, state: MutexGuard<'a, T>) {
+        if self.pending.load(Ordering::Acquire) || state.has_woken() {
+            return self.release_all(state);
+        }
+        switch_point();
+        drop(state);
+        fence(Ordering::SeqCst);
+        if self.pending.load(Ordering::Relaxed) {
+            self.retake();
+        }
+    }
+
+    /// Something was submitted after the last look: take the state back
+    /// and apply it, unless another holder has it (then it will).
+    #[cold]
+    #[inline(never)]
+    fn retake(&self) {
+        let state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        self.release_all(state);
+    }
+
+    /// [`release`](Self::release) with work to do: apply, unlock, wake,
+    /// and again while submissions keep coming.
+    #[inline(never)]
+    fn release_all<'a>(&'a self, mut state: MutexGuard<'a, T>) {
         loop {
             self.apply(&mut state);
             let woken = state.take_woken();
@@ -190,6 +228,7 @@ impl<T: Owned> std::ops::DerefMut for Guard<'_, T> {
 }
 
 impl<T: Owned> Drop for Guard<'_, T> {
+    #[inline]
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {
             self.combiner.release(state);

@@ -39,6 +39,9 @@ impl Owned for Log {
     fn take_woken(&mut self) -> Woken {
         Woken::default()
     }
+    fn has_woken(&self) -> bool {
+        false
+    }
 }
 
 fn finish(c: Arc<Combiner<Log>>) -> Vec<u32> {

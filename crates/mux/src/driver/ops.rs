@@ -97,6 +97,11 @@ impl Owned for Inner {
     fn take_woken(&mut self) -> Woken {
         self.wakers.take_woken(self.link.take_owed())
     }
+
+    #[inline]
+    fn has_woken(&self) -> bool {
+        self.link.is_owed() || !self.wakers.list.is_empty()
+    }
 }
 
 /// Registers `waker` in `slot` unless it already wakes the same task.

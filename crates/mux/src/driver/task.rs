@@ -52,6 +52,12 @@ impl Link {
         self.owed = Owed::Yes;
     }
 
+    /// Whether the task is owed a wake-up.
+    #[inline]
+    pub(super) fn is_owed(&self) -> bool {
+        self.owed == Owed::Yes
+    }
+
     /// Whether the task is owed a wake-up; it no longer is.
     #[inline]
     pub(super) fn take_owed(&mut self) -> bool {

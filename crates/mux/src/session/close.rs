@@ -35,26 +35,34 @@ impl Session {
         }
     }
 
-    /// After a `GOAWAY` either way, close once no stream is left.
+    /// After a `GOAWAY` either way, close once no stream is left. The
+    /// test is inline: it runs each time a stream leaves the table, and
+    /// is false but on a connection going away.
+    #[inline]
     pub(super) fn maybe_finish_drain(&mut self) {
         if self.is_going_away() && self.streams.is_empty() && !self.is_closed() {
-            let cause = match &self.goaway.received {
-                // Every stream finished: a graceful end, whatever reason
-                // the peer gave for going away.
-                Some(g) if !self.goaway.sent => {
-                    CloseCause::peer(Reason::NO_ERROR, "peer went away").saying(g.text.clone())
-                }
-                _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
-            };
-            // The last stream may have ended with a frame `send_some` made
-            // directly (its stream already counts it as sent): it is part
-            // of the drain, so it goes out with the final control frames
-            // instead of being dropped by the close.
-            if let Some(f) = self.immediate.take() {
-                self.control.push_back(f);
-            }
-            self.fail(cause, false);
+            self.finish_drain();
         }
+    }
+
+    #[inline(never)]
+    fn finish_drain(&mut self) {
+        let cause = match &self.goaway.received {
+            // Every stream finished: a graceful end, whatever reason
+            // the peer gave for going away.
+            Some(g) if !self.goaway.sent => {
+                CloseCause::peer(Reason::NO_ERROR, "peer went away").saying(g.text.clone())
+            }
+            _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
+        };
+        // The last stream may have ended with a frame `send_some` made
+        // directly (its stream already counts it as sent): it is part
+        // of the drain, so it goes out with the final control frames
+        // instead of being dropped by the close.
+        if let Some(f) = self.immediate.take() {
+            self.control.push_back(f);
+        }
+        self.fail(cause, false);
     }
 
     /// Closes the session; `goaway` queues a final `GOAWAY` with the cause's

@@ -421,6 +421,7 @@ impl StreamState {
     /// The application let go of the handle: no task to wake any more (the
     /// wakers go; the stream itself may stay a while, draining), nothing
     /// more will be read. What the session must do about it is returned.
+    #[inline]
     pub(crate) fn release_handle(&mut self) -> Released {
         let was = std::mem::replace(&mut self.handle, Handle::Released);
         self.wakers = StreamWakers::default();
@@ -441,6 +442,7 @@ impl StreamState {
 
     /// Drops everything received and unread, returning its size (the
     /// connection credit to give back).
+    #[inline]
     pub(crate) fn clear_recv(&mut self) -> u32 {
         self.recv.queue.clear();
         std::mem::take(&mut self.recv.buffered)
