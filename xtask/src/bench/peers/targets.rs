@@ -1,8 +1,9 @@
-//! The ratios a run is read against: the throughput targets against the
-//! compared stacks (the default runtime), the concurrency and one-worker
-//! figures listed beside them, and the bounds on what encryption may cost
-//! against plain. Each is printed with its goal and
-//! whether this run met it; read, never gated (wall time on shared cores).
+//! The ratios a run is read against: the call-path issue's targets on the
+//! one-worker runtime (weft against tarpc at 64 in flight, sequential
+//! against the raw tokio codec), the default runtime's figures listed
+//! beside them, and the bound on what encryption may cost against plain.
+//! Each is printed with its goal and whether this run met it; read, never
+//! gated (wall time on shared cores).
 
 use crate::stats::three_digits;
 
@@ -47,25 +48,23 @@ pub(crate) struct Target {
     pub(crate) source: &'static str,
 }
 
-const fn on_default(peer: &'static str) -> Side {
-    Side {
-        peer,
-        runtime: DEFAULT_RUNTIME,
-    }
+const fn on(peer: &'static str, runtime: &'static str) -> Side {
+    Side { peer, runtime }
 }
 
+/// `of` against `vs` in one shape, both on `runtime`.
 const fn against(
     shape: &'static str,
-    of: &'static str,
-    vs: &'static str,
+    runtime: &'static str,
+    (of, vs): (&'static str, &'static str),
     compare: Compare,
     goal: Goal,
     source: &'static str,
 ) -> Target {
     Target {
         shape,
-        of: on_default(of),
-        vs: on_default(vs),
+        of: on(of, runtime),
+        vs: on(vs, runtime),
         compare,
         goal,
         source,
@@ -75,75 +74,62 @@ const fn against(
 use Compare::{Throughput, Time};
 use Goal::{AtLeast, AtMost, Listed};
 
-/// Every ratio, in the order printed.
+/// Every ratio, in the order printed: the call-path issue's targets on
+/// the one-worker runtime (where nothing crosses a core), the default
+/// runtime's figures beside them, and encryption's bound against plain.
 pub(crate) const TARGETS: &[Target] = &[
     against(
-        "spawned-64",
-        "weft",
-        "tarpc",
+        "joined-64",
+        ONE_WORKER,
+        ("weft", "tarpc"),
         Throughput,
         AtLeast(3.0),
-        "#13",
+        "#28",
     ),
-    against(
-        "joined-64",
-        "weft",
-        "tarpc",
-        Throughput,
-        AtLeast(4.0),
-        "#13",
-    ),
-    against("sequential", "weft", "std-net", Time, AtMost(1.4), "#13"),
-    against(
-        "sequential",
-        "weft-encrypted",
-        "std-net",
-        Time,
-        AtMost(1.4),
-        "#13",
-    ),
-    against("spawned-2", "weft", "tarpc", Throughput, Listed, ""),
-    against("spawned-4", "weft", "tarpc", Throughput, Listed, ""),
-    against("spawned-8", "weft", "tarpc", Throughput, Listed, ""),
     against(
         "spawned-64",
-        "weft-encrypted",
-        "tarpc",
+        ONE_WORKER,
+        ("weft", "tarpc"),
         Throughput,
-        Listed,
-        "",
+        AtLeast(3.0),
+        "#28",
+    ),
+    against(
+        "sequential",
+        ONE_WORKER,
+        ("weft", "tokio-codec"),
+        Time,
+        AtMost(1.2),
+        "#28",
     ),
     against(
         "joined-64",
-        "weft-encrypted",
-        "tarpc",
+        DEFAULT_RUNTIME,
+        ("weft", "tarpc"),
         Throughput,
         Listed,
         "",
     ),
-    Target {
-        shape: "spawned-64",
-        of: on_default("weft"),
-        vs: Side {
-            peer: "weft",
-            runtime: ONE_WORKER,
-        },
-        compare: Throughput,
-        goal: Listed,
-        source: "",
-    },
+    against(
+        "spawned-64",
+        DEFAULT_RUNTIME,
+        ("weft", "tarpc"),
+        Throughput,
+        Listed,
+        "",
+    ),
     against(
         "sequential",
-        "weft-encrypted",
-        "weft",
+        ONE_WORKER,
+        ("weft-encrypted", "weft"),
         Time,
         AtMost(1.1),
         "#5",
     ),
     against(
         "joined-64",
-        "weft-encrypted",
-        "weft",
+        ONE_WORKER,
+        ("weft-encrypted", "weft"),
         Time,
         AtMost(1.1),
         "#5",
@@ -222,12 +208,14 @@ mod tests {
     const MT: &str = "multi-thread";
     const CT: &str = "current-thread";
 
-    /// tarpc 5 µs per call spawned, 10 µs joined; std-net 20 µs sequential.
+    /// tarpc 5 µs per call spawned, 10 µs joined (one worker and the
+    /// default runtime); the tokio codec 10 µs sequential on one worker.
     fn run(weft: &[(&str, &str, &str, &[u64])]) -> PeersRun {
         let mut cells: Vec<(&str, &str, &str, &[u64])> = vec![
-            ("std-net", MT, "sequential", &[20000]),
+            ("tokio-codec", CT, "sequential", &[10000]),
+            ("tarpc", CT, "spawned-64", &[5000]),
+            ("tarpc", CT, "joined-64", &[10000]),
             ("tarpc", MT, "spawned-64", &[5000]),
-            ("tarpc", MT, "spawned-2", &[15000]),
             ("tarpc", MT, "joined-64", &[10000]),
         ];
         cells.extend_from_slice(weft);
@@ -241,75 +229,65 @@ mod tests {
     #[test]
     fn each_target_says_met_or_not_at_its_bound() {
         let met = run(&[
-            ("weft", MT, "spawned-64", &[1000]),            // 5.00×
-            ("weft", MT, "joined-64", &[2500]),             // exactly 4×
-            ("weft", MT, "sequential", &[28000]),           // exactly 1.4×
-            ("weft-encrypted", MT, "sequential", &[30000]), // 1.5×
+            ("weft", CT, "joined-64", &[2500]),   // 4.00×
+            ("weft", CT, "spawned-64", &[1666]),  // 3.00×
+            ("weft", CT, "sequential", &[12000]), // exactly 1.2×
         ]);
         assert_eq!(
-            lines(&met)[..4],
+            lines(&met)[..3],
             [
-                "- weft spawned-64 calls/s vs tarpc: **5.00×** (target ≥ 3× (#13): met)",
-                "- weft joined-64 calls/s vs tarpc: **4.00×** (target ≥ 4× (#13): met)",
-                "- weft sequential per call vs std-net: **1.40×** (target ≤ 1.4× (#13): met)",
-                "- weft-encrypted sequential per call vs std-net: **1.50×** (target ≤ 1.4× (#13): NOT met)",
+                "- weft joined-64 calls/s vs tarpc (current-thread): **4.00×** (target ≥ 3× (#28): met)",
+                "- weft spawned-64 calls/s vs tarpc (current-thread): **3.00×** (target ≥ 3× (#28): met)",
+                "- weft sequential per call vs tokio-codec (current-thread): **1.20×** (target ≤ 1.2× (#28): met)",
             ]
         );
         let not_met = run(&[
-            ("weft", MT, "spawned-64", &[2000]), // 2.50×
-            ("weft", MT, "joined-64", &[2600]),  // 3.85×
-            ("weft", MT, "sequential", &[28400]),
+            ("weft", CT, "joined-64", &[4000]),   // 2.50×
+            ("weft", CT, "spawned-64", &[2000]),  // 2.50×
+            ("weft", CT, "sequential", &[12100]), // 1.21×
         ]);
         let lines = lines(&not_met);
         assert!(
-            lines[0].ends_with("**2.50×** (target ≥ 3× (#13): NOT met)"),
+            lines[0].ends_with("**2.50×** (target ≥ 3× (#28): NOT met)"),
             "{}",
             lines[0]
         );
         assert!(
-            lines[1].ends_with("**3.85×** (target ≥ 4× (#13): NOT met)"),
-            "{}",
-            lines[1]
-        );
-        assert!(
-            lines[2].ends_with("**1.42×** (target ≤ 1.4× (#13): NOT met)"),
+            lines[2].ends_with("**1.21×** (target ≤ 1.2× (#28): NOT met)"),
             "{}",
             lines[2]
         );
         assert_eq!(
-            lines[3],
-            "- weft-encrypted sequential per call vs std-net: not measured in this run"
+            lines[5],
+            "- weft-encrypted sequential per call vs weft (current-thread): not measured in this run"
         );
     }
 
     #[test]
-    fn listed_ratios_have_no_verdict_and_cross_runtime_ones_name_both() {
+    fn listed_ratios_have_no_verdict() {
         let run = run(&[
-            ("weft", MT, "spawned-2", &[10000]), // 1.50× tarpc
-            ("weft", MT, "spawned-64", &[4000]),
-            ("weft", CT, "spawned-64", &[2000]), // one worker twice as fast
-            ("weft", MT, "sequential", &[25000]),
-            ("weft-encrypted", MT, "sequential", &[26250]), // 1.05× plain
+            ("weft", MT, "joined-64", &[5000]), // 2.00× tarpc
+            ("weft", CT, "sequential", &[10000]),
+            ("weft-encrypted", CT, "sequential", &[10500]), // 1.05× plain
         ]);
         let lines = lines(&run);
         assert!(
             lines.contains(
-                &"- weft spawned-2 calls/s vs tarpc: **1.50×** (listed, no target)".to_string()
+                &"- weft joined-64 calls/s vs tarpc: **2.00×** (listed, no target)".to_string()
             ),
             "{lines:?}"
         );
         assert!(
             lines.contains(
-                &"- weft spawned-4 calls/s vs tarpc: not measured in this run".to_string()
+                &"- weft spawned-64 calls/s vs tarpc: not measured in this run".to_string()
             ),
             "{lines:?}"
         );
-        assert!(lines.contains(&"- weft spawned-64 calls/s, multi-thread vs current-thread: **0.500×** (listed, no target)".to_string()), "{lines:?}");
-        assert!(lines.contains(&"- weft-encrypted sequential per call vs weft: **1.05×** (target ≤ 1.1× (#5): met)".to_string()), "{lines:?}");
+        assert!(lines.contains(&"- weft-encrypted sequential per call vs weft (current-thread): **1.05×** (target ≤ 1.1× (#5): met)".to_string()), "{lines:?}");
         let rendered = render(&run);
         assert!(
             rendered.starts_with(
-                "weft's targets (this run; multi-thread runtime unless named):\n\n- weft spawned-64"
+                "weft's targets (this run; multi-thread runtime unless named):\n\n- weft joined-64"
             ),
             "{rendered}"
         );
@@ -334,7 +312,7 @@ mod tests {
         };
         assert_eq!(
             target.label(),
-            "weft spawned-64 calls/s vs tarpc (current-thread)"
+            "weft joined-64 calls/s vs tarpc (current-thread)"
         );
     }
 }
