@@ -427,7 +427,11 @@ where
                     gone = watch_reset(&mut stream) => Err(gone),
                 }
             });
-            hold.cut(within_as(deadline, work, IN_HANDLER)).await
+            // The timer pinned where it is built too: handed to `cut` by
+            // value, it (a timer entry, a few hundred bytes) was copied
+            // into the wrapper and again into this future's state.
+            let timed = pin!(within_as(deadline, work, IN_HANDLER));
+            hold.cut(timed).await
         };
         respond(&mut stream, result, &mut guard, &hold).await;
         // Ended here, as the async fn's locals were (a captured value
