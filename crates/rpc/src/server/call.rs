@@ -493,13 +493,17 @@ where
     } = call;
     async move {
         let slot = Slot::serving(stream, guard.calls.clone(), guard.key);
-        {
+        let result = {
             // Pinned where they are built, wrapped by reference (see `unary`).
             let work = pin!(work(slot.clone(), ctx, max));
             let timed = pin!(within_as(deadline, work, IN_HANDLER));
-            let result = hold.cut(timed).await;
-            end_streaming(slot, result, &mut guard, &hold).await;
-        }
+            hold.cut(timed).await
+            // The handler is dropped here, before the end is sent: one
+            // past its deadline may be blocked in a send the end must
+            // wait behind, and its drop is what lets that send go (and
+            // what `Context::cancellation` reports).
+        };
+        end_streaming(slot, result, &mut guard, &hold).await;
         // Ended here, as the async fn's locals were, in their order.
         #[allow(clippy::drop_non_drop)] // reason: `Hold` has a `Drop` with feature `tower`
         drop(hold);
