@@ -37,7 +37,7 @@ use limits::Limits;
 use refused::{Refused, Verdict};
 pub use stream::Chunk;
 pub(crate) use stream::StreamWakers;
-use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, SendState, StreamState};
+use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, Released, SendState, StreamState};
 use window::{RecvWindow, SendWindow};
 
 /// The metadata key of the settings frame that announces a side's
