@@ -421,6 +421,32 @@ fn a_releasing_recv_releases_at_the_peers_end_after_ours() {
     assert_eq!(t.s.stats().streams, 0);
 }
 
+#[test]
+fn accept_with_metadata_takes_the_open_metadata_and_holds_the_stream() {
+    let mut t = server();
+    let md = Metadata::builder().method("m").finish();
+    let mut open = Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        Bytes::from_static(b"x"),
+    );
+    open.metadata = md.clone();
+    t.feed(open);
+    let (id, got) = t.s.accept_with_metadata().unwrap();
+    assert_eq!((id, got), (1, md));
+    assert!(
+        t.s.open_metadata(1).is_some_and(Metadata::is_empty),
+        "taken"
+    );
+    assert!(t.s.accept_with_metadata().is_none());
+    // Accepted: the application holds it, so ending it both ways leaves
+    // it done by the application.
+    assert!(matches!(t.s.recv(1), Recv::Chunk(c) if c.end));
+    t.s.send(1, Metadata::new(), Bytes::new(), true).unwrap();
+    assert!(t.s.is_done_by_app(1));
+}
+
 /// Opens stream `id`, ends it both ways and releases it at `at`.
 fn one_call(t: &mut Scripted, id: u32, at: std::time::Instant) {
     t.open(id, b"", true);

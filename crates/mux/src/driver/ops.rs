@@ -229,9 +229,8 @@ impl Inner {
             self.read_inline(Waiter::Acceptor);
         }
         loop {
-            let out = if let Some(id) = self.session.accept() {
-                let metadata = self.session.take_open_metadata(id);
-                Some((id, metadata))
+            let out = if let Some(accepted) = self.session.accept_with_metadata() {
+                Some(accepted)
             } else if self.session.accept_finished() {
                 None
             } else if !tried && self.read_needed() {

@@ -377,13 +377,25 @@ impl Session {
         Some(id)
     }
 
+    /// [`accept`](Self::accept) and
+    /// [`take_open_metadata`](Self::take_open_metadata) with one lookup: the
+    /// next stream the peer opened and its `OPEN` metadata (what a
+    /// driver's accept hands its caller).
+    pub fn accept_with_metadata(&mut self) -> Option<(u32, Metadata)> {
+        let id = self.accept_queue.pop_front()?;
+        let metadata = self
+            .mark_accepted(id)
+            .map(|s| std::mem::take(&mut s.open_metadata))
+            .unwrap_or_default();
+        Some((id, metadata))
+    }
+
     /// A stream the peer opened left the accept queue: the application (or
-    /// a refusal) has it now.
+    /// a refusal) has it now. Returns the stream, for what else its caller
+    /// does with it.
     #[inline]
-    fn mark_accepted(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return;
-        };
+    fn mark_accepted(&mut self, id: u32) -> Option<&mut StreamState> {
+        let s = self.streams.get_mut(&id)?;
         match s.handle {
             Handle::Unaccepted => s.handle = Handle::Held,
             Handle::UnacceptedReset => {
@@ -392,6 +404,7 @@ impl Session {
             }
             Handle::Held | Handle::Released => {}
         }
+        Some(s)
     }
 
     /// Whether [`accept`](Self::accept) can return nothing more, ever: the
