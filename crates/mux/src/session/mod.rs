@@ -423,6 +423,12 @@ impl Session {
             && !self.is_closed()
     }
 
+    /// Whether an event waits in [`poll_event`](Self::poll_event).
+    #[inline]
+    pub fn has_event(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// The next event.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
