@@ -177,7 +177,9 @@ impl Inner {
         if self.write() && !self.reader.is_blocked() && self.session.is_quiet() {
             return;
         }
-        self.pump_app();
+        // Written already: a second write would find what this one left
+        // (frames left to the connection task, or a socket that is full).
+        self.after_write();
     }
 
     /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier
@@ -188,7 +190,15 @@ impl Inner {
             // read that only brought data).
             return;
         }
-        self.pump();
+        self.write();
+        self.after_write();
+    }
+
+    /// [`pump_app`](Self::pump_app) past its write: events dispatched, the
+    /// driver woken if a timer moved earlier, reading resumed or the
+    /// connection closed.
+    fn after_write(&mut self) {
+        self.dispatch_events();
         let earlier = self.session.take_timer_changed()
             && self
                 .session
