@@ -325,6 +325,128 @@ fn release_if_done_reads_the_clock_only_for_the_last_stream() {
     assert_eq!(t.s.poll_timeout(), Some(later + Duration::from_secs(30)));
 }
 
+#[test]
+fn a_releasing_send_releases_once_both_ends_are_in_and_not_before() {
+    let mut t = server();
+    t.open(1, b"ask", true);
+    t.open(3, b"", false);
+    let (a, _b) = (t.s.accept().unwrap(), t.s.accept().unwrap());
+    let mut released = false;
+    let mut clock = || panic!("read the clock: another stream stays");
+    // Our end not sent yet: the peer's last piece releases nothing.
+    let got = t.s.recv_releasing(a, &mut clock, &mut released);
+    assert!(matches!(got, Recv::Chunk(c) if c.end && &c.data[..] == b"ask"));
+    assert!(!released);
+    assert!(!t.s.is_done_by_app(a), "our end is not queued yet");
+    // Our end queued: released in that call, and gone once written.
+    let (mut md, mut data) = (Metadata::new(), Bytes::from_static(b"reply"));
+    let sent =
+        t.s.send_some_releasing(a, (&mut md, &mut data, true), &mut clock, &mut released);
+    assert_eq!(sent, Ok(true));
+    assert!(released);
+    assert!(!t.s.is_done_by_app(a), "released: nothing left to release");
+    t.out();
+    assert_eq!(t.s.stats().streams, 1, "only stream 3 stays");
+}
+
+#[test]
+fn a_releasing_send_that_ends_nothing_releases_nothing() {
+    let mut t = server();
+    t.open(1, b"", true);
+    let a = t.s.accept().unwrap();
+    assert!(matches!(t.s.recv(a), Recv::End));
+    let mut released = false;
+    let mut clock = || panic!("nothing to release");
+    let (mut md, mut data) = (Metadata::new(), Bytes::from_static(b"part"));
+    let sent =
+        t.s.send_some_releasing(a, (&mut md, &mut data, false), &mut clock, &mut released);
+    assert_eq!(sent, Ok(true));
+    assert!(!released);
+    assert!(!t.s.is_done_by_app(a), "our end is still to come");
+    // A queued end (behind the piece still waiting) releases it too.
+    let mut data = Bytes::from_static(b"last");
+    let later = t.now + Duration::from_secs(3);
+    let mut clock = || later;
+    let sent =
+        t.s.send_some_releasing(a, (&mut md, &mut data, true), &mut clock, &mut released);
+    assert_eq!(sent, Ok(true));
+    assert!(released);
+    let out = t.out();
+    assert!(out.last().is_some_and(|f| f.is_end_stream()));
+    assert_eq!(t.s.stats().streams, 0);
+}
+
+#[test]
+fn a_releasing_recv_releases_at_the_peers_end_after_ours() {
+    let mut t = server();
+    t.open(1, b"", false);
+    let a = t.s.accept().unwrap();
+    t.s.send(a, Metadata::new(), Bytes::from_static(b"early"), true)
+        .unwrap();
+    t.out();
+    t.data(a, Bytes::from_static(b"x"), false);
+    t.data(a, Bytes::new(), true);
+    let mut released = false;
+    let later = t.now + Duration::from_secs(5);
+    let mut clock = || later;
+    // Not the last piece: nothing released.
+    let got = t.s.recv_releasing(a, &mut clock, &mut released);
+    assert!(matches!(got, Recv::Chunk(c) if !c.end));
+    assert!(!released);
+    // The bare end: released, and the last stream leaving starts the
+    // idle clock at the time given.
+    assert!(matches!(
+        t.s.recv_releasing(a, &mut clock, &mut released),
+        Recv::End
+    ));
+    assert!(released);
+    assert_eq!(t.s.stats().streams, 0);
+    assert_eq!(t.s.poll_timeout(), Some(later + Duration::from_secs(30)));
+    // A plain `recv` of a stream in the same state releases nothing.
+    t.open(3, b"", false);
+    let b = t.s.accept().unwrap();
+    t.s.send(b, Metadata::new(), Bytes::new(), true).unwrap();
+    t.out();
+    t.data(b, Bytes::new(), true);
+    assert!(matches!(t.s.recv(b), Recv::End));
+    assert!(t.s.is_done_by_app(b));
+    // Its end taken already: a releasing `recv` that finds only the end
+    // releases it.
+    released = false;
+    assert!(matches!(
+        t.s.recv_releasing(b, &mut clock, &mut released),
+        Recv::End
+    ));
+    assert!(released);
+    assert_eq!(t.s.stats().streams, 0);
+}
+
+#[test]
+fn accept_with_metadata_takes_the_open_metadata_and_holds_the_stream() {
+    let mut t = server();
+    let md = Metadata::builder().method("m").finish();
+    let mut open = Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        Bytes::from_static(b"x"),
+    );
+    open.metadata = md.clone();
+    t.feed(open);
+    let (id, got) = t.s.accept_with_metadata().unwrap();
+    assert_eq!((id, got), (1, md));
+    assert!(
+        t.s.open_metadata(1).is_some_and(Metadata::is_empty),
+        "taken"
+    );
+    assert!(t.s.accept_with_metadata().is_none());
+    // Accepted: the application holds it, so ending it both ways leaves
+    // it done by the application.
+    assert!(matches!(t.s.recv(1), Recv::Chunk(c) if c.end));
+    t.s.send(1, Metadata::new(), Bytes::new(), true).unwrap();
+    assert!(t.s.is_done_by_app(1));
+}
+
 /// Opens stream `id`, ends it both ways and releases it at `at`.
 fn one_call(t: &mut Scripted, id: u32, at: std::time::Instant) {
     t.open(id, b"", true);

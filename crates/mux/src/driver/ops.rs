@@ -60,14 +60,6 @@ impl Inner {
     fn release_stream(&mut self, id: u32) {
         self.session.release(id, now());
     }
-
-    /// Releases stream `id` now if its handle could observe nothing more
-    /// of it: one lock and one `Release` less per finished stream.
-    fn release_if_done(&mut self, id: u32, life: &mut Life) {
-        if self.session.release_if_done(id, now) {
-            *life = Life::Released;
-        }
-    }
 }
 
 impl Owned for Inner {
@@ -237,9 +229,8 @@ impl Inner {
             self.read_inline(Waiter::Acceptor);
         }
         loop {
-            let out = if let Some(id) = self.session.accept() {
-                let metadata = self.session.take_open_metadata(id);
-                Some((id, metadata))
+            let out = if let Some(accepted) = self.session.accept_with_metadata() {
+                Some(accepted)
             } else if self.session.accept_finished() {
                 None
             } else if !tried && self.read_needed() {
@@ -283,10 +274,15 @@ impl Inner {
         end: bool,
         life: &mut Life,
     ) -> Poll<Result<(), StreamError>> {
-        match self.session.send_some(id, metadata, data, end) {
+        let mut released = false;
+        let sent = (metadata, data, end);
+        match self
+            .session
+            .send_some_releasing(id, sent, &mut now, &mut released)
+        {
             Ok(true) => {
-                if end {
-                    self.release_if_done(id, life);
+                if released {
+                    *life = Life::Released;
                 }
                 self.pump_send();
                 Poll::Ready(Ok(()))
@@ -321,7 +317,8 @@ impl Inner {
             self.read_inline(me);
         }
         loop {
-            let out = match self.session.recv(id) {
+            let mut released = false;
+            let out = match self.session.recv_releasing(id, &mut now, &mut released) {
                 Recv::Chunk(c) => Ok(Some(c)),
                 Recv::End => Ok(None),
                 Recv::Failed(e) => Err(e),
@@ -351,10 +348,13 @@ impl Inner {
             if read_inline {
                 self.stop_waiting(me);
             }
-            if matches!(&out, Ok(None)) || matches!(&out, Ok(Some(c)) if c.end) {
-                self.release_if_done(id, life);
-                self.pump_app();
-            } else if self.session.has_transmit() {
+            if released {
+                *life = Life::Released;
+            }
+            // A stream's end may have released it (an event, the idle
+            // clock); a piece taken may have returned credit (a frame).
+            let ends = matches!(&out, Ok(None)) || matches!(&out, Ok(Some(c)) if c.end);
+            if ends || self.session.has_transmit() {
                 self.pump_app();
             }
             return Poll::Ready(out);

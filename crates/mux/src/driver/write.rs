@@ -132,7 +132,27 @@ impl Inner {
 
     /// Writes what the session has to send; a failed write closes it.
     /// Returns whether the write went well.
+    ///
+    /// Inline, the work out of line: most calls (an application call
+    /// behind which the connection task writes, a pump with only events
+    /// to dispatch) find nothing to write or leave it to the connection
+    /// task, and would otherwise pay the large frame of the encoding loop
+    /// for two tests.
+    #[inline]
     fn write(&mut self) -> bool {
+        let w = &self.writer;
+        if w.shut || (w.is_idle() && !self.session.has_transmit()) {
+            return true;
+        }
+        if self.link.turn != Turn::Driver && self.defer_write() {
+            return true;
+        }
+        self.write_now()
+    }
+
+    /// [`write`](Self::write) past its tests: encodes and writes.
+    #[inline(never)]
+    fn write_now(&mut self) -> bool {
         let Err(e) = self.write_out() else {
             return true;
         };
@@ -157,7 +177,9 @@ impl Inner {
         if self.write() && !self.reader.is_blocked() && self.session.is_quiet() {
             return;
         }
-        self.pump_app();
+        // Written already: a second write would find what this one left
+        // (frames left to the connection task, or a socket that is full).
+        self.after_write();
     }
 
     /// [`pump`](Self::pump), then wakes the driver if a timer moved earlier
@@ -168,7 +190,15 @@ impl Inner {
             // read that only brought data).
             return;
         }
-        self.pump();
+        self.write();
+        self.after_write();
+    }
+
+    /// [`pump_app`](Self::pump_app) past its write: events dispatched, the
+    /// driver woken if a timer moved earlier, reading resumed or the
+    /// connection closed.
+    fn after_write(&mut self) {
+        self.dispatch_events();
         let earlier = self.session.take_timer_changed()
             && self
                 .session
@@ -185,18 +215,9 @@ impl Inner {
 
     /// Encodes queued frames into the buffer and writes it, until the
     /// session has nothing left or the socket is not writable (the driver's
-    /// waker is registered then).
+    /// waker is registered then). [`write`](Self::write) has checked that
+    /// there is something to write and that this task is to write it.
     fn write_out(&mut self) -> io::Result<()> {
-        let w = &self.writer;
-        if w.shut {
-            return Ok(());
-        }
-        if w.is_idle() && !self.session.has_transmit() {
-            return Ok(());
-        }
-        if self.link.turn != Turn::Driver && self.defer_write() {
-            return Ok(());
-        }
         let w = &mut self.writer;
         if w.buf.bytes.capacity() == 0 {
             // Given back while quiet: the first frames get the first size,
@@ -287,6 +308,7 @@ impl Inner {
     /// connection task, which yields once (so the tasks already runnable —
     /// typically the callers one read of replies woke — queue theirs too)
     /// and then writes everything in one go: one syscall for many calls.
+    #[inline]
     fn defer_write(&mut self) -> bool {
         if self.link.turn == Turn::Owed {
             return true;

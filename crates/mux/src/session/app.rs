@@ -119,6 +119,32 @@ impl Session {
         data: &mut Bytes,
         end: bool,
     ) -> Result<bool, StreamError> {
+        self.send_then_release(id, (metadata, data, end), None)
+    }
+
+    /// [`send_some`](Self::send_some), then
+    /// [`release_if_done`](Self::release_if_done) if it queued the end,
+    /// with the one lookup: a stream whose peer's end was taken is
+    /// released when the application's own end is queued (`released` then
+    /// says so). A call's server sends its reply this way.
+    #[inline]
+    pub fn send_some_releasing(
+        &mut self,
+        id: u32,
+        (metadata, data, end): (&mut Metadata, &mut Bytes, bool),
+        now: &mut dyn FnMut() -> Instant,
+        released: &mut bool,
+    ) -> Result<bool, StreamError> {
+        self.send_then_release(id, (metadata, data, end), Some((now, released)))
+    }
+
+    #[inline(always)]
+    fn send_then_release(
+        &mut self,
+        id: u32,
+        (metadata, data, end): (&mut Metadata, &mut Bytes, bool),
+        release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
+    ) -> Result<bool, StreamError> {
         let (cap, conn) = (self.limits.max_send_buffer, self.conn_send);
         let s = sendable(&self.state, &mut self.streams, id)?;
         if metadata.len() > self.limits.max_metadata {
@@ -139,7 +165,12 @@ impl Session {
             && (total > 0 || end)
         {
             let frame = s.send_now(&mut self.conn_send, id, (metadata, data), total, end);
+            let done = if end { release_done(s, &release) } else { None };
             self.immediate = Some(frame);
+            if let (Some(r), Some((now, released))) = (done, release) {
+                self.finish_release(id, r, now);
+                *released = true;
+            }
             return Ok(true);
         }
         if !last && room == 0 {
@@ -158,6 +189,15 @@ impl Session {
         }
         if !last {
             s.send.want_writable = true;
+        }
+        let done = if last && end {
+            release_done(s, &release)
+        } else {
+            None
+        };
+        if let (Some(r), Some((now, released))) = (done, release) {
+            self.finish_release(id, r, now);
+            *released = true;
         }
         Ok(last)
     }
@@ -193,6 +233,30 @@ impl Session {
     /// credit to the peer.
     #[inline]
     pub fn recv(&mut self, id: u32) -> Recv {
+        self.recv_then_release(id, None)
+    }
+
+    /// [`recv`](Self::recv), then [`release_if_done`](Self::release_if_done)
+    /// if what it returns ends the stream, with the one lookup: a stream
+    /// whose application has sent its end is released when its last piece
+    /// is taken (`released` then says so). A call's client takes its reply
+    /// this way.
+    #[inline]
+    pub fn recv_releasing(
+        &mut self,
+        id: u32,
+        now: &mut dyn FnMut() -> Instant,
+        released: &mut bool,
+    ) -> Recv {
+        self.recv_then_release(id, Some((now, released)))
+    }
+
+    #[inline(always)]
+    fn recv_then_release(
+        &mut self,
+        id: u32,
+        release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
+    ) -> Recv {
         let Some(s) = self.streams.get_mut(&id) else {
             return Recv::Failed(StreamError::new(match &self.state {
                 State::Closed(c) => StreamKind::Closed(CloseCause::clone(c)),
@@ -212,7 +276,16 @@ impl Session {
             {
                 self.control.push_back(Frame::window_update(id, inc));
             }
+            let done = if chunk.end {
+                release_done(s, &release)
+            } else {
+                None
+            };
             self.release_conn(n);
+            if let (Some(r), Some((now, released))) = (done, release) {
+                self.finish_release(id, r, now);
+                *released = true;
+            }
             if chunk.data.is_empty() && chunk.metadata.is_empty() && chunk.end {
                 return Recv::End; // a bare END_STREAM
             }
@@ -222,6 +295,10 @@ impl Session {
             return Recv::Failed(StreamError::new(k.clone()));
         }
         if s.recv_ended() {
+            if let (Some(r), Some((now, released))) = (release_done(s, &release), release) {
+                self.finish_release(id, r, now);
+                *released = true;
+            }
             return Recv::End;
         }
         if let State::Closed(c) = &self.state {
@@ -300,13 +377,25 @@ impl Session {
         Some(id)
     }
 
+    /// [`accept`](Self::accept) and
+    /// [`take_open_metadata`](Self::take_open_metadata) with one lookup: the
+    /// next stream the peer opened and its `OPEN` metadata (what a
+    /// driver's accept hands its caller).
+    pub fn accept_with_metadata(&mut self) -> Option<(u32, Metadata)> {
+        let id = self.accept_queue.pop_front()?;
+        let metadata = self
+            .mark_accepted(id)
+            .map(|s| std::mem::take(&mut s.open_metadata))
+            .unwrap_or_default();
+        Some((id, metadata))
+    }
+
     /// A stream the peer opened left the accept queue: the application (or
-    /// a refusal) has it now.
+    /// a refusal) has it now. Returns the stream, for what else its caller
+    /// does with it.
     #[inline]
-    fn mark_accepted(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return;
-        };
+    fn mark_accepted(&mut self, id: u32) -> Option<&mut StreamState> {
+        let s = self.streams.get_mut(&id)?;
         match s.handle {
             Handle::Unaccepted => s.handle = Handle::Held,
             Handle::UnacceptedReset => {
@@ -315,6 +404,7 @@ impl Session {
             }
             Handle::Held | Handle::Released => {}
         }
+        Some(s)
     }
 
     /// Whether [`accept`](Self::accept) can return nothing more, ever: the
@@ -369,6 +459,13 @@ impl Session {
             return false;
         }
         let released = s.release_handle();
+        self.finish_release(id, released, now);
+        true
+    }
+
+    /// [`release_if_done`](Self::release_if_done) past the handle's
+    /// release, which its caller made with the stream at hand.
+    fn finish_release(&mut self, id: u32, released: Released, now: impl FnOnce() -> Instant) {
         if !released.finished || self.streams.len() == 1 {
             self.clock = now();
         }
@@ -376,7 +473,6 @@ impl Session {
         // `release` may send, and it is finished once its end is written:
         // `remove_finished` starts the idle clock and ends a drain.
         self.after_release(id, released);
-        true
     }
 
     /// The application dropped its handle: a stream not closed both ways
@@ -413,7 +509,7 @@ impl Session {
     }
 
     /// The session's side of [`StreamState::release_handle`].
-    fn after_release(&mut self, id: u32, r: super::stream::Released) {
+    fn after_release(&mut self, id: u32, r: Released) {
         // Only a misuse releases a stream never accepted: it leaves the
         // pending-accept reset count then, instead of staying counted.
         if r.was == Handle::UnacceptedReset {
@@ -424,6 +520,14 @@ impl Session {
             self.remove_finished(id, r.remote);
         }
     }
+}
+
+/// Releases `s`'s handle if a release was asked for and the application
+/// is done with the stream ([`StreamState::done_by_app`]); the session's
+/// part follows in `finish_release`.
+#[inline]
+fn release_done<T>(s: &mut StreamState, release: &Option<T>) -> Option<Released> {
+    (release.is_some() && s.done_by_app()).then(|| s.release_handle())
 }
 
 /// The stream `id` if this side may still send on it, or why not: the

@@ -37,7 +37,7 @@ use limits::Limits;
 use refused::{Refused, Verdict};
 pub use stream::Chunk;
 pub(crate) use stream::StreamWakers;
-use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, SendState, StreamState};
+use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, Released, SendState, StreamState};
 use window::{RecvWindow, SendWindow};
 
 /// The metadata key of the settings frame that announces a side's
@@ -421,6 +421,12 @@ impl Session {
             && self.events.is_empty()
             && !self.timer_changed
             && !self.is_closed()
+    }
+
+    /// Whether an event waits in [`poll_event`](Self::poll_event).
+    #[inline]
+    pub fn has_event(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// The next event.
