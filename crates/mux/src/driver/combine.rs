@@ -22,8 +22,10 @@
 //! If the submitter's `try_lock` fails, the state was held and that
 //! holder's look at `pending` comes after the fence, so it sees the push;
 //! if the holder saw nothing, the submitter's `try_lock` comes after the
-//! unlock and succeeds. `loom_tests` checks this (and fails without either
-//! fence).
+//! unlock and succeeds. `loom_tests` checks the hand-off; note that its
+//! models still pass with the owner's fence removed (loom does not find
+//! that reordering), so that side rests on the argument above, not on a
+//! failing model.
 
 use std::sync::atomic::Ordering;
 
