@@ -110,6 +110,20 @@ fn settings_raise_windows_of_streams_opened_before() {
     assert!(s.send_room(id).unwrap() > 0);
 }
 
+/// `has_event` says whether `poll_event` has something: the driver skips
+/// its dispatch when it says no, so a wrong "no" would lose a wake-up.
+#[test]
+fn has_event_is_whether_poll_event_has_one() {
+    let now = std::time::Instant::now();
+    let mut s = Session::new(Role::Client, &Config::default(), now);
+    while s.poll_event().is_some() {}
+    assert!(!s.has_event(), "none after the queue is drained");
+    s.handle_frame(settings_frame_with_cap(0, 256 * 1024, 2), now);
+    assert!(s.has_event(), "the settings' open credit waits");
+    while s.poll_event().is_some() {}
+    assert!(!s.has_event());
+}
+
 #[test]
 fn the_peers_stream_cap_bounds_open_credit() {
     let now = std::time::Instant::now();
