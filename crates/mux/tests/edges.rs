@@ -572,3 +572,37 @@ fn send_some_with_credit_and_nothing_waiting_makes_the_frame_at_once() {
     let out = t.out();
     assert_eq!((out.len(), &out[0].payload[..]), (1, &b"hello"[..]));
 }
+
+/// A drain that ends once the last stream is done closes gracefully, as
+/// the peer's going away when only the peer sent `GOAWAY`, and as our own
+/// shutdown once we sent ours too (whatever the peer said after it).
+#[test]
+fn a_finished_drain_names_who_went_away() {
+    for ours in [false, true] {
+        let mut c = Config::default();
+        c.idle_timeout(None);
+        let mut t = Scripted::server(c);
+        t.open(1, b"", false);
+        let s = t.s.accept().unwrap();
+        t.out();
+        if ours {
+            t.s.shutdown(t.now, Duration::from_secs(60));
+        }
+        t.feed(Frame::goaway(0, Reason::NO_ERROR, b"restarting"));
+        t.data(s, Bytes::new(), true);
+        assert!(matches!(t.s.recv(s), Recv::End));
+        t.s.send(s, Metadata::new(), Bytes::new(), true).unwrap();
+        t.out();
+        t.s.release(s, t.now);
+        let cause =
+            t.s.close_cause()
+                .expect("closed once the last stream is done");
+        assert_eq!(cause.reason, Reason::NO_ERROR);
+        let want = if ours {
+            weft_mux::Origin::Local
+        } else {
+            weft_mux::Origin::Peer
+        };
+        assert_eq!(cause.origin, want, "ours: {ours}, {cause:?}");
+    }
+}
