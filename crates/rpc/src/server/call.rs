@@ -563,7 +563,6 @@ mod tests {
 
     use super::*;
     use crate::observe::meter::CallMeter;
-    use crate::server::peer::PeerInfo;
 
     /// A unary call's future is built, then copied into its pooled slot,
     /// for every call: its size is paid per call. This debug build
@@ -594,15 +593,7 @@ mod tests {
         let stream = incoming.accept().await.unwrap();
         let calls = Arc::new(Calls::default());
         let key = calls.begin(stream.id());
-        let ctx = Context::for_call(
-            Arc::from("m"),
-            None,
-            Arc::new(PeerInfo::default()),
-            Metadata::new(),
-            calls.clone(),
-            key,
-            None,
-        );
+        let ctx = Context::for_test(&calls, key);
         let call = ServerCall {
             stream,
             ctx,

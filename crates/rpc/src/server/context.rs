@@ -52,6 +52,21 @@ impl Context {
         }
     }
 
+    /// A context for a test's call `key` in `calls`: method `m`, no
+    /// deadline, an unknown peer, no metadata, no trace context.
+    #[cfg(test)]
+    pub(crate) fn for_test(calls: &Arc<Calls>, key: CallKey) -> Context {
+        Context::for_call(
+            Arc::from("m"),
+            None,
+            Arc::new(PeerInfo::default()),
+            Metadata::new(),
+            calls.clone(),
+            key,
+            None,
+        )
+    }
+
     pub(crate) fn for_call(
         method: Arc<str>,
         deadline: Option<Instant>,
@@ -500,15 +515,7 @@ mod tests {
         assert!(sig.is_cancelled());
         sig.cancelled().await; // already fired: returns at once
         // A call that ends normally does not fire its signal...
-        let ctx3 = Context::for_call(
-            Arc::from("echo"),
-            None,
-            Arc::new(PeerInfo::default()),
-            Metadata::new(),
-            calls.clone(),
-            three,
-            None,
-        );
+        let ctx3 = Context::for_test(&calls, three);
         let s3 = ctx3.cancellation();
         calls.end(three, false);
         assert!(!s3.is_cancelled());
@@ -523,17 +530,7 @@ mod tests {
     #[test]
     fn a_reused_slot_belongs_to_its_new_call_only() {
         let calls = Arc::new(Calls::default());
-        let ctx = |key| {
-            Context::for_call(
-                Arc::from("m"),
-                None,
-                Arc::new(PeerInfo::default()),
-                Metadata::new(),
-                calls.clone(),
-                key,
-                None,
-            )
-        };
+        let ctx = |key| Context::for_test(&calls, key);
         const K: Key<weft_frame::metadata::Ascii> = Key::from_static("k");
         let old = ctx(calls.begin(1));
         let before = old.cancellation();
