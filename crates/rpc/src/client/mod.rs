@@ -227,8 +227,7 @@ impl Client {
             // Polled where it lies (it is `Unpin`), not moved into the
             // state machine a second time.
             let mut stream = (&mut opening).await.map_err(|e| wire::from_mux(&e))?;
-            if rest.is_some() {
-                let body = rest.take().unwrap_or_default();
+            if let Some(body) = rest.take() {
                 stream
                     .send(body, end)
                     .await
