@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, ready};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures_util::TryFutureExt;
 use futures_util::future::Either;
 use tokio::time::Instant;
@@ -17,7 +17,7 @@ use weft_mux::{Connection, Stream};
 use crate::client::response::Response;
 use crate::codec::typed::{Codec, Raw};
 use crate::codec::typed::{response_error, wire_codec};
-use crate::codec::wire::{self, Only, Reader};
+use crate::codec::wire::{self, Ends, Only, Reader};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
 use crate::method;
@@ -359,7 +359,7 @@ impl Client {
     ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, C, Req, T, F>>>
     where
         C: Codec<Req>,
-        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
+        F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     {
         let framed = C::encode(request, self.max());
         self.unary_framed(method, framed, wire_codec::<C, Req>(), opts, finish)
@@ -378,7 +378,7 @@ impl Client {
         finish: F,
     ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, T, F>>>
     where
-        F: FnOnce(Bytes, &Reader) -> Result<T, Status>,
+        F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     {
         let (obs, opts) = self.observed(method, opts);
         let prepared =
@@ -387,7 +387,7 @@ impl Client {
             obs.sent(&p.framed);
         }
         let count = obs.counting(Ok);
-        let finish = move |b, r: &Reader| count(b).and_then(|b| finish(b, r));
+        let finish = move |b, r: Ends<'_>| count(b).and_then(|b| finish(b, r));
         Traced::new(obs, self.unary_prepared(prepared, finish))
     }
 
@@ -417,7 +417,7 @@ impl Client {
     fn unary_prepared<T>(
         &self,
         prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     ) -> Within<impl Future<Output = Result<T, Status>>> {
         let deadline = prepared.as_ref().ok().and_then(|p| p.deadline);
         within(deadline, self.unary_call(prepared, finish))
@@ -429,7 +429,7 @@ impl Client {
     fn unary_call<T>(
         &self,
         prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     ) -> impl Future<Output = Result<T, Status>> {
         let open = match prepared {
             Ok(Prepared { meta, framed, .. }) => Either::Left(self.open(meta, framed, true)),
@@ -575,21 +575,46 @@ struct Prepared {
 }
 
 /// A unary call's read phase: its one-message response and status, made
-/// the caller's value by `finish`. The stream and reader are the future's
-/// own (the stream is dropped, and released, once the value is made).
+/// the caller's value by `finish`. The stream is the future's own (it is
+/// dropped, and released, once the value is made).
+///
+/// The common reply is one frame: the message whole, and the end with the
+/// status. It is taken as it comes, without a [`Reader`] (whose decoder and
+/// state would make every unary future larger and every reply a few
+/// hundred instructions dearer); any other reply — cut into frames, with
+/// headers, ended apart, failed — is read by the general reader, boxed as
+/// the rare path it is.
 #[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
 fn read_unary<T>(
     mut stream: Stream,
     max: usize,
-    finish: impl FnOnce(Bytes, &Reader) -> Result<T, Status>,
+    finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
 ) -> impl Future<Output = Result<T, Status>> {
     async move {
         observe::client_stream(stream.id());
-        let mut reader = Reader::new(max);
-        let body = read_response(&mut reader, &mut stream).await;
-        body.and_then(|b| {
-            finish(b, &reader).map_err(|e| response_error(stream.metadata().method(), &e))
-        })
+        let first = stream.recv().await;
+        let failed = |e: Status, stream: &Stream| response_error(stream.metadata().method(), &e);
+        match first {
+            Ok(Some(mut chunk)) if chunk.end && wire::is_one_message(&chunk.data, max) => {
+                wire::status_of(Some(&chunk.metadata)).and_then(|()| {
+                    chunk.data.advance(codec::PREFIX_LEN);
+                    let ends = Ends {
+                        headers: None,
+                        trailers: Some(&chunk.metadata),
+                    };
+                    finish(chunk.data, ends).map_err(|e| failed(e, &stream))
+                })
+            }
+            first => {
+                Box::pin(async move {
+                    let mut reader = Reader::new(max);
+                    reader.absorb(first)?;
+                    let b = read_response(&mut reader, &mut stream).await?;
+                    finish(b, reader.ends()).map_err(|e| failed(e, &stream))
+                })
+                .await
+            }
+        }
     }
 }
 

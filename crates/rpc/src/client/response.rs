@@ -8,7 +8,7 @@
 use weft_frame::Metadata;
 use weft_frame::metadata::{Key, Kind};
 
-use crate::codec::wire::Reader;
+use crate::codec::wire::Ends;
 
 /// A successful call's message, with the response headers and trailers
 /// the handler set (`Context::set_header`, `Context::set_trailer`).
@@ -48,11 +48,11 @@ impl<T> Response<T> {
     }
 
     /// The parts a call's reader collected.
-    pub(crate) fn read(message: T, reader: &Reader) -> Response<T> {
+    pub(crate) fn read(message: T, ends: Ends<'_>) -> Response<T> {
         Response::new(
             message,
-            reader.headers().cloned().unwrap_or_default(),
-            reader.trailers().cloned().unwrap_or_default(),
+            ends.headers.cloned().unwrap_or_default(),
+            ends.trailers.cloned().unwrap_or_default(),
         )
     }
 

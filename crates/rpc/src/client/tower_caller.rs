@@ -197,11 +197,12 @@ where
     async fn unary<T>(
         &self,
         req: Result<OpenRequest, Status>,
-        finish: impl FnOnce(Bytes, &crate::codec::wire::Reader) -> Result<T, Status>,
+        finish: impl FnOnce(Bytes, crate::codec::wire::Ends<'_>) -> Result<T, Status>,
     ) -> Result<T, Status> {
         let OpenCall(mut call) = self.open(req).await?;
         let body = call.finish().await?;
-        finish(body, &call.reader).map_err(|e| response_error(call.stream.metadata().method(), &e))
+        finish(body, call.reader.ends())
+            .map_err(|e| response_error(call.stream.metadata().method(), &e))
     }
 }
 

@@ -119,6 +119,26 @@ pub(crate) fn from_mux(e: &MuxError) -> Status {
     }
 }
 
+/// Whether `data` is one length-prefixed message, whole, of at most `max`
+/// bytes: what a unary request or reply nearly always is in its first
+/// frame, which either end then takes without a [`Reader`].
+pub(crate) fn is_one_message(data: &[u8], max: usize) -> bool {
+    let Some((prefix, body)) = data.split_first_chunk::<{ crate::codec::PREFIX_LEN }>() else {
+        return false;
+    };
+    let len = u32::from_be_bytes(*prefix) as usize;
+    len == body.len() && len <= max
+}
+
+/// What a direction carried besides its messages, for a caller that wants
+/// them ([`Response`](crate::Response)): the headers (its first metadata
+/// without a status) and the trailers (the metadata of its end).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ends<'a> {
+    pub(crate) headers: Option<&'a Metadata>,
+    pub(crate) trailers: Option<&'a Metadata>,
+}
+
 /// What a direction meant to carry one message carried.
 #[derive(Debug)]
 pub(crate) enum Only {
@@ -315,6 +335,14 @@ impl Reader {
     /// The sender's trailers, once ended.
     pub(crate) fn trailers(&self) -> Option<&Metadata> {
         self.trailers.as_ref()
+    }
+
+    /// The headers and trailers read so far.
+    pub(crate) fn ends(&self) -> Ends<'_> {
+        Ends {
+            headers: self.headers(),
+            trailers: self.trailers(),
+        }
     }
 }
 

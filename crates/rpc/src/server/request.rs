@@ -16,7 +16,7 @@ use bytes::{Buf, Bytes};
 use weft_mux::Stream;
 
 use crate::codec::PREFIX_LEN;
-use crate::codec::wire::Reader;
+use crate::codec::wire::{Reader, is_one_message};
 use crate::status::Status;
 
 /// The only message of a unary call's request direction: as
@@ -43,16 +43,6 @@ pub(crate) async fn unary_request(stream: &mut Stream, max: usize) -> Result<Byt
         reader.single(stream).await
     })
     .await
-}
-
-/// Whether `data` is one length-prefixed message, whole, of at most `max`
-/// bytes.
-fn is_one_message(data: &[u8], max: usize) -> bool {
-    let Some((prefix, body)) = data.split_first_chunk::<PREFIX_LEN>() else {
-        return false;
-    };
-    let len = u32::from_be_bytes(*prefix) as usize;
-    len == body.len() && len <= max
 }
 
 #[cfg(test)]
