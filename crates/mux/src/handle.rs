@@ -217,6 +217,19 @@ impl Stream {
         }
     }
 
+    /// A handle for stream `id` whose session state is as `life` says
+    /// (a [`Connection::call`]'s answer hands its stream on this way).
+    pub(crate) fn with_life(
+        shared: Arc<Shared>,
+        id: u32,
+        metadata: Metadata,
+        life: Life,
+    ) -> Stream {
+        let mut s = Stream::new(shared, id, metadata);
+        s.life = life;
+        s
+    }
+
     /// The stream id (odd: opened by the client, even: by the server).
     pub fn id(&self) -> u32 {
         self.id

@@ -50,6 +50,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod call;
 mod config;
 mod connect;
 mod driver;
@@ -59,6 +60,7 @@ mod idmap;
 pub mod pipeline;
 pub mod session;
 
+pub use call::{Answer, Call};
 pub use config::{BASELINE_WINDOW, Config, DEFAULT_WINDOW_CAP, MAX_WINDOW};
 pub use connect::{Handshaken, MAX_FIRST_RECORD, connect, handshake};
 pub use driver::BufferCapacity;

@@ -1,0 +1,211 @@
+//! [`Connection::call`]: a request sent whole and the first piece of its
+//! answer, in one future — what a unary call needs of the mux, with one
+//! take of the connection's state fewer than an `open` followed by a
+//! `recv`, and no [`Stream`] handle unless the answer needs one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use weft_frame::Metadata;
+
+use crate::driver::{Deferred, Life, Waiter};
+use crate::error::{MuxError, StreamError};
+use crate::handle::{Connection, Stream};
+use crate::session::Chunk;
+
+impl Connection {
+    /// Opens a stream with `metadata` and all of `payload`, ending this
+    /// side, and waits for the peer's first piece of the answer: the
+    /// exchange of a unary call. What resolves is an [`Answer`]: that
+    /// piece (or the stream's end or failure), and the stream itself if
+    /// the peer has more to send.
+    ///
+    /// It behaves as [`open`](Self::open) with `end` followed by
+    /// [`Stream::recv`]: it waits its turn under the peer's stream cap,
+    /// fails with the same errors, and reads the socket from the calling
+    /// task while it waits. Dropped before the answer's end, it resets the
+    /// stream with `CANCEL` (the peer's handler sees the reset).
+    ///
+    /// ```
+    /// # async fn demo(conn: weft_mux::Connection) -> Result<(), Box<dyn std::error::Error>> {
+    /// use bytes::Bytes;
+    /// use weft_mux::Metadata;
+    ///
+    /// let answer = conn.call(Metadata::new(), Bytes::from_static(b"ping")).await?;
+    /// if let Ok(Some(chunk)) = answer.first() {
+    ///     println!("{} bytes, ended: {}", chunk.data.len(), chunk.end);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn call(&self, metadata: Metadata, payload: Bytes) -> Call<'_> {
+        Call {
+            conn: self,
+            state: State::Opening {
+                args: Some((metadata, payload)),
+                ticket: None,
+            },
+        }
+    }
+}
+
+/// The future of [`Connection::call`].
+#[derive(Debug)]
+#[must_use = "a call does nothing unless polled"]
+pub struct Call<'a> {
+    conn: &'a Connection,
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Not opened yet: the request, and the place in the queue of opens
+    /// waiting under the peer's stream cap, if it had to wait.
+    Opening {
+        args: Option<(Metadata, Bytes)>,
+        ticket: Option<u64>,
+    },
+    /// Opened: waiting for the answer's first piece, registered as the
+    /// socket's reader while pending (`waiting`).
+    Waiting {
+        id: u32,
+        metadata: Metadata,
+        life: Life,
+        waiting: bool,
+    },
+    /// Resolved (or its stream handed on).
+    Done,
+}
+
+impl<'a> Future for Call<'a> {
+    type Output = Result<Answer<'a>, MuxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let me = self.get_mut();
+        let mut inner = me.conn.shared.lock();
+        if let State::Opening { args, ticket } = &mut me.state {
+            if inner.must_wait_to_open(cx, ticket) {
+                return Poll::Pending;
+            }
+            let (metadata, payload) = args.take().expect("call polled after it completed");
+            let id = match inner.open(metadata.clone(), payload, true) {
+                Ok(id) => id,
+                Err(e) => {
+                    me.state = State::Done;
+                    return Poll::Ready(Err(e));
+                }
+            };
+            // The answer is looked for under the same take of the state.
+            me.state = State::Waiting {
+                id,
+                metadata,
+                life: Life::Held,
+                waiting: false,
+            };
+        }
+        let State::Waiting {
+            id, life, waiting, ..
+        } = &mut me.state
+        else {
+            panic!("call polled after it completed");
+        };
+        let first = inner.poll_recv(*id, cx, true, life);
+        drop(inner);
+        let Poll::Ready(first) = first else {
+            *waiting = true;
+            return Poll::Pending;
+        };
+        let State::Waiting {
+            id, metadata, life, ..
+        } = std::mem::replace(&mut me.state, State::Done)
+        else {
+            unreachable!("matched above");
+        };
+        Poll::Ready(Ok(Answer {
+            conn: me.conn,
+            id,
+            metadata,
+            life,
+            first: Some(first),
+        }))
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        match &mut self.state {
+            State::Opening {
+                ticket: Some(t), ..
+            } => self.conn.shared.submit(Deferred::CancelOpen(*t)),
+            State::Waiting {
+                id, life, waiting, ..
+            } => {
+                if *waiting {
+                    self.conn.shared.abandon_socket_wait(Waiter::Stream(*id));
+                }
+                if *life == Life::Held {
+                    self.conn.shared.submit(Deferred::Release(*id));
+                }
+            }
+            State::Opening { ticket: None, .. } | State::Done => {}
+        }
+    }
+}
+
+/// What [`Connection::call`] resolves to: the first piece of the answer,
+/// and the call's stream for the rest. Dropped before the answer's end,
+/// it resets the stream with `CANCEL`, as a dropped [`Stream`] does.
+#[derive(Debug)]
+pub struct Answer<'a> {
+    conn: &'a Connection,
+    id: u32,
+    metadata: Metadata,
+    life: Life,
+    first: Option<Result<Option<Chunk>, StreamError>>,
+}
+
+impl Answer<'_> {
+    /// The stream's id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The `OPEN` metadata the call was made with.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The first piece of the answer, as [`Stream::recv`] gives it:
+    /// `Ok(None)` for an end without data, an error for a reset or the
+    /// connection's loss.
+    pub fn first(&self) -> Result<Option<&Chunk>, &StreamError> {
+        match &self.first {
+            Some(Ok(c)) => Ok(c.as_ref()),
+            Some(Err(e)) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    /// Takes the first piece (later calls of [`first`](Self::first) see
+    /// the stream's end).
+    pub fn take_first(&mut self) -> Result<Option<Chunk>, StreamError> {
+        self.first.take().unwrap_or(Ok(None))
+    }
+
+    /// The call's stream, to read the rest of the answer. Whatever
+    /// [`take_first`](Self::take_first) has not taken is lost.
+    pub fn into_stream(mut self) -> Stream {
+        let life = std::mem::replace(&mut self.life, Life::Released);
+        let metadata = std::mem::take(&mut self.metadata);
+        Stream::with_life(self.conn.shared.clone(), self.id, metadata, life)
+    }
+}
+
+impl Drop for Answer<'_> {
+    fn drop(&mut self) {
+        if self.life == Life::Held {
+            self.conn.shared.submit(Deferred::Release(self.id));
+        }
+    }
+}

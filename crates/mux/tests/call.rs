@@ -1,0 +1,239 @@
+//! `Connection::call`: a request sent whole and the first piece of its
+//! answer in one future, behaving as `open` with `end` then `recv` does —
+//! the table freed by a one-frame answer, the stream handed on for more,
+//! a reset when dropped early, its turn under the peer's cap.
+
+use std::future::poll_fn;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::Bytes;
+use weft_mux::{Config, Metadata};
+use weft_testkit::duplex_pair;
+
+fn md(method: &str) -> Metadata {
+    Metadata::builder().method(method).finish()
+}
+
+#[tokio::test]
+async fn a_one_frame_answer_resolves_the_call_and_frees_both_tables() {
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let call = client.call(md("svc/echo"), Bytes::from_static(b"ask"));
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        assert_eq!(peer.metadata().method(), Some("svc/echo"));
+        let request = peer.recv().await.unwrap().unwrap();
+        assert_eq!((&request.data[..], request.end), (&b"ask"[..], true));
+        peer.send(Bytes::from_static(b"answer"), true)
+            .await
+            .unwrap();
+    };
+    let (answer, ()) = tokio::join!(call, serve);
+    let mut answer = answer.unwrap();
+    assert_eq!(answer.metadata().method(), Some("svc/echo"));
+    let first = answer.take_first().unwrap().unwrap();
+    assert_eq!((&first.data[..], first.end), (&b"answer"[..], true));
+    assert_eq!(client.stats().streams, 0, "released by the answer's end");
+    assert_eq!(server.stats().streams, 0);
+    // Handed on, the stream reads as ended; nothing is reset.
+    let mut stream = answer.into_stream();
+    assert!(stream.recv().await.unwrap().is_none());
+    drop(stream);
+    // Lazy, as `open` is: nothing is sent before the first poll.
+    let again = client.call(md("svc/echo"), Bytes::from_static(b"again"));
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        assert!(peer.recv().await.unwrap().unwrap().end);
+        peer.send(Bytes::from_static(b"2"), true).await.unwrap();
+    };
+    let (again, ()) = tokio::join!(again, serve);
+    let second = again.unwrap().take_first().unwrap().unwrap();
+    assert_eq!(&second.data[..], b"2");
+}
+
+#[tokio::test]
+async fn the_rest_of_a_longer_answer_is_read_from_the_stream() {
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let call = client.call(md("svc/list"), Bytes::from_static(b"ask"));
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        peer.recv().await.unwrap();
+        peer.send(Bytes::from_static(b"one"), false).await.unwrap();
+        peer
+    };
+    let (answer, mut peer) = tokio::join!(call, serve);
+    let mut answer = answer.unwrap();
+    let first = answer.take_first().unwrap().unwrap();
+    assert_eq!((&first.data[..], first.end), (&b"one"[..], false));
+    assert_eq!(client.stats().streams, 1, "the answer goes on");
+    let mut stream = answer.into_stream();
+    peer.send(Bytes::from_static(b"two"), true).await.unwrap();
+    let second = stream.recv().await.unwrap().unwrap();
+    assert_eq!((&second.data[..], second.end), (&b"two"[..], true));
+    assert_eq!(client.stats().streams, 0);
+}
+
+#[tokio::test]
+async fn a_call_dropped_before_its_answer_resets_the_peers_stream() {
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    {
+        let mut call = pin!(client.call(md("svc/slow"), Bytes::from_static(b"ask")));
+        // Sent and waiting.
+        let polled = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+        assert!(polled.is_pending());
+    }
+    let mut peer = incoming.accept().await.unwrap();
+    peer.recv().await.unwrap();
+    let reset = tokio::time::timeout(Duration::from_secs(5), poll_fn(|cx| peer.poll_reset(cx)))
+        .await
+        .expect("the peer sees the reset");
+    assert_eq!(reset.reason(), Some(weft_mux::Reason::CANCEL), "{reset}");
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while client.stats().streams != 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the slot is freed");
+}
+
+#[tokio::test]
+async fn an_answer_dropped_before_its_end_resets_the_stream() {
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let call = client.call(md("svc/list"), Bytes::from_static(b"ask"));
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        peer.recv().await.unwrap();
+        peer.send(Bytes::from_static(b"one"), false).await.unwrap();
+        peer
+    };
+    let (answer, mut peer) = tokio::join!(call, serve);
+    drop(answer.unwrap());
+    let reset = tokio::time::timeout(Duration::from_secs(5), poll_fn(|cx| peer.poll_reset(cx)))
+        .await
+        .expect("the peer sees the reset");
+    assert_eq!(reset.reason(), Some(weft_mux::Reason::CANCEL), "{reset}");
+}
+
+#[tokio::test]
+async fn a_call_waits_its_turn_under_the_peers_cap_and_can_leave_the_queue() {
+    let mut capped = Config::default();
+    capped.max_concurrent_streams(1);
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), capped).await;
+    // Settings exchanged: the cap is known once a call went through.
+    let warm = client.call(md("svc/m"), Bytes::new());
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        peer.recv().await.unwrap();
+        peer.send(Bytes::from_static(b"w"), true).await.unwrap();
+    };
+    let (warm, ()) = tokio::join!(warm, serve);
+    warm.unwrap();
+
+    let first = client.call(md("svc/m"), Bytes::from_static(b"1"));
+    let mut first = pin!(first);
+    assert!(
+        poll_fn(|cx| Poll::Ready(first.as_mut().poll(cx)))
+            .await
+            .is_pending()
+    );
+    {
+        // Over the cap: queued, and dropped from the queue.
+        let mut queued = pin!(client.call(md("svc/m"), Bytes::from_static(b"x")));
+        assert!(
+            poll_fn(|cx| Poll::Ready(queued.as_mut().poll(cx)))
+                .await
+                .is_pending()
+        );
+    }
+    let third = client.call(md("svc/m"), Bytes::from_static(b"3"));
+    let mut third = pin!(third);
+    assert!(
+        poll_fn(|cx| Poll::Ready(third.as_mut().poll(cx)))
+            .await
+            .is_pending()
+    );
+    let mut peer = incoming.accept().await.unwrap();
+    assert_eq!(&peer.recv().await.unwrap().unwrap().data[..], b"1");
+    peer.send(Bytes::from_static(b"a1"), true).await.unwrap();
+    let a1 = first.await.unwrap().take_first().unwrap().unwrap();
+    assert_eq!(&a1.data[..], b"a1");
+    // The dropped call never went out: the next stream is the third call.
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        assert_eq!(&peer.recv().await.unwrap().unwrap().data[..], b"3");
+        peer.send(Bytes::from_static(b"a3"), true).await.unwrap();
+    };
+    let both = async { tokio::join!(third, serve) };
+    let (a3, ()) = tokio::time::timeout(Duration::from_secs(5), both)
+        .await
+        .expect("the third call goes out once the first's slot is free");
+    let a3 = a3.unwrap().take_first().unwrap().unwrap();
+    assert_eq!(&a3.data[..], b"a3");
+}
+
+#[tokio::test]
+async fn a_call_on_a_closed_connection_fails_as_open_does() {
+    let ((client, _ci), (server, _incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    server.shutdown(Duration::ZERO).await;
+    client.closed().await;
+    let e = client.call(md("svc/m"), Bytes::new()).await.unwrap_err();
+    let o = client
+        .open(md("svc/m"), Bytes::new(), true)
+        .await
+        .unwrap_err();
+    assert_eq!(format!("{e}"), format!("{o}"));
+    assert!(e.close_cause().is_some() || e.is_refused(), "{e}");
+}
+
+/// A call polled once takes the socket's watch from a task waiting in
+/// `recv`, and is dropped: the watch goes back to the connection task, so
+/// that task's next piece still reaches it. (Paused clock, all in memory:
+/// the timeout fires only if nobody will ever read the socket again.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_call_dropped_while_waiting_hands_the_socket_back() {
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let mut st = client
+        .open(md("svc/stream"), Bytes::from_static(b"open"), false)
+        .await
+        .unwrap();
+    let (got_tx, mut got_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(c)) = st.recv().await {
+            got_tx.send(c.data).unwrap();
+        }
+    });
+    let mut peer = incoming.accept().await.unwrap();
+    peer.recv().await.unwrap();
+    peer.send(Bytes::from_static(b"a"), false).await.unwrap();
+    assert_eq!(got_rx.recv().await.unwrap(), "a");
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    // Another task polls a call once and drops it, then never reads again.
+    let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        {
+            let mut call = pin!(client.call(md("svc/m"), Bytes::from_static(b"x")));
+            let polled = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+            assert!(polled.is_pending());
+        }
+        dropped_tx.send(()).unwrap();
+        std::future::pending::<()>().await;
+    });
+    dropped_rx.await.unwrap();
+    peer.send(Bytes::from_static(b"b"), false).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(2), got_rx.recv()).await;
+    assert_eq!(
+        got.expect("the reader was never woken: the socket's watch was lost"),
+        Some(Bytes::from_static(b"b"))
+    );
+}
