@@ -12,7 +12,7 @@ use futures_util::TryFutureExt;
 use futures_util::future::Either;
 use tokio::time::Instant;
 use weft_frame::Metadata;
-use weft_mux::{Connection, Stream};
+use weft_mux::{Chunk, Connection, Stream, StreamError};
 
 use crate::client::response::Response;
 use crate::codec::typed::{Codec, Raw};
@@ -423,20 +423,43 @@ impl Client {
         within(deadline, self.unary_call(prepared, finish))
     }
 
-    /// The call in its two phases, opening and reading, one after the
-    /// other in one future as large as the larger phase (an `async fn`
-    /// would keep the open's state beside the read's).
+    /// The call's exchange. The usual request (one piece) goes out with
+    /// the mux's [`call`](Connection::call), which opens, sends and waits
+    /// for the reply's first frame in one future; a large request (its
+    /// prefix and body apart) opens a stream, sends the body and reads,
+    /// one phase after the other in one future as large as the larger
+    /// phase (an `async fn` would keep the open's state beside the read's).
     fn unary_call<T>(
         &self,
         prepared: Result<Prepared, Status>,
         finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     ) -> impl Future<Output = Result<T, Status>> {
-        let open = match prepared {
-            Ok(Prepared { meta, framed, .. }) => Either::Left(self.open(meta, framed, true)),
-            Err(e) => Either::Right(std::future::ready(Err(e))),
-        };
         let max = self.max();
-        open.and_then(move |stream| read_unary(stream, max, finish))
+        let (meta, framed) = match prepared {
+            Ok(Prepared { meta, framed, .. }) => (meta, framed),
+            Err(e) => return Either::Right(Either::Right(std::future::ready(Err(e)))),
+        };
+        let request = match framed {
+            Framed::One(request) => request,
+            two => {
+                let open = self.open(meta, two, true);
+                return Either::Right(Either::Left(
+                    open.and_then(move |stream| read_unary(stream, max, finish)),
+                ));
+            }
+        };
+        let call = self.conn.call(meta, request);
+        Either::Left(async move {
+            let mut answer = call.await.map_err(|e| wire::from_mux(&e))?;
+            observe::client_stream(answer.id());
+            let first = answer.take_first();
+            match whole_reply(first, max, answer.metadata(), finish) {
+                Ok(done) => done,
+                Err((first, finish)) => {
+                    Box::pin(read_rest(first, answer.into_stream(), max, finish)).await
+                }
+            }
+        })
     }
 
     /// A server-streaming call: sends `request`, and returns the response
@@ -574,16 +597,9 @@ struct Prepared {
     deadline: Option<Instant>,
 }
 
-/// A unary call's read phase: its one-message response and status, made
-/// the caller's value by `finish`. The stream is the future's own (it is
-/// dropped, and released, once the value is made).
-///
-/// The common reply is one frame: the message whole, and the end with the
-/// status. It is taken as it comes, without a [`Reader`] (whose decoder and
-/// state would make every unary future larger and every reply a few
-/// hundred instructions dearer); any other reply — cut into frames, with
-/// headers, ended apart, failed — is read by the general reader, boxed as
-/// the rare path it is.
+/// A unary call's read phase after a large request: its one-message
+/// response and status, made the caller's value by `finish`. The stream is
+/// the future's own (it is dropped, and released, once the value is made).
 #[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
 fn read_unary<T>(
     mut stream: Stream,
@@ -593,29 +609,59 @@ fn read_unary<T>(
     async move {
         observe::client_stream(stream.id());
         let first = stream.recv().await;
-        let failed = |e: Status, stream: &Stream| response_error(stream.metadata().method(), &e);
-        match first {
-            Ok(Some(mut chunk)) if chunk.end && wire::is_one_message(&chunk.data, max) => {
-                wire::status_of(Some(&chunk.metadata)).and_then(|()| {
-                    chunk.data.advance(codec::PREFIX_LEN);
-                    let ends = Ends {
-                        headers: None,
-                        trailers: Some(&chunk.metadata),
-                    };
-                    finish(chunk.data, ends).map_err(|e| failed(e, &stream))
-                })
-            }
-            first => {
-                Box::pin(async move {
-                    let mut reader = Reader::new(max);
-                    reader.absorb(first)?;
-                    let b = read_response(&mut reader, &mut stream).await?;
-                    finish(b, reader.ends()).map_err(|e| failed(e, &stream))
-                })
-                .await
-            }
+        match whole_reply(first, max, stream.metadata(), finish) {
+            Ok(done) => done,
+            Err((first, finish)) => Box::pin(read_rest(first, stream, max, finish)).await,
         }
     }
+}
+
+/// The first piece of a unary reply made the caller's value (or its
+/// failure) when it is the usual reply: one frame, the message whole (of
+/// at most `max` bytes), and the end with the status. That takes no
+/// [`Reader`] (whose decoder and state would make every unary future
+/// larger and every reply a few hundred instructions dearer). Any other
+/// piece — a reply cut into frames, with headers, ended apart, or a
+/// failure — is handed back, with `finish`, for [`read_rest`].
+///
+/// `open` is the call's `OPEN` metadata (its method names a failure).
+#[allow(clippy::type_complexity)] // reason: the piece and `finish`, handed back as they came
+fn whole_reply<T, F>(
+    first: Result<Option<Chunk>, StreamError>,
+    max: usize,
+    open: &Metadata,
+    finish: F,
+) -> Result<Result<T, Status>, (Result<Option<Chunk>, StreamError>, F)>
+where
+    F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
+{
+    match first {
+        Ok(Some(mut chunk)) if chunk.end && wire::is_one_message(&chunk.data, max) => {
+            Ok(wire::status_of(Some(&chunk.metadata)).and_then(|()| {
+                chunk.data.advance(codec::PREFIX_LEN);
+                let ends = Ends {
+                    headers: None,
+                    trailers: Some(&chunk.metadata),
+                };
+                finish(chunk.data, ends).map_err(|e| response_error(open.method(), &e))
+            }))
+        }
+        first => Err((first, finish)),
+    }
+}
+
+/// A unary reply read by the general reader from its `first` piece on
+/// (what [`whole_reply`] did not take). Boxed by its callers: a rare path.
+async fn read_rest<T>(
+    first: Result<Option<Chunk>, StreamError>,
+    mut stream: Stream,
+    max: usize,
+    finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
+) -> Result<T, Status> {
+    let mut reader = Reader::new(max);
+    reader.absorb(first)?;
+    let b = read_response(&mut reader, &mut stream).await?;
+    finish(b, reader.ends()).map_err(|e| response_error(stream.metadata().method(), &e))
 }
 
 /// Reads a one-message response and its status (a function returning an
