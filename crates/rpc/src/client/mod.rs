@@ -443,22 +443,29 @@ impl Client {
             Framed::One(request) => request,
             two => {
                 let open = self.open(meta, two, true);
-                return Either::Right(Either::Left(
+                // Boxed: a large request's path (its copy and write cost
+                // far more than the box), and inline it would make every
+                // unary future the size of its open and read phases.
+                return Either::Right(Either::Left(Box::pin(
                     open.and_then(move |stream| read_unary(stream, max, finish)),
-                ));
+                )));
             }
         };
-        let call = self.conn.call(meta, request);
+        let mut call = self.conn.call(meta, request);
         Either::Left(async move {
-            let mut answer = call.await.map_err(|e| wire::from_mux(&e))?;
+            // Polled where it lies (it is `Unpin`), not moved into the
+            // state machine a second time; and nothing but the boxed rest
+            // is kept across the second await.
+            let mut answer = (&mut call).await.map_err(|e| wire::from_mux(&e))?;
             observe::client_stream(answer.id());
             let first = answer.take_first();
-            match whole_reply(first, max, answer.metadata(), finish) {
-                Ok(done) => done,
+            let rest = match whole_reply(first, max, answer.metadata(), finish) {
+                Ok(done) => return done,
                 Err((first, finish)) => {
-                    Box::pin(read_rest(first, answer.into_stream(), max, finish)).await
+                    Box::pin(read_rest(first, answer.into_stream(), max, finish))
                 }
-            }
+            };
+            rest.await
         })
     }
 
@@ -609,10 +616,11 @@ fn read_unary<T>(
     async move {
         observe::client_stream(stream.id());
         let first = stream.recv().await;
-        match whole_reply(first, max, stream.metadata(), finish) {
-            Ok(done) => done,
-            Err((first, finish)) => Box::pin(read_rest(first, stream, max, finish)).await,
-        }
+        let rest = match whole_reply(first, max, stream.metadata(), finish) {
+            Ok(done) => return done,
+            Err((first, finish)) => Box::pin(read_rest(first, stream, max, finish)),
+        };
+        rest.await
     }
 }
 
