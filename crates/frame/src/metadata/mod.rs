@@ -101,6 +101,23 @@ impl Metadata {
         }
     }
 
+    /// Whether this is exactly [`ok_status`](Self::ok_status)'s block: a
+    /// successful call's usual trailers, told by a 7-byte compare instead
+    /// of a walk of the entries. (Other blocks may also say `status = 0`;
+    /// [`status`](Self::status) reads any of them.)
+    ///
+    /// ```
+    /// use weft_frame::Metadata;
+    /// assert!(Metadata::ok_status().is_ok_status());
+    /// let with_message = Metadata::builder().status(0).message("fine").finish();
+    /// assert!(!with_message.is_ok_status());
+    /// assert_eq!(with_message.status(), Some(0));
+    /// ```
+    #[inline]
+    pub fn is_ok_status(&self) -> bool {
+        self.raw[..] == *OK_STATUS
+    }
+
     /// Wraps and validates an encoded block. Allocates nothing.
     #[inline]
     pub fn from_bytes(raw: Bytes) -> Result<Metadata, MetadataError> {

@@ -71,6 +71,9 @@ pub(crate) fn headers(entries: &[crate::options::Entry]) -> Metadata {
 
 /// The call's outcome from its trailers.
 pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
+    if trailers.is_some_and(Metadata::is_ok_status) {
+        return Ok(()); // the usual trailers, told without reading entries
+    }
     let Some(code) = trailers.and_then(Metadata::status) else {
         return Err(Status::internal("stream ended without a status"));
     };
