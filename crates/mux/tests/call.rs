@@ -9,29 +9,46 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use weft_mux::{Config, Metadata};
+use weft_mux::{Answer, Config, Connection, Incoming, Metadata, Stream};
 use weft_testkit::duplex_pair;
 
 fn md(method: &str) -> Metadata {
     Metadata::builder().method(method).finish()
 }
 
+/// One call of `method` with `request`, answered by the peer with `reply`
+/// (ending the stream if `end`) once it has read the whole request: the
+/// call's answer and the peer's stream.
+async fn answered<'a>(
+    client: &'a Connection,
+    incoming: &mut Incoming,
+    (method, request): (&str, &'static [u8]),
+    (reply, end): (&'static [u8], bool),
+) -> (Answer<'a>, Stream) {
+    let call = client.call(md(method), Bytes::from_static(request));
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        assert_eq!(peer.metadata().method(), Some(method));
+        let got = peer.recv().await.unwrap().unwrap();
+        assert_eq!((&got.data[..], got.end), (request, true));
+        peer.send(Bytes::from_static(reply), end).await.unwrap();
+        peer
+    };
+    let (answer, peer) = tokio::join!(call, serve);
+    (answer.unwrap(), peer)
+}
+
 #[tokio::test]
 async fn a_one_frame_answer_resolves_the_call_and_frees_both_tables() {
     let ((client, _ci), (server, mut incoming)) =
         duplex_pair(64 * 1024, Config::default(), Config::default()).await;
-    let call = client.call(md("svc/echo"), Bytes::from_static(b"ask"));
-    let serve = async {
-        let mut peer = incoming.accept().await.unwrap();
-        assert_eq!(peer.metadata().method(), Some("svc/echo"));
-        let request = peer.recv().await.unwrap().unwrap();
-        assert_eq!((&request.data[..], request.end), (&b"ask"[..], true));
-        peer.send(Bytes::from_static(b"answer"), true)
-            .await
-            .unwrap();
-    };
-    let (answer, ()) = tokio::join!(call, serve);
-    let mut answer = answer.unwrap();
+    let (mut answer, _peer) = answered(
+        &client,
+        &mut incoming,
+        ("svc/echo", b"ask"),
+        (b"answer", true),
+    )
+    .await;
     assert_eq!(answer.metadata().method(), Some("svc/echo"));
     let first = answer.take_first().unwrap().unwrap();
     assert_eq!((&first.data[..], first.end), (&b"answer"[..], true));
@@ -41,15 +58,9 @@ async fn a_one_frame_answer_resolves_the_call_and_frees_both_tables() {
     let mut stream = answer.into_stream();
     assert!(stream.recv().await.unwrap().is_none());
     drop(stream);
-    // Lazy, as `open` is: nothing is sent before the first poll.
-    let again = client.call(md("svc/echo"), Bytes::from_static(b"again"));
-    let serve = async {
-        let mut peer = incoming.accept().await.unwrap();
-        assert!(peer.recv().await.unwrap().unwrap().end);
-        peer.send(Bytes::from_static(b"2"), true).await.unwrap();
-    };
-    let (again, ()) = tokio::join!(again, serve);
-    let second = again.unwrap().take_first().unwrap().unwrap();
+    let (again, _peer) =
+        answered(&client, &mut incoming, ("svc/echo", b"again"), (b"2", true)).await;
+    let second = { again }.take_first().unwrap().unwrap();
     assert_eq!(&second.data[..], b"2");
 }
 
@@ -57,15 +68,13 @@ async fn a_one_frame_answer_resolves_the_call_and_frees_both_tables() {
 async fn the_rest_of_a_longer_answer_is_read_from_the_stream() {
     let ((client, _ci), (_server, mut incoming)) =
         duplex_pair(64 * 1024, Config::default(), Config::default()).await;
-    let call = client.call(md("svc/list"), Bytes::from_static(b"ask"));
-    let serve = async {
-        let mut peer = incoming.accept().await.unwrap();
-        peer.recv().await.unwrap();
-        peer.send(Bytes::from_static(b"one"), false).await.unwrap();
-        peer
-    };
-    let (answer, mut peer) = tokio::join!(call, serve);
-    let mut answer = answer.unwrap();
+    let (mut answer, mut peer) = answered(
+        &client,
+        &mut incoming,
+        ("svc/list", b"ask"),
+        (b"one", false),
+    )
+    .await;
     let first = answer.take_first().unwrap().unwrap();
     assert_eq!((&first.data[..], first.end), (&b"one"[..], false));
     assert_eq!(client.stats().streams, 1, "the answer goes on");
@@ -105,15 +114,14 @@ async fn a_call_dropped_before_its_answer_resets_the_peers_stream() {
 async fn an_answer_dropped_before_its_end_resets_the_stream() {
     let ((client, _ci), (_server, mut incoming)) =
         duplex_pair(64 * 1024, Config::default(), Config::default()).await;
-    let call = client.call(md("svc/list"), Bytes::from_static(b"ask"));
-    let serve = async {
-        let mut peer = incoming.accept().await.unwrap();
-        peer.recv().await.unwrap();
-        peer.send(Bytes::from_static(b"one"), false).await.unwrap();
-        peer
-    };
-    let (answer, mut peer) = tokio::join!(call, serve);
-    drop(answer.unwrap());
+    let (answer, mut peer) = answered(
+        &client,
+        &mut incoming,
+        ("svc/list", b"ask"),
+        (b"one", false),
+    )
+    .await;
+    drop(answer);
     let reset = tokio::time::timeout(Duration::from_secs(5), poll_fn(|cx| peer.poll_reset(cx)))
         .await
         .expect("the peer sees the reset");
@@ -127,14 +135,7 @@ async fn a_call_waits_its_turn_under_the_peers_cap_and_can_leave_the_queue() {
     let ((client, _ci), (_server, mut incoming)) =
         duplex_pair(64 * 1024, Config::default(), capped).await;
     // Settings exchanged: the cap is known once a call went through.
-    let warm = client.call(md("svc/m"), Bytes::new());
-    let serve = async {
-        let mut peer = incoming.accept().await.unwrap();
-        peer.recv().await.unwrap();
-        peer.send(Bytes::from_static(b"w"), true).await.unwrap();
-    };
-    let (warm, ()) = tokio::join!(warm, serve);
-    warm.unwrap();
+    answered(&client, &mut incoming, ("svc/m", b"w"), (b"w", true)).await;
 
     let first = client.call(md("svc/m"), Bytes::from_static(b"1"));
     let mut first = pin!(first);
