@@ -153,11 +153,13 @@ impl Session {
         // Room for bytes once the next item's overhead is counted.
         let room = cap.saturating_sub(s.send.queued + PENDING_OVERHEAD);
         let last = data.len() <= room;
-        // Fast path: nothing else waits for the socket and the whole piece
-        // has credit: make the frame now instead of queueing it.
+        // Fast path: no stream waits for the socket and the whole piece
+        // has credit: make the frame now instead of queueing it (while
+        // other frames made so wait, only a stream's last: see
+        // `immediate`).
         let total = data.len() + metadata.len();
         if last
-            && self.immediate.is_none()
+            && self.immediate.admits(end, self.limits.max_concurrent)
             && self.ready.is_empty()
             && s.send.queue.is_empty()
             && data.len() <= self.limits.max_payload.min(IMMEDIATE_MAX)
@@ -166,7 +168,7 @@ impl Session {
         {
             let frame = s.send_now(&mut self.conn_send, id, (metadata, data), total, end);
             let done = if end { release_done(s, &release) } else { None };
-            self.immediate = Some(frame);
+            self.immediate.push(frame);
             if let (Some(r), Some((now, released))) = (done, release) {
                 self.finish_release(id, r, now);
                 *released = true;
