@@ -392,6 +392,27 @@ impl Session {
         Some((id, metadata))
     }
 
+    /// [`accept_with_metadata`](Self::accept_with_metadata), and the peer's
+    /// whole side when the `OPEN` carried it (`END_STREAM`, nothing else
+    /// received): taken as [`recv`](Self::recv) would take it, its
+    /// connection credit returned, so the stream's `recv` then says it
+    /// ended. A unary call's request, handed over in the accept that finds
+    /// it, with no receive (and no second lookup) of its own. A stream the
+    /// peer reset before the accept keeps its data for `recv`, which
+    /// delivers it before the reset.
+    pub fn accept_with_request(&mut self) -> Option<(u32, Metadata, Option<Chunk>)> {
+        let id = self.accept_queue.pop_front()?;
+        let Some(s) = self.mark_accepted(id) else {
+            return Some((id, Metadata::new(), None));
+        };
+        let metadata = std::mem::take(&mut s.open_metadata);
+        let request = s.take_whole_side();
+        if let Some(c) = &request {
+            self.release_conn(fc_len(c));
+        }
+        Some((id, metadata, request))
+    }
+
     /// A stream the peer opened left the accept queue: the application (or
     /// a refusal) has it now. Returns the stream, for what else its caller
     /// does with it.
