@@ -238,7 +238,7 @@ impl Inner {
             // record (PROTOCOL 5.2) where the peer reads them: one AEAD
             // operation for the write instead of one per frame. Not for a
             // lone stream: a batch of one frame costs more than its record.
-            let streams = self.session.stream_count();
+            let streams = self.session.senders();
             let mut sealed = Batching::start(&w.outbound, streams);
             // `has_transmit` first: a few field tests (a `poll_transmit`
             // that finds nothing still moves an `Option<Frame>` around),

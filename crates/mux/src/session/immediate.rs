@@ -67,6 +67,12 @@ impl Immediate {
         }
     }
 
+    /// Frames waiting.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.frames.len()
+    }
+
     /// Gives the room back when nothing waits (a quiet connection's tick).
     pub(crate) fn release_spare(&mut self) {
         if self.frames.is_empty() && self.frames.capacity() > 0 {

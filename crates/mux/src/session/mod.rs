@@ -500,6 +500,15 @@ impl Session {
         self.streams.len()
     }
 
+    /// How many streams the frames waiting to be sent may belong to, at
+    /// most: the streams in the table, and the frames made at once, whose
+    /// streams may have left it (a reply ends its stream as it is made).
+    /// The writer seals the frames of several streams as one record.
+    #[inline]
+    pub fn senders(&self) -> usize {
+        self.streams.len() + self.immediate.len()
+    }
+
     /// Whether the connection is closed.
     #[inline]
     pub fn is_closed(&self) -> bool {
