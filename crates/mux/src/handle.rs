@@ -206,10 +206,11 @@ impl Incoming {
 pub struct Accepted {
     /// The stream.
     pub stream: Stream,
-    /// The peer's whole side, when its `OPEN` carried it: the one piece,
-    /// with `end` set. `None` when more is to come on the stream (or it
-    /// was reset before the accept): read it with [`Stream::recv`].
-    pub request: Option<Chunk>,
+    /// The peer's whole side, when its `OPEN` carried it: that frame's
+    /// payload (its `END_STREAM` implied; the `OPEN` metadata is the
+    /// stream's). `None` when more is to come on the stream (or it was
+    /// reset before the accept): read it with [`Stream::recv`].
+    pub request: Option<Bytes>,
 }
 
 impl Drop for Incoming {

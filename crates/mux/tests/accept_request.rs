@@ -21,8 +21,7 @@ async fn a_request_whole_in_its_open_comes_with_the_stream() {
     let mut stream = a.stream;
     assert_eq!(stream.metadata().method(), Some("m"));
     let request = a.request.expect("taken with the stream");
-    assert!(request.end);
-    assert_eq!(request.data, ask);
+    assert_eq!(request, ask);
     // Taken as `recv` takes it: its connection credit is given back, and
     // the stream says it ended.
     assert_eq!(

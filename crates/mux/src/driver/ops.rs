@@ -234,7 +234,7 @@ impl Inner {
         cx: &mut Context<'_>,
         read_inline: bool,
         request: Request,
-    ) -> Poll<Option<(u32, Metadata, Option<Chunk>)>> {
+    ) -> Poll<Option<(u32, Metadata, Option<Bytes>)>> {
         let mut tried = !read_inline;
         if read_inline && self.read_wake_fired() {
             // Woken by the socket: read before looking at the queue.

@@ -394,21 +394,22 @@ impl Session {
 
     /// [`accept_with_metadata`](Self::accept_with_metadata), and the peer's
     /// whole side when the `OPEN` carried it (`END_STREAM`, nothing else
-    /// received): taken as [`recv`](Self::recv) would take it, its
+    /// received): its payload (an `OPEN` chunk has no metadata of its own),
+    /// taken as [`recv`](Self::recv) would take it, its
     /// connection credit returned, so the stream's `recv` then says it
     /// ended. A unary call's request, handed over in the accept that finds
     /// it, with no receive (and no second lookup) of its own. A stream the
     /// peer reset before the accept keeps its data for `recv`, which
     /// delivers it before the reset.
-    pub fn accept_with_request(&mut self) -> Option<(u32, Metadata, Option<Chunk>)> {
+    pub fn accept_with_request(&mut self) -> Option<(u32, Metadata, Option<Bytes>)> {
         let id = self.accept_queue.pop_front()?;
         let Some(s) = self.mark_accepted(id) else {
             return Some((id, Metadata::new(), None));
         };
         let metadata = std::mem::take(&mut s.open_metadata);
-        let request = s.take_whole_side();
-        if let Some(c) = &request {
-            self.release_conn(fc_len(c));
+        let request = s.take_whole_side().map(|c| c.data);
+        if let Some(data) = &request {
+            self.release_conn(data.len() as u32);
         }
         Some((id, metadata, request))
     }

@@ -20,7 +20,8 @@ use std::task::Poll;
 
 use tokio::time::Instant;
 use weft_frame::Metadata;
-use weft_mux::{Chunk, Stream};
+use bytes::Bytes;
+use weft_mux::Stream;
 
 use crate::codec::Framed;
 use crate::codec::message::{Decode, Encode};
@@ -184,7 +185,7 @@ pub(crate) struct ServerCall {
     pub(crate) stream: Stream,
     /// The caller's whole side, when the accept took it with the stream
     /// (a request in the `OPEN` that ended it): read before the stream.
-    pub(crate) request: Option<Chunk>,
+    pub(crate) request: Option<Bytes>,
     pub(crate) ctx: Context,
     pub(crate) deadline: Option<Instant>,
     pub(crate) max: usize,
@@ -483,7 +484,7 @@ async fn end_streaming(
 #[allow(clippy::manual_async_fn)] // reason: see above; the async fn held the call twice
 fn streaming<W>(
     call: ServerCall,
-    work: impl FnOnce(Slot, Context, usize, Option<Chunk>) -> W,
+    work: impl FnOnce(Slot, Context, usize, Option<Bytes>) -> W,
 ) -> impl Future<Output = ()>
 where
     W: Future<Output = Result<Option<Framed>, Status>>,

@@ -25,24 +25,28 @@ use crate::status::Status;
 /// first frame.
 pub(crate) async fn unary_request(
     stream: &mut Stream,
-    taken: Option<Chunk>,
+    taken: Option<Bytes>,
     max: usize,
 ) -> Result<Bytes, Status> {
-    // Usually the accept took the request with the stream. Otherwise
-    // `poll_recv`, not `recv`: the first frame is nearly always in by now
-    // (the accept read it), so `recv`'s socket-reading wait is only
-    // overhead (about 40 instructions per call); a call still waiting for
-    // its first frame is woken by the connection's reader.
-    let received = match taken {
-        Some(chunk) => Ok(Some(chunk)),
-        None => std::future::poll_fn(|cx| stream.poll_recv(cx)).await,
-    };
-    let first = match received {
-        Ok(Some(mut chunk)) if chunk.end && is_one_message(&chunk.data, max) => {
-            chunk.data.advance(PREFIX_LEN);
-            return Ok(chunk.data);
+    // Usually the accept took the request with the stream.
+    let first = match taken {
+        Some(mut data) if is_one_message(&data, max) => {
+            data.advance(PREFIX_LEN);
+            return Ok(data);
         }
-        other => other,
+        Some(data) => Ok(Some(whole_side(data))),
+        // Otherwise `poll_recv`, not `recv`: the first frame is nearly
+        // always in by now (the accept read it), so `recv`'s
+        // socket-reading wait is only overhead (about 40 instructions per
+        // call); a call still waiting for its first frame is woken by the
+        // connection's reader.
+        None => match std::future::poll_fn(|cx| stream.poll_recv(cx)).await {
+            Ok(Some(mut chunk)) if chunk.end && is_one_message(&chunk.data, max) => {
+                chunk.data.advance(PREFIX_LEN);
+                return Ok(chunk.data);
+            }
+            other => other,
+        },
     };
     // Boxed: a rare path, and the reader inline would make every unary
     // call's future (copied as it is built) larger by its size.
@@ -52,6 +56,16 @@ pub(crate) async fn unary_request(
         reader.single(stream).await
     })
     .await
+}
+
+/// The chunk `recv` would have given for an `OPEN` that ended its
+/// direction with `data` (what `Incoming::accept_with_request` takes).
+pub(crate) fn whole_side(data: Bytes) -> Chunk {
+    Chunk {
+        data,
+        metadata: weft_frame::Metadata::new(),
+        end: true,
+    }
 }
 
 /// Whether `data` is one length-prefixed message, whole, of at most `max`
@@ -84,7 +98,7 @@ mod tests {
     /// handing it what the accept took (`taking`: the server's accept).
     async fn served<F>(frames: &[Vec<u8>], taking: bool, read: F) -> Result<Bytes, Status>
     where
-        F: AsyncFnOnce(&mut Stream, Option<Chunk>) -> Result<Bytes, Status>,
+        F: AsyncFnOnce(&mut Stream, Option<Bytes>) -> Result<Bytes, Status>,
     {
         let ((client, _), (_server, mut incoming)) =
             weft_testkit::duplex_pair(1 << 20, Config::default(), Config::default()).await;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use weft_mux::{Chunk, Stream};
+use weft_mux::Stream;
 
 use weft_frame::Metadata;
 
@@ -273,11 +273,11 @@ pub struct RequestStream {
 impl RequestStream {
     /// The requests of the call in `slot`, starting with `first`: the
     /// caller's whole side when the accept took it with the stream.
-    pub(crate) fn new(slot: Slot, max_message: usize, first: Option<Chunk>) -> RequestStream {
+    pub(crate) fn new(slot: Slot, max_message: usize, first: Option<Bytes>) -> RequestStream {
         let mut reader = Reader::new(max_message);
-        if let Some(chunk) = first {
+        if let Some(data) = first {
             // Only a receive's error is refused; a piece is always taken in.
-            let _ = reader.absorb(Ok(Some(chunk)));
+            let _ = reader.absorb(Ok(Some(crate::server::request::whole_side(data))));
         }
         RequestStream { slot, reader }
     }
@@ -400,7 +400,7 @@ pub struct BidiStream {
 }
 
 impl BidiStream {
-    pub(crate) fn new(slot: Slot, max_message: usize, first: Option<Chunk>) -> BidiStream {
+    pub(crate) fn new(slot: Slot, max_message: usize, first: Option<Bytes>) -> BidiStream {
         BidiStream {
             requests: RequestStream::new(slot.clone(), max_message, first),
             responses: ResponseSink::new(slot, max_message),
