@@ -50,7 +50,11 @@ fn replies_made_between_two_writes_each_leave_the_table_in_their_send() {
         .collect();
     assert_eq!(
         data,
-        [(1, &b"one"[..], true), (3, b"three", true), (5, b"five", true)],
+        [
+            (1, &b"one"[..], true),
+            (3, b"three", true),
+            (5, b"five", true)
+        ],
         "in the order they were made: {out:?}"
     );
 }

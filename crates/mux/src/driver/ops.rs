@@ -243,7 +243,10 @@ impl Inner {
         }
         loop {
             let accepted = match request {
-                Request::Left => self.session.accept_with_metadata().map(|(id, m)| (id, m, None)),
+                Request::Left => self
+                    .session
+                    .accept_with_metadata()
+                    .map(|(id, m)| (id, m, None)),
                 Request::Taken => self.session.accept_with_request(),
             };
             let out = if let Some(accepted) = accepted {

@@ -96,7 +96,10 @@ mod tests {
         let mut q = Immediate::default();
         assert!(q.admits(false, 2), "an empty queue takes any frame");
         q.push(data(1));
-        assert!(!q.admits(false, 2), "a frame that does not end waits its turn");
+        assert!(
+            !q.admits(false, 2),
+            "a frame that does not end waits its turn"
+        );
         assert!(q.admits(true, 2));
         q.push(data(3));
         assert!(!q.admits(true, 2), "full at the bound");

@@ -18,9 +18,9 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
 
+use bytes::Bytes;
 use tokio::time::Instant;
 use weft_frame::Metadata;
-use bytes::Bytes;
 use weft_mux::Stream;
 
 use crate::codec::Framed;
