@@ -192,37 +192,40 @@ impl Server {
             // A request whole in its `OPEN` comes with its stream: no
             // receive of its own.
             let mut accept = pin!(incoming.accept_with_request());
-            let accepted = poll_fn(|cx| {
-                let polled = accept.as_mut().poll(cx);
-                waited |= polled.is_pending();
-                polled
+            // The call's first poll runs in the poll that accepts it (only
+            // a pending call is spawned): the accepted stream is never held
+            // across an await, so this future, which every connection keeps
+            // for its life, holds no room for it.
+            let started = poll_fn(|cx| {
+                let Poll::Ready(accepted) = accept.as_mut().poll(cx) else {
+                    waited = true;
+                    return Poll::Pending;
+                };
+                let Some(accepted) = accepted else {
+                    return Poll::Ready(None);
+                };
+                if waited {
+                    arrival = Arrival::Unread;
+                }
+                let mut at = Started {
+                    peer: &peer,
+                    calls: &calls,
+                    meters: &mut meters,
+                    arrival: &mut arrival,
+                    last_route: &mut last_route,
+                };
+                Poll::Ready(Some(catch_unwind(AssertUnwindSafe(|| {
+                    self.start(accepted, &mut at, cx)
+                }))))
             })
             .await;
-            let Some(accepted) = accepted else { break };
-            if waited {
-                arrival = Arrival::Unread;
-            }
-            // The call's first poll runs here; only a pending call is spawned.
-            let mut accepted = Some(accepted);
-            let mut at = Started {
-                peer: &peer,
-                calls: &calls,
-                meters: &mut meters,
-                arrival: &mut arrival,
-                last_route: &mut last_route,
-            };
-            let pending = poll_fn(|cx| {
-                Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
-                    accepted.take().and_then(|a| self.start(a, &mut at, cx))
-                })))
-            })
-            .await;
-            match pending {
-                Ok(Some(call)) => {
+            match started {
+                None => break,
+                Some(Ok(Some(call))) => {
                     tokio::spawn(call);
                 }
-                Ok(None) => {}
-                Err(_) => tracing::error!("call task panicked outside its handler"),
+                Some(Ok(None)) => {}
+                Some(Err(_)) => tracing::error!("call task panicked outside its handler"),
             }
         }
     }
