@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use weft_frame::{Metadata, Reason};
 
-use crate::driver::{BufferCapacity, Deferred, Life, Shared, Waiter};
+use crate::driver::{BufferCapacity, Deferred, Life, Request, Shared, Waiter};
 use crate::error::{MuxError, StreamError};
 use crate::pipeline::Negotiated;
 use crate::session::Chunk;
@@ -167,19 +167,50 @@ impl Incoming {
     /// Polls for the next stream (see [`accept`](Self::accept)); it leaves
     /// socket reading to the connection task.
     pub fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<Option<Stream>> {
-        self.poll_accept_inner(cx, false)
+        self.poll_accept_inner(cx, false, Request::Left)
+            .map(|a| a.map(|a| a.stream))
+    }
+
+    /// Like [`accept`](Self::accept), and the peer's whole side when its
+    /// `OPEN` carried it (`END_STREAM`): taken as `recv` would take it
+    /// (its credit returned; the stream's `recv` then says it ended), in
+    /// the same step as the accept. A unary call's request, one frame,
+    /// reaches its server this way without a receive of its own. Anything
+    /// else (more frames to come, a stream reset before the accept) is
+    /// left for `recv`, and [`Accepted::request`] is `None`. Cancel safe.
+    pub fn accept_with_request(&mut self) -> impl Future<Output = Option<Accepted>> + '_ {
+        SocketWait {
+            waiter: TakingRequests(self),
+            waiting: false,
+        }
     }
 
     fn poll_accept_inner(
         &mut self,
         cx: &mut Context<'_>,
         read_inline: bool,
-    ) -> Poll<Option<Stream>> {
+        request: Request,
+    ) -> Poll<Option<Accepted>> {
         let mut inner = self.shared.lock();
-        let out = std::task::ready!(inner.poll_accept(cx, read_inline));
+        let out = std::task::ready!(inner.poll_accept(cx, read_inline, request));
         drop(inner);
-        Poll::Ready(out.map(|(id, m)| Stream::new(self.shared.clone(), id, m)))
+        Poll::Ready(out.map(|(id, m, request)| Accepted {
+            stream: Stream::new(self.shared.clone(), id, m),
+            request,
+        }))
     }
+}
+
+/// A stream the peer opened, from [`Incoming::accept_with_request`].
+#[derive(Debug)]
+pub struct Accepted {
+    /// The stream.
+    pub stream: Stream,
+    /// The peer's whole side, when its `OPEN` carried it: that frame's
+    /// payload (its `END_STREAM` implied; the `OPEN` metadata is the
+    /// stream's). `None` when more is to come on the stream (or it was
+    /// reset before the accept): read it with [`Stream::recv`].
+    pub request: Option<Bytes>,
 }
 
 impl Drop for Incoming {
@@ -355,7 +386,7 @@ trait SocketWaiter {
     fn waiter(&self) -> Waiter;
 }
 
-impl SocketWaiter for Stream {
+impl SocketWaiter for &mut Stream {
     type Output = Result<Option<Chunk>, StreamError>;
     fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.poll_recv_inner(cx, true)
@@ -368,10 +399,11 @@ impl SocketWaiter for Stream {
     }
 }
 
-impl SocketWaiter for Incoming {
+impl SocketWaiter for &mut Incoming {
     type Output = Option<Stream>;
     fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.poll_accept_inner(cx, true)
+        self.poll_accept_inner(cx, true, Request::Left)
+            .map(|a| a.map(|a| a.stream))
     }
     fn shared(&self) -> &Shared {
         &self.shared
@@ -381,15 +413,32 @@ impl SocketWaiter for Incoming {
     }
 }
 
+/// [`Incoming::accept_with_request`]'s waiter: the acceptor, taking
+/// requests.
+struct TakingRequests<'a>(&'a mut Incoming);
+
+impl SocketWaiter for TakingRequests<'_> {
+    type Output = Option<Accepted>;
+    fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.poll_accept_inner(cx, true, Request::Taken)
+    }
+    fn shared(&self) -> &Shared {
+        &self.0.shared
+    }
+    fn waiter(&self) -> Waiter {
+        Waiter::Acceptor
+    }
+}
+
 /// The future of [`Stream::recv`] and [`Incoming::accept`]: if dropped
 /// while registered as the socket's waiter, it hands the watch back to the
 /// connection task (which reads anything that woke us meanwhile).
-struct SocketWait<'a, W: SocketWaiter> {
-    waiter: &'a mut W,
+struct SocketWait<W: SocketWaiter> {
+    waiter: W,
     waiting: bool,
 }
 
-impl<W: SocketWaiter> Future for SocketWait<'_, W> {
+impl<W: SocketWaiter + Unpin> Future for SocketWait<W> {
     type Output = W::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -399,7 +448,7 @@ impl<W: SocketWaiter> Future for SocketWait<'_, W> {
     }
 }
 
-impl<W: SocketWaiter> Drop for SocketWait<'_, W> {
+impl<W: SocketWaiter> Drop for SocketWait<W> {
     fn drop(&mut self) {
         if self.waiting {
             let who = self.waiter.waiter();

@@ -65,7 +65,7 @@ pub use config::{BASELINE_WINDOW, Config, DEFAULT_WINDOW_CAP, MAX_WINDOW};
 pub use connect::{Handshaken, MAX_FIRST_RECORD, connect, handshake};
 pub use driver::BufferCapacity;
 pub use error::{CloseCause, MuxError, Origin, StreamError};
-pub use handle::{Connection, Incoming, Stream};
+pub use handle::{Accepted, Connection, Incoming, Stream};
 pub use pipeline::Negotiated;
 pub use session::{Chunk, Role};
 pub use weft_frame::{Metadata, Reason};

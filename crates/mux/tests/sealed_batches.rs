@@ -87,3 +87,38 @@ async fn calls_in_flight_go_in_sealed_batches_and_a_lone_call_does_not() {
         "{opens} of 64 OPEN frames went as their own records"
     );
 }
+
+/// The server's replies to calls in flight are sealed together too, though
+/// each reply's stream leaves the table as the reply is made (before the
+/// write that carries it).
+#[tokio::test(flavor = "current_thread")]
+async fn replies_to_calls_in_flight_go_in_sealed_batches() {
+    let (a, b) = tokio::io::duplex(1 << 20);
+    let (b, seen) = Tap::new(b);
+    let mut hs = HandshakeConfig::default();
+    hs.offer.encryption = EncryptionPolicy::Required;
+    let mut config = Config::default();
+    config.handshake(hs);
+    let ((client, _), (_server, incoming)) = pair_over(a, b, config.clone(), config).await;
+    seen.record();
+    tokio::spawn(echo_all(incoming));
+    // One call first: the server's settings and the first reply behind us.
+    call(client.clone()).await;
+    let before = records(&seen.recorded()).len();
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        calls.spawn(call(client.clone()));
+    }
+    while let Some(done) = calls.join_next().await {
+        done.unwrap();
+    }
+    let all = records(&seen.recorded());
+    let after = &all[before..];
+    let (batches, data) = (count(after, BATCH), count(after, FrameType::DATA));
+    println!(
+        "64 replies: {} records, {batches} batches, {data} DATA records",
+        after.len()
+    );
+    assert!(batches >= 1, "no sealed batch for 64 replies: {after:?}");
+    assert!(data <= 8, "{data} of 64 replies went as their own records");
+}

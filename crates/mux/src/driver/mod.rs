@@ -87,7 +87,7 @@ use combine::Combiner;
 pub(crate) use combine::Guard;
 use io::Io;
 pub(crate) use io::Transport;
-pub(crate) use ops::{Deferred, Life};
+pub(crate) use ops::{Deferred, Life, Request};
 pub(crate) use read::READ_FIRST;
 use read::Reader;
 pub(crate) use task::Driver;

@@ -30,6 +30,17 @@ pub(crate) enum Deferred {
     Wake(Waker),
 }
 
+/// What an accept does with the peer's whole side when the `OPEN` carried
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// Left on the stream, for its `recv` (`Incoming::accept`).
+    Left,
+    /// Taken and handed over with the stream
+    /// (`Incoming::accept_with_request`).
+    Taken,
+}
+
 /// Whether a `Stream` handle still names a stream in the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Life {
@@ -214,14 +225,16 @@ impl Inner {
 
 /// `Incoming`'s operations.
 impl Inner {
-    /// The next stream the peer opened, with its `OPEN` metadata. With
-    /// `read_inline` the caller's task reads the socket itself while it
-    /// waits (see `Incoming::accept`).
+    /// The next stream the peer opened, with its `OPEN` metadata and,
+    /// when `request` says so, the peer's whole side if the `OPEN` carried
+    /// it. With `read_inline` the caller's task reads the socket itself
+    /// while it waits (see `Incoming::accept`).
     pub(crate) fn poll_accept(
         &mut self,
         cx: &mut Context<'_>,
         read_inline: bool,
-    ) -> Poll<Option<(u32, Metadata)>> {
+        request: Request,
+    ) -> Poll<Option<(u32, Metadata, Option<Bytes>)>> {
         let mut tried = !read_inline;
         if read_inline && self.read_wake_fired() {
             // Woken by the socket: read before looking at the queue.
@@ -229,7 +242,14 @@ impl Inner {
             self.read_inline(Waiter::Acceptor);
         }
         loop {
-            let out = if let Some(accepted) = self.session.accept_with_metadata() {
+            let accepted = match request {
+                Request::Left => self
+                    .session
+                    .accept_with_metadata()
+                    .map(|(id, m)| (id, m, None)),
+                Request::Taken => self.session.accept_with_request(),
+            };
+            let out = if let Some(accepted) = accepted {
                 Some(accepted)
             } else if self.session.accept_finished() {
                 None

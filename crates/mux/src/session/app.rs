@@ -153,11 +153,13 @@ impl Session {
         // Room for bytes once the next item's overhead is counted.
         let room = cap.saturating_sub(s.send.queued + PENDING_OVERHEAD);
         let last = data.len() <= room;
-        // Fast path: nothing else waits for the socket and the whole piece
-        // has credit: make the frame now instead of queueing it.
+        // Fast path: no stream waits for the socket and the whole piece
+        // has credit: make the frame now instead of queueing it (while
+        // other frames made so wait, only a stream's last: see
+        // `immediate`).
         let total = data.len() + metadata.len();
         if last
-            && self.immediate.is_none()
+            && self.immediate.admits(end, self.limits.max_concurrent)
             && self.ready.is_empty()
             && s.send.queue.is_empty()
             && data.len() <= self.limits.max_payload.min(IMMEDIATE_MAX)
@@ -166,7 +168,7 @@ impl Session {
         {
             let frame = s.send_now(&mut self.conn_send, id, (metadata, data), total, end);
             let done = if end { release_done(s, &release) } else { None };
-            self.immediate = Some(frame);
+            self.immediate.push(frame);
             if let (Some(r), Some((now, released))) = (done, release) {
                 self.finish_release(id, r, now);
                 *released = true;
@@ -388,6 +390,28 @@ impl Session {
             .map(|s| std::mem::take(&mut s.open_metadata))
             .unwrap_or_default();
         Some((id, metadata))
+    }
+
+    /// [`accept_with_metadata`](Self::accept_with_metadata), and the peer's
+    /// whole side when the `OPEN` carried it (`END_STREAM`, nothing else
+    /// received): its payload (an `OPEN` chunk has no metadata of its own),
+    /// taken as [`recv`](Self::recv) would take it, its
+    /// connection credit returned, so the stream's `recv` then says it
+    /// ended. A unary call's request, handed over in the accept that finds
+    /// it, with no receive (and no second lookup) of its own. A stream the
+    /// peer reset before the accept keeps its data for `recv`, which
+    /// delivers it before the reset.
+    pub fn accept_with_request(&mut self) -> Option<(u32, Metadata, Option<Bytes>)> {
+        let id = self.accept_queue.pop_front()?;
+        let Some(s) = self.mark_accepted(id) else {
+            return Some((id, Metadata::new(), None));
+        };
+        let metadata = std::mem::take(&mut s.open_metadata);
+        let request = s.take_whole_side().map(|c| c.data);
+        if let Some(data) = &request {
+            self.release_conn(data.len() as u32);
+        }
+        Some((id, metadata, request))
     }
 
     /// A stream the peer opened left the accept queue: the application (or

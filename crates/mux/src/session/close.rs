@@ -55,13 +55,11 @@ impl Session {
             }
             _ => CloseCause::local(Reason::NO_ERROR, "shut down"),
         };
-        // The last stream may have ended with a frame `send_some` made
-        // directly (its stream already counts it as sent): it is part
-        // of the drain, so it goes out with the final control frames
+        // The last streams may have ended with frames `send_some` made
+        // directly (their streams already count them as sent): they are
+        // part of the drain, so they go out with the final control frames
         // instead of being dropped by the close.
-        if let Some(f) = self.immediate.take() {
-            self.control.push_back(f);
-        }
+        self.immediate.move_to(&mut self.control);
         self.fail(cause, false);
     }
 

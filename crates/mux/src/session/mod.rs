@@ -12,6 +12,7 @@ mod bdp;
 mod budget;
 mod close;
 mod eof;
+mod immediate;
 mod input;
 mod limits;
 mod progress;
@@ -190,8 +191,9 @@ pub struct Session {
     bdp: bdp::Growth,
 
     control: VecDeque<Frame>,
-    /// A data frame made directly by `send_some`, sent after control frames.
-    immediate: Option<Frame>,
+    /// Data frames made directly by `send_some`, sent after control frames
+    /// ([`immediate`](self::immediate)).
+    immediate: immediate::Immediate,
     ready: VecDeque<u32>,
     events: VecDeque<Event>,
 
@@ -310,7 +312,7 @@ impl Session {
             conn_recv: RecvWindow::new(config.connection_window),
             bdp: bdp::Growth::default(),
             control: VecDeque::new(),
-            immediate: None,
+            immediate: immediate::Immediate::default(),
             ready: VecDeque::new(),
             events: VecDeque::new(),
             goaway: GoAway {
@@ -398,7 +400,7 @@ impl Session {
         if self.is_closed() {
             return None;
         }
-        if let Some(f) = self.immediate.take() {
+        if let Some(f) = self.immediate.pop() {
             return Some(f);
         }
         self.next_data_frame(max_payload.max(1))
@@ -408,7 +410,7 @@ impl Session {
     #[inline]
     pub fn has_transmit(&self) -> bool {
         !self.control.is_empty()
-            || (!self.is_closed() && (self.immediate.is_some() || !self.ready.is_empty()))
+            || (!self.is_closed() && (!self.immediate.is_empty() || !self.ready.is_empty()))
     }
 
     /// Whether the session has nothing for the driver: no frame to send,
@@ -416,7 +418,7 @@ impl Session {
     #[inline]
     pub fn is_quiet(&self) -> bool {
         self.control.is_empty()
-            && self.immediate.is_none()
+            && self.immediate.is_empty()
             && self.ready.is_empty()
             && self.events.is_empty()
             && !self.timer_changed
@@ -496,6 +498,15 @@ impl Session {
     #[inline]
     pub fn stream_count(&self) -> usize {
         self.streams.len()
+    }
+
+    /// How many streams the frames waiting to be sent may belong to, at
+    /// most: the streams in the table, and the frames made at once, whose
+    /// streams may have left it (a reply ends its stream as it is made).
+    /// The writer seals the frames of several streams as one record.
+    #[inline]
+    pub fn senders(&self) -> usize {
+        self.streams.len() + self.immediate.len()
     }
 
     /// Whether the connection is closed.
@@ -688,15 +699,13 @@ impl Session {
         self.try_remove(id);
     }
 
-    /// Queues control frame `f` behind the data frame `send_some` made
+    /// Queues control frame `f` behind the data frames `send_some` made
     /// directly, if any, which would otherwise go out after it: the peer
     /// must see a stream's last `DATA` before our `RESET` of it (or it is
     /// a late frame there), and the `END_STREAM` that closed one of our
     /// streams before the `OPEN` that takes its slot under the peer's cap.
     fn push_control_in_order(&mut self, f: Frame) {
-        if let Some(data) = self.immediate.take() {
-            self.control.push_back(data);
-        }
+        self.immediate.move_to(&mut self.control);
         self.control.push_back(f);
     }
 
@@ -727,6 +736,7 @@ impl Session {
     /// next stream or control frame allocates again).
     pub(crate) fn release_spares(&mut self) {
         self.streams.release_spare();
+        self.immediate.release_spare();
         if self.control.is_empty() && self.control.capacity() > 0 {
             self.control = VecDeque::new();
         }

@@ -434,6 +434,25 @@ impl StreamState {
         }
     }
 
+    /// The peer's whole side, when it is one received piece that ended it
+    /// and the stream is healthy: taken off the queue (see
+    /// `Session::accept_with_request`; the caller returns its connection
+    /// credit). The stream's own window owes nothing: the peer sends no
+    /// more on it.
+    #[inline]
+    pub(crate) fn take_whole_side(&mut self) -> Option<Chunk> {
+        let whole = self.failed.is_none()
+            && self.recv_ended()
+            && self.recv.queue.front().is_some_and(|c| c.end);
+        if !whole {
+            return None;
+        }
+        let chunk = self.recv.queue.pop_front()?;
+        // The end is the last piece: the queue held only this one.
+        self.recv.buffered = 0;
+        Some(chunk)
+    }
+
     /// Drops everything queued to send (the stream failed).
     pub(crate) fn clear_send(&mut self) {
         self.send.queue.clear();

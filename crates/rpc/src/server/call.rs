@@ -18,6 +18,7 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
 
+use bytes::Bytes;
 use tokio::time::Instant;
 use weft_frame::Metadata;
 use weft_mux::Stream;
@@ -182,6 +183,9 @@ where
 /// Everything a handler's call task needs.
 pub(crate) struct ServerCall {
     pub(crate) stream: Stream,
+    /// The caller's whole side, when the accept took it with the stream
+    /// (a request in the `OPEN` that ended it): read before the stream.
+    pub(crate) request: Option<Bytes>,
     pub(crate) ctx: Context,
     pub(crate) deadline: Option<Instant>,
     pub(crate) max: usize,
@@ -404,6 +408,7 @@ where
 {
     let ServerCall {
         mut stream,
+        request,
         ctx,
         deadline,
         max,
@@ -416,7 +421,7 @@ where
             // reference: moved into the deadline's and the layers' wrappers,
             // it was copied whole at each of them, handler's future included.
             let work = pin!(async {
-                let req = unary_request(&mut stream, max).await;
+                let req = unary_request(&mut stream, request, max).await;
                 let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
                 guard.meter.received(req.len());
                 let req = Req::decode(req)?;
@@ -470,7 +475,8 @@ async fn end_streaming(
 }
 
 /// Runs a streaming call: its stream goes into a slot the handler's
-/// handles share, `work` gets the slot, the context and the message limit,
+/// handles share, `work` gets the slot, the context, the message limit and
+/// the request the accept took (if it did),
 /// and the call ends with `work`'s result (or `DEADLINE_EXCEEDED`).
 /// A plain function taking the call apart outside its future, as `unary`
 /// does: as an `async fn` (and each shape's `async fn` around it) it held
@@ -478,13 +484,14 @@ async fn end_streaming(
 #[allow(clippy::manual_async_fn)] // reason: see above; the async fn held the call twice
 fn streaming<W>(
     call: ServerCall,
-    work: impl FnOnce(Slot, Context, usize) -> W,
+    work: impl FnOnce(Slot, Context, usize, Option<Bytes>) -> W,
 ) -> impl Future<Output = ()>
 where
     W: Future<Output = Result<Option<Framed>, Status>>,
 {
     let ServerCall {
         stream,
+        request,
         ctx,
         deadline,
         max,
@@ -495,7 +502,7 @@ where
         let slot = Slot::serving(stream, guard.calls.clone(), guard.key);
         let result = {
             // Pinned where they are built, wrapped by reference (see `unary`).
-            let work = pin!(work(slot.clone(), ctx, max));
+            let work = pin!(work(slot.clone(), ctx, max, request));
             let timed = pin!(within_as(deadline, work, IN_HANDLER));
             hold.cut(timed).await
             // The handler is dropped here, before the end is sent: one
@@ -517,8 +524,8 @@ where
     Fut: Future<Output = Result<(), Status>>,
     Req: Decode,
 {
-    streaming(call, |slot, ctx, max| async move {
-        let req = RequestStream::new(slot.clone(), max).single().await;
+    streaming(call, |slot, ctx, max, first| async move {
+        let req = RequestStream::new(slot.clone(), max, first).single().await;
         let shape = Shape::ServerStreaming;
         let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), shape))?;
         let req = Req::decode(req)?;
@@ -538,8 +545,8 @@ where
     Fut: Future<Output = Result<Resp, Status>>,
     Resp: Encode,
 {
-    streaming(call, |slot, ctx, max| async move {
-        let rx = RequestStream::new(slot, max);
+    streaming(call, |slot, ctx, max, first| async move {
+        let rx = RequestStream::new(slot, max, first);
         let resp = catch(call_handler(|| f(ctx, rx))?).await?;
         resp.encode(max).map(Some)
     })
@@ -550,8 +557,8 @@ where
     F: FnOnce(Context, BidiStream) -> Fut,
     Fut: Future<Output = Result<(), Status>>,
 {
-    streaming(call, |slot, ctx, max| async move {
-        let s = BidiStream::new(slot, max);
+    streaming(call, |slot, ctx, max, first| async move {
+        let s = BidiStream::new(slot, max, first);
         catch(call_handler(|| f(ctx, s))?).await.map(|()| None)
     })
 }
@@ -596,6 +603,7 @@ mod tests {
         let ctx = Context::for_test(&calls, key);
         let call = ServerCall {
             stream,
+            request: None,
             ctx,
             deadline: None,
             max: 1 << 20,

@@ -34,7 +34,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use weft_mux::{Incoming, Stream};
+use weft_mux::{Accepted, Incoming};
 
 use crate::codec::DEFAULT_MAX_MESSAGE;
 use crate::deadline;
@@ -189,55 +189,60 @@ impl Server {
         loop {
             // A stream accepted without waiting is of the batch before it.
             let mut waited = false;
-            let mut accept = pin!(incoming.accept());
-            let accepted = poll_fn(|cx| {
-                let polled = accept.as_mut().poll(cx);
-                waited |= polled.is_pending();
-                polled
+            // A request whole in its `OPEN` comes with its stream: no
+            // receive of its own.
+            let mut accept = pin!(incoming.accept_with_request());
+            // The call's first poll runs in the poll that accepts it (only
+            // a pending call is spawned): the accepted stream is never held
+            // across an await, so this future, which every connection keeps
+            // for its life, holds no room for it.
+            let started = poll_fn(|cx| {
+                let Poll::Ready(accepted) = accept.as_mut().poll(cx) else {
+                    waited = true;
+                    return Poll::Pending;
+                };
+                let Some(accepted) = accepted else {
+                    return Poll::Ready(None);
+                };
+                if waited {
+                    arrival = Arrival::Unread;
+                }
+                let mut at = Started {
+                    peer: &peer,
+                    calls: &calls,
+                    meters: &mut meters,
+                    arrival: &mut arrival,
+                    last_route: &mut last_route,
+                };
+                Poll::Ready(Some(catch_unwind(AssertUnwindSafe(|| {
+                    self.start(accepted, &mut at, cx)
+                }))))
             })
             .await;
-            let Some(stream) = accepted else { break };
-            if waited {
-                arrival = Arrival::Unread;
-            }
-            // The call's first poll runs here; only a pending call is spawned.
-            let mut stream = Some(stream);
-            let mut at = Started {
-                peer: &peer,
-                calls: &calls,
-                meters: &mut meters,
-                arrival: &mut arrival,
-                last_route: &mut last_route,
-            };
-            let pending = poll_fn(|cx| {
-                Poll::Ready(catch_unwind(AssertUnwindSafe(|| {
-                    stream.take().and_then(|s| self.start(s, &mut at, cx))
-                })))
-            })
-            .await;
-            match pending {
-                Ok(Some(call)) => {
+            match started {
+                None => break,
+                Some(Ok(Some(call))) => {
                     tokio::spawn(call);
                 }
-                Ok(None) => {}
-                Err(_) => tracing::error!("call task panicked outside its handler"),
+                Some(Ok(None)) => {}
+                Some(Err(_)) => tracing::error!("call task panicked outside its handler"),
             }
         }
     }
 
     fn start(
         &self,
-        stream: Stream,
+        accepted: Accepted,
         at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
     ) -> Option<BoxFuture> {
         // Nobody listens: no span to make, enter, or wrap the call in.
-        let Some((span, trace)) = observe::server_span(stream.metadata(), at.peer, stream.id())
-        else {
-            return self.start_in_span(stream, at, cx, None);
+        let (meta, id) = (accepted.stream.metadata(), accepted.stream.id());
+        let Some((span, trace)) = observe::server_span(meta, at.peer, id) else {
+            return self.start_in_span(accepted, at, cx, None);
         };
         let entered = (!span.is_disabled()).then(|| span.enter());
-        let started = self.start_in_span(stream, at, cx, trace);
+        let started = self.start_in_span(accepted, at, cx, trace);
         drop(entered);
         match started {
             Some(call) if !span.is_disabled() => {
@@ -250,7 +255,7 @@ impl Server {
     /// [`start`](Self::start) inside the call's span.
     fn start_in_span(
         &self,
-        stream: Stream,
+        Accepted { stream, request }: Accepted,
         at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
         trace: Option<crate::observe::TraceContext>,
@@ -310,6 +315,7 @@ impl Server {
         }
         let call = ServerCall {
             stream,
+            request,
             ctx,
             deadline,
             max: self.max_message,

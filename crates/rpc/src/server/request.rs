@@ -13,7 +13,7 @@
 //! way: a unary server reads no request headers or trailers.
 
 use bytes::{Buf, Bytes};
-use weft_mux::Stream;
+use weft_mux::{Chunk, Stream};
 
 use crate::codec::PREFIX_LEN;
 use crate::codec::wire::{Reader, is_one_message};
@@ -23,17 +23,30 @@ use crate::status::Status;
 /// [`Reader::single`] gives it (`INVALID_ARGUMENT` for none or more,
 /// `RESOURCE_EXHAUSTED` over `max`), in one step when it is whole in its
 /// first frame.
-pub(crate) async fn unary_request(stream: &mut Stream, max: usize) -> Result<Bytes, Status> {
-    // `poll_recv`, not `recv`: the request is nearly always in by now (the
-    // accept read its frame), so `recv`'s socket-reading wait is only
-    // overhead (about 40 instructions per call); a call still waiting for
-    // its first frame is woken by the connection's reader.
-    let first = match std::future::poll_fn(|cx| stream.poll_recv(cx)).await {
-        Ok(Some(mut chunk)) if chunk.end && is_one_message(&chunk.data, max) => {
-            chunk.data.advance(PREFIX_LEN);
-            return Ok(chunk.data);
+pub(crate) async fn unary_request(
+    stream: &mut Stream,
+    taken: Option<Bytes>,
+    max: usize,
+) -> Result<Bytes, Status> {
+    // Usually the accept took the request with the stream.
+    let first = match taken {
+        Some(mut data) if is_one_message(&data, max) => {
+            data.advance(PREFIX_LEN);
+            return Ok(data);
         }
-        other => other,
+        Some(data) => Ok(Some(whole_side(data))),
+        // Otherwise `poll_recv`, not `recv`: the first frame is nearly
+        // always in by now (the accept read it), so `recv`'s
+        // socket-reading wait is only overhead (about 40 instructions per
+        // call); a call still waiting for its first frame is woken by the
+        // connection's reader.
+        None => match std::future::poll_fn(|cx| stream.poll_recv(cx)).await {
+            Ok(Some(mut chunk)) if chunk.end && is_one_message(&chunk.data, max) => {
+                chunk.data.advance(PREFIX_LEN);
+                return Ok(chunk.data);
+            }
+            other => other,
+        },
     };
     // Boxed: a rare path, and the reader inline would make every unary
     // call's future (copied as it is built) larger by its size.
@@ -43,6 +56,16 @@ pub(crate) async fn unary_request(stream: &mut Stream, max: usize) -> Result<Byt
         reader.single(stream).await
     })
     .await
+}
+
+/// The chunk `recv` would have given for an `OPEN` that ended its
+/// direction with `data` (what `Incoming::accept_with_request` takes).
+pub(crate) fn whole_side(data: Bytes) -> Chunk {
+    Chunk {
+        data,
+        metadata: weft_frame::Metadata::new(),
+        end: true,
+    }
 }
 
 #[cfg(test)]
@@ -61,10 +84,11 @@ mod tests {
     }
 
     /// Sends `frames` (the first with the open, the last ending the
-    /// direction) and reads the request with `read`, as a server would.
-    async fn served<F>(frames: &[Vec<u8>], read: F) -> Result<Bytes, Status>
+    /// direction) and reads the request with `read`, as a server would,
+    /// handing it what the accept took (`taking`: the server's accept).
+    async fn served<F>(frames: &[Vec<u8>], taking: bool, read: F) -> Result<Bytes, Status>
     where
-        F: AsyncFnOnce(&mut Stream) -> Result<Bytes, Status>,
+        F: AsyncFnOnce(&mut Stream, Option<Bytes>) -> Result<Bytes, Status>,
     {
         let ((client, _), (_server, mut incoming)) =
             weft_testkit::duplex_pair(1 << 20, Config::default(), Config::default()).await;
@@ -79,8 +103,13 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let mut stream = incoming.accept().await.unwrap();
-        read(&mut stream).await
+        let (mut stream, taken) = if taking {
+            let a = incoming.accept_with_request().await.unwrap();
+            (a.stream, a.request)
+        } else {
+            (incoming.accept().await.unwrap(), None)
+        };
+        read(&mut stream, taken).await
     }
 
     /// A request that is not in yet when the call starts waiting for it is
@@ -94,7 +123,7 @@ mod tests {
             .await
             .unwrap();
         let mut stream = incoming.accept().await.unwrap();
-        let read = tokio::spawn(async move { unary_request(&mut stream, 64).await });
+        let read = tokio::spawn(async move { unary_request(&mut stream, None, 64).await });
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         assert!(!read.is_finished());
         out.send(Bytes::from(msg(b"late")), true).await.unwrap();
@@ -125,12 +154,15 @@ mod tests {
             (vec![msg(&[7; 65])], Err(Code::RESOURCE_EXHAUSTED)),
         ];
         for (frames, want) in cases {
-            let fast = served(&frames, async |s: &mut Stream| unary_request(s, max).await).await;
-            let general = served(&frames, async |s: &mut Stream| {
+            let read = async |s: &mut Stream, taken| unary_request(s, taken, max).await;
+            let fast = served(&frames, false, read).await;
+            let general = served(&frames, false, async |s: &mut Stream, _| {
                 Reader::new(max).single(s).await
             })
             .await;
             assert_eq!(fast, general, "{frames:?}");
+            let accepted = served(&frames, true, read).await;
+            assert_eq!(accepted, general, "taken by the accept: {frames:?}");
             match want {
                 Ok(body) => assert_eq!(fast.as_deref(), Ok(body), "{frames:?}"),
                 Err(code) => assert_eq!(fast.map_err(|e| e.code()), Err(code), "{frames:?}"),

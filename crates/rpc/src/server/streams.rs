@@ -271,11 +271,15 @@ pub struct RequestStream {
 }
 
 impl RequestStream {
-    pub(crate) fn new(slot: Slot, max_message: usize) -> RequestStream {
-        RequestStream {
-            slot,
-            reader: Reader::new(max_message),
+    /// The requests of the call in `slot`, starting with `first`: the
+    /// caller's whole side when the accept took it with the stream.
+    pub(crate) fn new(slot: Slot, max_message: usize, first: Option<Bytes>) -> RequestStream {
+        let mut reader = Reader::new(max_message);
+        if let Some(data) = first {
+            // Only a receive's error is refused; a piece is always taken in.
+            let _ = reader.absorb(Ok(Some(crate::server::request::whole_side(data))));
         }
+        RequestStream { slot, reader }
     }
 
     /// The next message; `Ok(None)` once the caller has ended its side. A
@@ -396,9 +400,9 @@ pub struct BidiStream {
 }
 
 impl BidiStream {
-    pub(crate) fn new(slot: Slot, max_message: usize) -> BidiStream {
+    pub(crate) fn new(slot: Slot, max_message: usize, first: Option<Bytes>) -> BidiStream {
         BidiStream {
-            requests: RequestStream::new(slot.clone(), max_message),
+            requests: RequestStream::new(slot.clone(), max_message, first),
             responses: ResponseSink::new(slot, max_message),
         }
     }
