@@ -186,7 +186,7 @@ mod tests {
     /// connection keeps for its life. Its tokio task was 4,480 bytes in a
     /// release build with the handshake's state inline (docs/BENCHMARKS.md,
     /// "What a server connection holds"), 640 now. This debug build
-    /// measures 496 bytes for the future, 2,568 with the handshake unboxed,
+    /// measures 464 bytes for the future, 2,568 with the handshake unboxed,
     /// 624 with the handshake's result bound to a name.
     #[tokio::test]
     async fn the_connection_task_future_stays_small() {
