@@ -42,6 +42,14 @@
 //! `Stream::send` may have queued part of the data when cancelled.
 //! Dropping a [`Stream`] not closed both ways resets it with `CANCEL`.
 //!
+//! ## One-exchange calls
+//! [`Connection::call`] sends a request whole and waits for the first
+//! piece of its answer (a unary call's exchange) in one future, with one
+//! take of the connection's state fewer than `open` then `recv`; on the
+//! accepting side [`Incoming::accept_with_request`] hands over a request
+//! that arrived whole with its stream. Both keep every stream rule above:
+//! they are shortcuts through the same streams, not another protocol.
+//!
 //! ## What this crate does not do
 //! It opens no sockets (the `weft` facade does, and sets `TCP_NODELAY`),
 //! knows nothing of calls, methods or status codes (that is `weft-rpc`),
