@@ -39,6 +39,7 @@ mod caller;
 mod discover;
 mod ejection;
 mod endpoint;
+mod fixed;
 mod outlier;
 mod pool;
 #[cfg(feature = "tower")]
@@ -49,6 +50,7 @@ pub use discover::Change;
 pub use endpoint::Endpoint;
 
 use balance::Picker;
+use fixed::Fixed;
 use outlier::Outcome;
 use pool::{Lease, Pool};
 
@@ -420,13 +422,27 @@ impl Channel {
     /// channel's interceptors (once per call), with the deadline fixed so
     /// that every attempt shares it (not a fresh timeout each): their
     /// `deadline_at` is the call's deadline. An interceptor's refusal is
-    /// the call's error.
-    fn fix<'o>(&self, method: &str, opts: &'o CallOptions) -> Result<Cow<'o, CallOptions>, Status> {
-        let opts = self.intercept.apply(method, Cow::Borrowed(opts))?;
-        Ok(match self.deadline(&opts) {
-            Some(d) if opts.deadline_at() != Some(d) => Cow::Owned(opts.into_owned().deadline(d)),
-            _ => opts,
-        })
+    /// the call's error (see [`Fixed`] for why this is not a `Cow`).
+    fn fix<'o>(&self, method: &str, opts: &'o CallOptions) -> Fixed<'o> {
+        if self.intercept.is_empty()
+            && opts.timeout_value().is_none()
+            && (opts.deadline_at().is_some() || self.shared.settings.call_timeout.is_none())
+        {
+            // Nothing to run and no deadline to fix: the common call
+            // borrows its options (and reads no clock).
+            return Fixed::Caller(opts);
+        }
+        let opts = match self.intercept.apply(method, Cow::Borrowed(opts)) {
+            Ok(opts) => opts,
+            Err(refused) => return Fixed::Refused(Box::new(refused)),
+        };
+        match (self.deadline(&opts), opts) {
+            (Some(d), opts) if opts.deadline_at() != Some(d) => {
+                Fixed::Changed(Box::new(opts.into_owned().deadline(d)))
+            }
+            (_, Cow::Borrowed(opts)) => Fixed::Caller(opts),
+            (_, Cow::Owned(opts)) => Fixed::Changed(Box::new(opts)),
+        }
     }
 
     /// Runs `attempt` on a live connection until it succeeds, fails in a
@@ -545,7 +561,8 @@ impl Channel {
         Req: serde::Serialize + Sync + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let opts = &*self.fix(method, opts)?;
+        let fixed = self.fix(method, opts);
+        let opts = fixed.options()?;
         self.run(method, opts, |c| async move {
             c.unary_json_with(method, request, opts).await
         })
