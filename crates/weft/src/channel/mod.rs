@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use tower::retry::budget::{Budget, TpsBudget};
 use weft_rpc::{
     BidiCall, CallOptions, Caller, Client, ClientInterceptors, ClientStreamingCall, Code,
     Idempotency, Raw, Status, Streaming, method, within,
@@ -35,6 +34,7 @@ use weft_rpc::{
 
 mod backoff;
 mod balance;
+mod budget;
 mod caller;
 mod discover;
 mod ejection;
@@ -50,6 +50,7 @@ pub use discover::Change;
 pub use endpoint::Endpoint;
 
 use balance::Picker;
+use budget::RetryBudget;
 use fixed::Fixed;
 use outlier::Outcome;
 use pool::{Lease, Pool};
@@ -173,8 +174,9 @@ impl ChannelBuilder {
         self
     }
 
-    /// The retry budget (tower's `TpsBudget`): retries may add `ratio` of
-    /// the calls of the last `ttl`, plus `min_per_sec` retries a second.
+    /// The retry budget (tower's `TpsBudget` algorithm): retries may add
+    /// `ratio` of the calls of the last `ttl`, plus `min_per_sec` retries
+    /// a second.
     /// Default 10 s, 10 a second, 0.2. Clamped to what tower accepts:
     /// `ttl` 1–60 s, `ratio` 0–1000, `min_per_sec` below 2^31.
     #[must_use]
@@ -270,7 +272,7 @@ enum Route {
 struct Shared {
     route: Route,
     settings: Arc<Settings>,
-    budget: TpsBudget,
+    budget: RetryBudget,
 }
 
 /// A client that stays up: see the [module docs](self). Cheap to clone,
@@ -324,7 +326,7 @@ impl Channel {
         Channel {
             shared: Arc::new(Shared {
                 route,
-                budget: TpsBudget::new(ttl, min, ratio),
+                budget: RetryBudget::new(ttl, min, ratio),
                 settings,
             }),
             intercept: ClientInterceptors::new(),
