@@ -95,6 +95,7 @@ impl RetryBudget {
     }
 
     /// Counts one call.
+    #[inline]
     pub(crate) fn deposit(&self) {
         let w = &self.windows;
         if !w.rolling.load(Ordering::Relaxed) {
@@ -119,6 +120,7 @@ impl RetryBudget {
 
     /// Ends stale windows and starts the task that ends the next ones.
     /// Outside a runtime (no task can run) every deposit ends them itself.
+    #[cold]
     fn start_rolling(&self) {
         let w = &self.windows;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -25,6 +25,7 @@ pub(super) enum Fixed<'o> {
 impl Fixed<'_> {
     /// The options every attempt sends, or the refusal (cloned: rare, and
     /// the call's only clone of it).
+    #[inline]
     pub(super) fn options(&self) -> Result<&CallOptions, Status> {
         match self {
             Fixed::Caller(opts) => Ok(opts),

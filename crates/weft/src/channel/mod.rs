@@ -344,12 +344,26 @@ impl Channel {
     /// A live connection, waiting for one until `deadline`: a call that
     /// runs out of time here fails naming the last connect error.
     async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
-        if let Route::One(pool) = &self.shared.route
-            && let Some(lease) = pool.try_lease(thread_hint())
-        {
-            // The common case takes no timer.
-            return Ok(lease);
+        match self.lease_now() {
+            Some(lease) => Ok(lease),
+            None => self.wait_for_lease(deadline).await,
         }
+    }
+
+    /// A live connection of a one-endpoint channel, if one is up now: the
+    /// common case, taken without a timer or a future of its own (the
+    /// call loop tries it before awaiting anything).
+    #[inline]
+    fn lease_now(&self) -> Option<Lease> {
+        match &self.shared.route {
+            Route::One(pool) => pool.try_lease(thread_hint()),
+            Route::Balanced(_) => None,
+        }
+    }
+
+    /// [`lease`](Self::lease) bounded by `deadline`, its
+    /// `DEADLINE_EXCEEDED` naming the last connect error.
+    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
         let waited = within(deadline, self.lease()).await;
         self.timed_out(waited, Waiting::Connection)
     }
@@ -474,7 +488,10 @@ impl Channel {
         async move {
             self.shared.budget.deposit();
             loop {
-                let Lease { client, held } = self.lease_within(opts.deadline_at()).await?;
+                let Lease { client, held } = match self.lease_now() {
+                    Some(lease) => lease,
+                    None => self.wait_for_lease(opts.deadline_at()).await?,
+                };
                 let status = match attempt(client).await {
                     Ok(v) => {
                         held.record(Outcome::Success);
