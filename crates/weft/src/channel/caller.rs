@@ -3,23 +3,11 @@
 //! `Channel::run`) until it succeeds or may not be retried. What
 //! `#[weft::service]` clients and the channel's own raw methods call.
 
-use std::borrow::Cow;
 use std::future::Future;
 
 use weft_rpc::{CallOptions, Caller, Codec, OpenCall, Outgoing, Response, Status};
 
 use super::Channel;
-
-/// A fixed call's options, borrowed from the `fix` its future holds:
-/// taking them by value would keep a second copy of them in every call
-/// future (the captured result stays in it whole).
-fn unfix<'a>(fixed: &'a Result<Cow<'_, CallOptions>, Status>) -> Result<&'a CallOptions, Status> {
-    match fixed {
-        Ok(opts) => Ok(opts),
-        // An interceptor's refusal: rare, and the one clone of it.
-        Err(e) => Err(e.clone()),
-    }
-}
 
 impl Caller for Channel {
     #[inline(always)]
@@ -37,7 +25,7 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let opts = unfix(&fixed)?;
+            let opts = fixed.options()?;
             let request = &request;
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec(method, codec, request, opts).await
@@ -60,7 +48,7 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let opts = unfix(&fixed)?;
+            let opts = fixed.options()?;
             let request = &request;
             let attempt = |c: weft_rpc::Client| async move {
                 c.unary_codec_response(method, codec, request, opts).await
@@ -82,7 +70,7 @@ impl Caller for Channel {
     {
         let fixed = self.fix(method, opts);
         async move {
-            let opts = unfix(&fixed)?;
+            let opts = fixed.options()?;
             let attempt = |c: weft_rpc::Client| async move {
                 c.open_call(method, codec, request, opts).await
             };
@@ -120,8 +108,8 @@ impl tower::Service<weft_rpc::OpenRequest> for Channel {
     fn call(&mut self, req: weft_rpc::OpenRequest) -> Self::Future {
         let channel = self.clone();
         Box::pin(async move {
-            let opts = channel.fix(req.method(), req.options())?;
-            let (method, opts) = (req.method(), &*opts);
+            let fixed = channel.fix(req.method(), req.options());
+            let (method, opts) = (req.method(), fixed.options()?);
             let attempt = |c: weft_rpc::Client| {
                 let mut req = req.clone();
                 *req.options_mut() = opts.clone();

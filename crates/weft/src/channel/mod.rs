@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use tower::retry::budget::{Budget, TpsBudget};
 use weft_rpc::{
     BidiCall, CallOptions, Caller, Client, ClientInterceptors, ClientStreamingCall, Code,
     Idempotency, Raw, Status, Streaming, method, within,
@@ -35,10 +34,12 @@ use weft_rpc::{
 
 mod backoff;
 mod balance;
+mod budget;
 mod caller;
 mod discover;
 mod ejection;
 mod endpoint;
+mod fixed;
 mod outlier;
 mod pool;
 #[cfg(feature = "tower")]
@@ -49,6 +50,8 @@ pub use discover::Change;
 pub use endpoint::Endpoint;
 
 use balance::Picker;
+use budget::RetryBudget;
+use fixed::Fixed;
 use outlier::Outcome;
 use pool::{Lease, Pool};
 
@@ -171,8 +174,9 @@ impl ChannelBuilder {
         self
     }
 
-    /// The retry budget (tower's `TpsBudget`): retries may add `ratio` of
-    /// the calls of the last `ttl`, plus `min_per_sec` retries a second.
+    /// The retry budget (tower's `TpsBudget` algorithm): retries may add
+    /// `ratio` of the calls of the last `ttl`, plus `min_per_sec` retries
+    /// a second.
     /// Default 10 s, 10 a second, 0.2. Clamped to what tower accepts:
     /// `ttl` 1–60 s, `ratio` 0–1000, `min_per_sec` below 2^31.
     #[must_use]
@@ -268,7 +272,7 @@ enum Route {
 struct Shared {
     route: Route,
     settings: Arc<Settings>,
-    budget: TpsBudget,
+    budget: RetryBudget,
 }
 
 /// A client that stays up: see the [module docs](self). Cheap to clone,
@@ -322,7 +326,7 @@ impl Channel {
         Channel {
             shared: Arc::new(Shared {
                 route,
-                budget: TpsBudget::new(ttl, min, ratio),
+                budget: RetryBudget::new(ttl, min, ratio),
                 settings,
             }),
             intercept: ClientInterceptors::new(),
@@ -340,12 +344,26 @@ impl Channel {
     /// A live connection, waiting for one until `deadline`: a call that
     /// runs out of time here fails naming the last connect error.
     async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
-        if let Route::One(pool) = &self.shared.route
-            && let Some(lease) = pool.try_lease(thread_hint())
-        {
-            // The common case takes no timer.
-            return Ok(lease);
+        match self.lease_now() {
+            Some(lease) => Ok(lease),
+            None => self.wait_for_lease(deadline).await,
         }
+    }
+
+    /// A live connection of a one-endpoint channel, if one is up now: the
+    /// common case, taken without a timer or a future of its own (the
+    /// call loop tries it before awaiting anything).
+    #[inline]
+    fn lease_now(&self) -> Option<Lease> {
+        match &self.shared.route {
+            Route::One(pool) => pool.try_lease(thread_hint()),
+            Route::Balanced(_) => None,
+        }
+    }
+
+    /// [`lease`](Self::lease) bounded by `deadline`, its
+    /// `DEADLINE_EXCEEDED` naming the last connect error.
+    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
         let waited = within(deadline, self.lease()).await;
         self.timed_out(waited, Waiting::Connection)
     }
@@ -420,13 +438,27 @@ impl Channel {
     /// channel's interceptors (once per call), with the deadline fixed so
     /// that every attempt shares it (not a fresh timeout each): their
     /// `deadline_at` is the call's deadline. An interceptor's refusal is
-    /// the call's error.
-    fn fix<'o>(&self, method: &str, opts: &'o CallOptions) -> Result<Cow<'o, CallOptions>, Status> {
-        let opts = self.intercept.apply(method, Cow::Borrowed(opts))?;
-        Ok(match self.deadline(&opts) {
-            Some(d) if opts.deadline_at() != Some(d) => Cow::Owned(opts.into_owned().deadline(d)),
-            _ => opts,
-        })
+    /// the call's error (see [`Fixed`] for why this is not a `Cow`).
+    fn fix<'o>(&self, method: &str, opts: &'o CallOptions) -> Fixed<'o> {
+        if self.intercept.is_empty()
+            && opts.timeout_value().is_none()
+            && (opts.deadline_at().is_some() || self.shared.settings.call_timeout.is_none())
+        {
+            // Nothing to run and no deadline to fix: the common call
+            // borrows its options (and reads no clock).
+            return Fixed::Caller(opts);
+        }
+        let opts = match self.intercept.apply(method, Cow::Borrowed(opts)) {
+            Ok(opts) => opts,
+            Err(refused) => return Fixed::Refused(Box::new(refused)),
+        };
+        match (self.deadline(&opts), opts) {
+            (Some(d), opts) if opts.deadline_at() != Some(d) => {
+                Fixed::Changed(Box::new(opts.into_owned().deadline(d)))
+            }
+            (_, Cow::Borrowed(opts)) => Fixed::Caller(opts),
+            (_, Cow::Owned(opts)) => Fixed::Changed(Box::new(opts)),
+        }
     }
 
     /// Runs `attempt` on a live connection until it succeeds, fails in a
@@ -456,7 +488,10 @@ impl Channel {
         async move {
             self.shared.budget.deposit();
             loop {
-                let Lease { client, held } = self.lease_within(opts.deadline_at()).await?;
+                let Lease { client, held } = match self.lease_now() {
+                    Some(lease) => lease,
+                    None => self.wait_for_lease(opts.deadline_at()).await?,
+                };
                 let status = match attempt(client).await {
                     Ok(v) => {
                         held.record(Outcome::Success);
@@ -545,7 +580,8 @@ impl Channel {
         Req: serde::Serialize + Sync + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let opts = &*self.fix(method, opts)?;
+        let fixed = self.fix(method, opts);
+        let opts = fixed.options()?;
         self.run(method, opts, |c| async move {
             c.unary_json_with(method, request, opts).await
         })

@@ -114,6 +114,7 @@ impl Held {
 
     /// Tells the endpoint's outlier detector (if balanced) how the call
     /// ended.
+    #[inline]
     pub(crate) fn record(&self, outcome: Outcome) {
         if let Some(d) = &self.pool.inner.detector {
             d.record(outcome);
