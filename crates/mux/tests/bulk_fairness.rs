@@ -341,6 +341,9 @@ async fn a_small_reply_ahead_of_a_transfer_wakes_its_caller_after_one_read() {
     assert!(at_wake != usize::MAX, "the small stream's task was woken");
     let at_wake = at_wake - handshake;
     println!("bytes read when the small reply's caller was woken: {at_wake}");
+    // Woken for its data, which someone else read (not by the socket, to
+    // read it itself: the case this test is about would not be tested).
+    assert!(at_wake > 0, "the small stream's task was the socket waiter");
     // One read, at most the read chunk's largest size (256 KiB: the
     // warm-up grew it there); the whole transfer (2 MiB in 11 reads) before
     // bursts ended at the first read that gave anyone something to do.
