@@ -265,11 +265,20 @@ async fn a_small_reply_ahead_of_a_transfer_wakes_its_caller_after_one_read() {
         "{} bytes read before the small reply's caller was woken",
         seen.at_wake
     );
+    // And it runs before the transfer's task reads on: that task's next
+    // `recv` leaves the next read to the connection task rather than
+    // reading on in its own poll while the woken task waits behind it on
+    // its thread (the whole transfer was read first).
+    assert!(
+        seen.at_ready <= ONE_READ,
+        "{} bytes read before the small reply's recv returned",
+        seen.at_ready
+    );
 }
 
-/// The same when the small stream's own task reads the socket: its `recv`
-/// returns after the read that brought its reply, not after a burst of
-/// the transfer's bytes.
+/// The same when the small stream's own task reads the socket and nobody
+/// else waits: its `recv` returns after the read that brought its reply,
+/// not after a burst of the transfer's bytes.
 #[tokio::test(start_paused = true)]
 async fn a_small_reply_read_by_its_own_task_returns_after_one_read() {
     let seen = small_reply_ahead_of_a_transfer(Reader::Small).await;
@@ -292,7 +301,8 @@ const ONE_READ: usize = 256 * 1024;
 enum Reader {
     /// The transfer's task reads, for both streams.
     Transfer,
-    /// The small stream's task reads, for both streams.
+    /// The small stream's task reads, for both streams; nobody waits for
+    /// the transfer's data meanwhile (read from when the small call is done).
     Small,
 }
 
@@ -388,20 +398,22 @@ async fn small_reply_ahead_of_a_transfer(reader: Reader) -> Seen {
             (got.unwrap().unwrap().data.len(), at_wake, at_ready)
         }
     };
-    let (small_task, large_task) = if reader == Reader::Transfer {
-        let small_task = tokio::spawn(small_task);
-        tokio::task::yield_now().await;
-        (small_task, tokio::spawn(answer(large)))
-    } else {
-        let large_task = tokio::spawn(answer(large));
-        tokio::task::yield_now().await;
-        (tokio::spawn(small_task), large_task)
+    let small_task = tokio::spawn(small_task);
+    tokio::task::yield_now().await;
+    let mut large = Some(large);
+    let large_task = match reader {
+        Reader::Transfer => large.take().map(|st| tokio::spawn(answer(st))),
+        Reader::Small => None,
     };
     tokio::task::yield_now().await;
     gate.open();
     let (got, at_wake, at_ready) = small_task.await.unwrap();
     assert_eq!(got, 4);
-    assert_eq!(large_task.await.unwrap(), TRANSFER);
+    let large_got = match large_task {
+        Some(task) => task.await.unwrap(),
+        None => answer(large.take().unwrap()).await,
+    };
+    assert_eq!(large_got, TRANSFER);
     assert!(at_wake != usize::MAX, "the small stream's task was woken");
     Seen {
         at_wake: at_wake - warm,

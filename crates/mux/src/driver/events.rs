@@ -3,6 +3,7 @@
 //! released, and into the connection's metrics.
 
 use super::Inner;
+use super::read::Input;
 use super::wake::Waiter;
 use crate::session::Event;
 
@@ -17,12 +18,18 @@ impl Inner {
     }
 
     /// [`dispatch_events`](Self::dispatch_events) between two reads of a
-    /// burst: whether anyone has something to act on now — a task owed a
-    /// wake-up, or the reading task's own stream (or acceptor) got input.
+    /// burst: who has something to act on now (`own_data`: the reading
+    /// task's stream got frames, which raise no event).
     #[inline]
-    pub(super) fn dispatch_read_events(&mut self) -> bool {
-        let own = self.session.has_event() && self.dispatch_some_events();
-        own || !self.wakers.list.is_empty()
+    pub(super) fn dispatch_read_events(&mut self, own_data: bool) -> Input {
+        let own = (self.session.has_event() && self.dispatch_some_events()) || own_data;
+        if !self.wakers.list.is_empty() {
+            Input::Others
+        } else if own {
+            Input::Own
+        } else {
+            Input::None
+        }
     }
 
     /// Returns whether an event was for the task reading now (it needs no

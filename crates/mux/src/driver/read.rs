@@ -52,6 +52,13 @@ enum Arm {
     /// The last read returned bytes (or none was made yet): the socket may
     /// hold more, and will not wake anyone for them.
     Unarmed,
+    /// As `Unarmed`, but the last burst stopped at a full read that woke
+    /// other tasks ([`BurstEnd::HandOver`]): the connection task, woken
+    /// for it, reads next, and other tasks wait for it instead of reading
+    /// themselves. Otherwise the task that read would read on in its own
+    /// poll (its next `recv` finds the socket unarmed) while the tasks it
+    /// woke, queued on its thread, wait for that poll to end.
+    HandedOver,
     /// The last read returned `Pending`: the socket wakes
     /// [`ReadWake`](super::wake::ReadWake) when bytes arrive.
     Armed,
@@ -99,6 +106,12 @@ impl Reader {
     #[inline]
     pub(super) fn armed(&self) -> bool {
         self.arm == Arm::Armed
+    }
+
+    /// Whether the connection task reads next (see [`Arm::HandedOver`]).
+    #[inline]
+    fn handed_over(&self) -> bool {
+        self.arm == Arm::HandedOver
     }
 
     /// Whether reading goes on: neither blocked nor ended.
@@ -184,10 +197,25 @@ enum BurstEnd {
     /// [`READS_PER_POLL`] reads were made: the socket waiter (or the
     /// connection task) is woken to read on.
     Budget,
-    /// A full read brought input for some task (its wake-up waits for the
-    /// state's release): the burst ends there and the connection task
-    /// reads on after it.
+    /// A full read brought input for the reading task only: it acts on it
+    /// first (and may read again); the connection task is woken in case
+    /// it does not.
+    OwnInput,
+    /// A full read brought input for other tasks (their wake-ups wait for
+    /// the state's release): the burst ends there and the connection task
+    /// reads on after it ([`Arm::HandedOver`]).
     HandOver,
+}
+
+/// Who got input from the frames of a read ([`Inner::dispatch_read_events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Input {
+    /// Nobody: the burst goes on.
+    None,
+    /// Only the task that reads (its own stream, or the acceptor it is).
+    Own,
+    /// Other tasks, owed wake-ups.
+    Others,
 }
 
 impl Inner {
@@ -205,7 +233,11 @@ impl Inner {
             BurstEnd::Budget => waker.wake_by_ref(),
             // The socket likely holds more; the tasks woken at release get
             // the state between this burst and the connection task's next.
-            BurstEnd::HandOver => self.link.wake_driver(),
+            BurstEnd::OwnInput => self.link.wake_driver(),
+            BurstEnd::HandOver => {
+                self.reader.arm = Arm::HandedOver;
+                self.link.wake_driver();
+            }
         }
         self.wakers.read_waker = waker;
         got
@@ -259,7 +291,7 @@ impl Inner {
                 }
                 Poll::Ready(Ok(_)) => {
                     got = true;
-                    self.decode(false);
+                    let own = self.decode(false);
                     // A read that filled its room leaves more in the socket:
                     // under a transfer, the next reads would hold the state
                     // (and every wake-up, which waits for its release) for
@@ -267,8 +299,12 @@ impl Inner {
                     // a burst ends as soon as a frame gave anyone something
                     // to do. A read that did not fill its room goes on to
                     // the read that arms the socket, as before.
-                    if filled && self.dispatch_read_events() {
-                        return (true, BurstEnd::HandOver);
+                    if filled {
+                        match self.dispatch_read_events(own) {
+                            Input::None => {}
+                            Input::Own => return (true, BurstEnd::OwnInput),
+                            Input::Others => return (true, BurstEnd::HandOver),
+                        }
                     }
                 }
                 Poll::Ready(Err(e)) => {
@@ -361,14 +397,22 @@ impl Inner {
         self.reader.armed() && self.wakers.read.fired.load(Ordering::Acquire)
     }
 
-    /// Whether the socket may have bytes nobody has read: it is not armed,
-    /// or it fired since. Never after its end of file: nothing is read
-    /// after it, so no caller waits for the socket then.
+    /// Whether a caller should read the socket itself: it may have bytes
+    /// nobody has read (it is not armed, or it fired since) and the next
+    /// read is not handed to the connection task ([`Arm::HandedOver`]).
+    /// Never after its end of file: nothing is read after it, so no caller
+    /// waits for the socket then.
     pub(super) fn read_needed(&self) -> bool {
-        !self.reader.is_ended() && self.wakers.read.may_have_bytes(self.reader.armed())
+        !self.reader.is_ended()
+            && !self.reader.handed_over()
+            && self.wakers.read.may_have_bytes(self.reader.armed())
     }
 
-    fn decode(&mut self, eof: bool) {
+    /// Handles every whole frame in the buffer. Returns whether one was
+    /// for the stream whose task reads (its data raises no event: that
+    /// task looks at its queue next).
+    fn decode(&mut self, eof: bool) -> bool {
+        let mut own = false;
         let mut cached = None;
         let mut clock = || *cached.get_or_insert_with(now);
         // The stream whose task reads now needs no event for its own data.
@@ -390,7 +434,10 @@ impl Inner {
                 r.inbound.decode(&mut r.rbuf.buf)
             };
             match res {
-                Ok(Some(frame)) => self.session.handle_frame_with(frame, &mut clock, reader),
+                Ok(Some(frame)) => {
+                    own |= reader != 0 && frame.stream_id == reader;
+                    self.session.handle_frame_with(frame, &mut clock, reader);
+                }
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "bad input from peer");
@@ -413,7 +460,7 @@ impl Inner {
                 // Our control queue is full: the rest waits in the buffer.
                 self.reader.leftover = !self.reader.rbuf.buf.is_empty();
                 if !eof {
-                    return;
+                    return own;
                 }
             }
         }
@@ -424,6 +471,7 @@ impl Inner {
             // that is done or its drain deadline passes.
             self.session.handle_peer_eof(clock());
         }
+        own
     }
 
     /// `who` waits for socket bytes in the task of `waker`; returns whether
@@ -439,7 +487,9 @@ impl Inner {
         if let Some((other, w)) = displaced {
             self.park_displaced(other, w);
         }
-        if !may_have_bytes || !self.reader.is_reading() {
+        // Handed over: the connection task is woken to read next, and a
+        // read of its that arms the socket registers us.
+        if !may_have_bytes || !self.reader.is_reading() || self.reader.handed_over() {
             return false;
         }
         if may_read {
