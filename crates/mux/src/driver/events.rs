@@ -3,7 +3,6 @@
 //! released, and into the connection's metrics.
 
 use super::Inner;
-use super::read::Input;
 use super::wake::Waiter;
 use crate::session::Event;
 
@@ -18,18 +17,13 @@ impl Inner {
     }
 
     /// [`dispatch_events`](Self::dispatch_events) between two reads of a
-    /// burst: who has something to act on now (`own_data`: the reading
-    /// task's stream got frames, which raise no event).
+    /// burst: whether anyone has something to act on now — a task owed a
+    /// wake-up, or the reading task's own stream (`own_data`: its frames
+    /// raise no event) or acceptor got input.
     #[inline]
-    pub(super) fn dispatch_read_events(&mut self, own_data: bool) -> Input {
+    pub(super) fn dispatch_read_events(&mut self, own_data: bool) -> bool {
         let own = (self.session.has_event() && self.dispatch_some_events()) || own_data;
-        if !self.wakers.list.is_empty() {
-            Input::Others
-        } else if own {
-            Input::Own
-        } else {
-            Input::None
-        }
+        own || !self.wakers.list.is_empty()
     }
 
     /// Returns whether an event was for the task reading now (it needs no

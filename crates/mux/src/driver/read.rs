@@ -52,13 +52,6 @@ enum Arm {
     /// The last read returned bytes (or none was made yet): the socket may
     /// hold more, and will not wake anyone for them.
     Unarmed,
-    /// As `Unarmed`, but the last burst stopped at a full read that woke
-    /// other tasks ([`BurstEnd::HandOver`]): the connection task, woken
-    /// for it, reads next, and other tasks wait for it instead of reading
-    /// themselves. Otherwise the task that read would read on in its own
-    /// poll (its next `recv` finds the socket unarmed) while the tasks it
-    /// woke, queued on its thread, wait for that poll to end.
-    HandedOver,
     /// The last read returned `Pending`: the socket wakes
     /// [`ReadWake`](super::wake::ReadWake) when bytes arrive.
     Armed,
@@ -106,12 +99,6 @@ impl Reader {
     #[inline]
     pub(super) fn armed(&self) -> bool {
         self.arm == Arm::Armed
-    }
-
-    /// Whether the connection task reads next (see [`Arm::HandedOver`]).
-    #[inline]
-    fn handed_over(&self) -> bool {
-        self.arm == Arm::HandedOver
     }
 
     /// Whether reading goes on: neither blocked nor ended.
@@ -197,25 +184,10 @@ enum BurstEnd {
     /// [`READS_PER_POLL`] reads were made: the socket waiter (or the
     /// connection task) is woken to read on.
     Budget,
-    /// A full read brought input for the reading task only: it acts on it
-    /// first (and may read again); the connection task is woken in case
-    /// it does not.
-    OwnInput,
-    /// A full read brought input for other tasks (their wake-ups wait for
-    /// the state's release): the burst ends there and the connection task
-    /// reads on after it ([`Arm::HandedOver`]).
+    /// A full read brought input for some task (its wake-up waits for the
+    /// state's release): the burst ends there and the connection task
+    /// reads on after it.
     HandOver,
-}
-
-/// Who got input from the frames of a read ([`Inner::dispatch_read_events`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Input {
-    /// Nobody: the burst goes on.
-    None,
-    /// Only the task that reads (its own stream, or the acceptor it is).
-    Own,
-    /// Other tasks, owed wake-ups.
-    Others,
 }
 
 impl Inner {
@@ -233,11 +205,7 @@ impl Inner {
             BurstEnd::Budget => waker.wake_by_ref(),
             // The socket likely holds more; the tasks woken at release get
             // the state between this burst and the connection task's next.
-            BurstEnd::OwnInput => self.link.wake_driver(),
-            BurstEnd::HandOver => {
-                self.reader.arm = Arm::HandedOver;
-                self.link.wake_driver();
-            }
+            BurstEnd::HandOver => self.link.wake_driver(),
         }
         self.wakers.read_waker = waker;
         got
@@ -299,12 +267,8 @@ impl Inner {
                     // a burst ends as soon as a frame gave anyone something
                     // to do. A read that did not fill its room goes on to
                     // the read that arms the socket, as before.
-                    if filled {
-                        match self.dispatch_read_events(own) {
-                            Input::None => {}
-                            Input::Own => return (true, BurstEnd::OwnInput),
-                            Input::Others => return (true, BurstEnd::HandOver),
-                        }
+                    if filled && self.dispatch_read_events(own) {
+                        return (true, BurstEnd::HandOver);
                     }
                 }
                 Poll::Ready(Err(e)) => {
@@ -397,15 +361,11 @@ impl Inner {
         self.reader.armed() && self.wakers.read.fired.load(Ordering::Acquire)
     }
 
-    /// Whether a caller should read the socket itself: it may have bytes
-    /// nobody has read (it is not armed, or it fired since) and the next
-    /// read is not handed to the connection task ([`Arm::HandedOver`]).
-    /// Never after its end of file: nothing is read after it, so no caller
-    /// waits for the socket then.
+    /// Whether the socket may have bytes nobody has read: it is not armed,
+    /// or it fired since. Never after its end of file: nothing is read
+    /// after it, so no caller waits for the socket then.
     pub(super) fn read_needed(&self) -> bool {
-        !self.reader.is_ended()
-            && !self.reader.handed_over()
-            && self.wakers.read.may_have_bytes(self.reader.armed())
+        !self.reader.is_ended() && self.wakers.read.may_have_bytes(self.reader.armed())
     }
 
     /// Handles every whole frame in the buffer. Returns whether one was
@@ -487,9 +447,7 @@ impl Inner {
         if let Some((other, w)) = displaced {
             self.park_displaced(other, w);
         }
-        // Handed over: the connection task is woken to read next, and a
-        // read of its that arms the socket registers us.
-        if !may_have_bytes || !self.reader.is_reading() || self.reader.handed_over() {
+        if !may_have_bytes || !self.reader.is_reading() {
             return false;
         }
         if may_read {
