@@ -18,11 +18,11 @@ impl Inner {
 
     /// [`dispatch_events`](Self::dispatch_events) between two reads of a
     /// burst: whether anyone has something to act on now — a task owed a
-    /// wake-up, or the reading task's own stream (`own_data`: its frames
-    /// raise no event) or acceptor got input.
+    /// wake-up, the reading task's own stream ended (`own_end`: its frames
+    /// raise no event), or the acceptor reading got a stream.
     #[inline]
-    pub(super) fn dispatch_read_events(&mut self, own_data: bool) -> bool {
-        let own = (self.session.has_event() && self.dispatch_some_events()) || own_data;
+    pub(super) fn dispatch_read_events(&mut self, own_end: bool) -> bool {
+        let own = (self.session.has_event() && self.dispatch_some_events()) || own_end;
         own || !self.wakers.list.is_empty()
     }
 
