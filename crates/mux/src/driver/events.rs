@@ -16,12 +16,25 @@ impl Inner {
         }
     }
 
+    /// [`dispatch_events`](Self::dispatch_events) between two reads of a
+    /// burst: whether anyone has something to act on now — a task owed a
+    /// wake-up, the reading task's own stream ended (`own_end`: its frames
+    /// raise no event), or the acceptor reading got a stream.
+    #[inline]
+    pub(super) fn dispatch_read_events(&mut self, own_end: bool) -> bool {
+        let own = (self.session.has_event() && self.dispatch_some_events()) || own_end;
+        own || !self.wakers.list.is_empty()
+    }
+
+    /// Returns whether an event was for the task reading now (it needs no
+    /// wake-up, but has input to act on).
     #[inline(never)]
-    fn dispatch_some_events(&mut self) {
+    fn dispatch_some_events(&mut self) -> bool {
         let reading_for = self.reader.reading_for;
+        let mut own = false;
         while let Some(ev) = self.session.poll_event() {
             match ev {
-                Event::Readable(id) if reading_for == Some(Waiter::Stream(id)) => {}
+                Event::Readable(id) if reading_for == Some(Waiter::Stream(id)) => own = true,
                 Event::Readable(id) => {
                     // The stream's task waits as the socket waiter, with an
                     // event waker, or both: wake each. (An event waker can
@@ -38,7 +51,7 @@ impl Inner {
                     }
                 }
                 // The acceptor reads now and looks at its queue next.
-                Event::Incoming if reading_for == Some(Waiter::Acceptor) => {}
+                Event::Incoming if reading_for == Some(Waiter::Acceptor) => own = true,
                 Event::Incoming => self.wakers.wake_acceptor(),
                 // Opens waiting for a slot fail now, retry-safe.
                 Event::GoingAway => {
@@ -50,6 +63,7 @@ impl Inner {
                 Event::Refused => metrics::counter!(crate::STREAMS_REFUSED).increment(1),
             }
         }
+        own
     }
 
     fn wake_open_waiters(&mut self) {

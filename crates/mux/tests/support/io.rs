@@ -1,12 +1,13 @@
 //! A `tokio::io::duplex` end with hooks for driver tests: it can trickle
-//! reads (a few bytes at a time), counts the writes that moved bytes,
+//! reads (a few bytes at a time), hold reads back behind a gate, counts
+//! the bytes read and the writes that moved bytes,
 //! records which task ran each read that returned bytes, records when
 //! it is dropped, and can fail every write from a moment on (a reset).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::task::Id;
@@ -22,6 +23,41 @@ pub struct TestIo {
     read_tasks: ReadTasks,
     dropped: Arc<AtomicBool>,
     reset_writes: Arc<AtomicBool>,
+    gate: Arc<Gate>,
+    read: Arc<AtomicUsize>,
+}
+
+/// Holds a [`TestIo`]'s reads back (`Pending`) while closed; opening it
+/// wakes the read that waits.
+#[derive(Default)]
+pub struct Gate {
+    closed: AtomicBool,
+    waiting: Mutex<Option<Waker>>,
+}
+
+impl Gate {
+    /// Reads return `Pending` from now on.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Reads go on; the read that waited is woken.
+    pub fn open(&self) {
+        self.closed.store(false, Ordering::SeqCst);
+        if let Some(w) = self.waiting.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+
+    /// Whether a read may go on; if not, `cx` is woken on `open`.
+    fn admits(&self, cx: &Context<'_>) -> bool {
+        if !self.closed.load(Ordering::SeqCst) {
+            return true;
+        }
+        *self.waiting.lock().unwrap() = Some(cx.waker().clone());
+        // Opened meanwhile: the waker may have been missed.
+        !self.closed.load(Ordering::SeqCst)
+    }
 }
 
 impl TestIo {
@@ -33,7 +69,19 @@ impl TestIo {
             read_tasks: Arc::default(),
             dropped: Arc::default(),
             reset_writes: Arc::default(),
+            gate: Arc::default(),
+            read: Arc::default(),
         }
+    }
+
+    /// The gate in front of reads (open at first).
+    pub fn gate(&self) -> Arc<Gate> {
+        self.gate.clone()
+    }
+
+    /// Bytes read so far.
+    pub fn bytes_read(&self) -> Arc<AtomicUsize> {
+        self.read.clone()
     }
 
     /// Hands out at most `max` bytes per read (at most 64).
@@ -76,6 +124,9 @@ impl AsyncRead for TestIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        if !self.gate.admits(cx) {
+            return Poll::Pending;
+        }
         let before = buf.filled().len();
         let r = if self.read_max >= buf.remaining() {
             Pin::new(&mut self.inner).poll_read(cx, buf)
@@ -88,6 +139,8 @@ impl AsyncRead for TestIo {
             r
         };
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            let n = buf.filled().len() - before;
+            self.read.fetch_add(n, Ordering::SeqCst);
             let task = tokio::task::try_id();
             self.read_tasks.lock().unwrap().push(task);
         }
