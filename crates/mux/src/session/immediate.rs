@@ -111,4 +111,13 @@ mod tests {
         q.release_spare();
         assert_eq!(q.frames.capacity(), 0);
     }
+
+    #[test]
+    fn a_quiet_tick_never_drops_a_waiting_frame() {
+        let mut q = Immediate::default();
+        q.push(data(5));
+        q.release_spare();
+        assert_eq!(q.len(), 1, "the room goes only when nothing waits");
+        assert_eq!(q.pop().map(|f| f.stream_id), Some(5));
+    }
 }
