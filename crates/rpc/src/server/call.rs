@@ -29,7 +29,7 @@ use crate::codec::wire;
 use crate::observe;
 use crate::observe::meter::CallMeter;
 use crate::server::context::Context;
-use crate::server::context::{CallKey, Calls, CancelSignal, Finished};
+use crate::server::context::{CallCell, CancelSignal, Finished};
 use crate::server::middleware::Hold;
 use crate::server::mismatch;
 use crate::server::pool::Pool;
@@ -195,46 +195,44 @@ pub(crate) struct ServerCall {
     pub(crate) hold: Hold,
 }
 
-/// Ends the call's entry in the connection's table, firing its
-/// cancellation signal unless the call completed cleanly.
+/// Ends the call's entry, firing its cancellation signal unless the call
+/// completed cleanly.
 pub(crate) struct CallGuard {
-    pub(crate) calls: Arc<Calls>,
-    pub(crate) key: CallKey,
+    pub(crate) cell: Arc<CallCell>,
     pub(crate) clean: bool,
     pub(crate) meter: CallMeter,
     entry: Entry,
 }
 
-/// Where a call's entry in its connection's table is.
+/// Whether a call's entry is still live.
 enum Entry {
-    /// Still there: dropping the guard ends it.
-    InTable,
+    /// Yes: dropping the guard ends it.
+    Live,
     /// Taken as the result went out ([`CallGuard::finish`]), with the
     /// signal to fire should the end fail.
     Taken(Option<CancelSignal>),
 }
 
 impl CallGuard {
-    /// The guard of the call entered in `calls` under `key`.
-    pub(crate) fn new(calls: Arc<Calls>, key: CallKey, meter: CallMeter) -> CallGuard {
+    /// The guard of the call whose entry is `cell`.
+    pub(crate) fn new(cell: Arc<CallCell>, meter: CallMeter) -> CallGuard {
         CallGuard {
-            calls,
-            key,
+            cell,
             clean: false,
             meter,
-            entry: Entry::InTable,
+            entry: Entry::Live,
         }
     }
 
     /// Takes the call's entry as its end is built: the response headers
     /// not sent yet and the trailers its handler set. One lock, where
-    /// taking them and removing the entry at the drop took two.
+    /// taking them and ending the entry at the drop took two.
     pub(crate) fn finish(&mut self) -> (Vec<crate::options::Entry>, Vec<crate::options::Entry>) {
         let Finished {
             headers,
             trailers,
             signal,
-        } = self.calls.finish(self.key);
+        } = self.cell.finish();
         self.entry = Entry::Taken(signal);
         (headers, trailers)
     }
@@ -243,7 +241,7 @@ impl CallGuard {
 impl Drop for CallGuard {
     fn drop(&mut self) {
         match &self.entry {
-            Entry::InTable => self.calls.end(self.key, !self.clean),
+            Entry::Live => self.cell.end(!self.clean),
             Entry::Taken(Some(signal)) if !self.clean => signal.fire(),
             Entry::Taken(_) => {}
         }
@@ -499,7 +497,7 @@ where
         hold,
     } = call;
     async move {
-        let slot = Slot::serving(stream, guard.calls.clone(), guard.key);
+        let slot = Slot::serving(stream, guard.cell.clone());
         let result = {
             // Pinned where they are built, wrapped by reference (see `unary`).
             let work = pin!(work(slot.clone(), ctx, max, request));
@@ -598,16 +596,15 @@ mod tests {
             .await
             .unwrap();
         let stream = incoming.accept().await.unwrap();
-        let calls = Arc::new(Calls::default());
-        let key = calls.begin(stream.id());
-        let ctx = Context::for_test(&calls, key);
+        let cell = Arc::new(CallCell::default());
+        let ctx = Context::for_test(&cell);
         let call = ServerCall {
             stream,
             request: None,
             ctx,
             deadline: None,
             max: 1 << 20,
-            guard: CallGuard::new(calls, key, CallMeter::OFF),
+            guard: CallGuard::new(cell, CallMeter::OFF),
             hold: Hold::default(),
         };
         (call, out)
