@@ -49,16 +49,20 @@ pub(crate) trait Handler: Send + Sync + 'static {
     fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture>;
 }
 
-/// Polls `fut` once in a slot of `pool`; boxes it only if still pending.
+/// Polls the future `make` builds of `call` once in a slot of `pool`;
+/// boxes it only if still pending. The call is passed on by value, not
+/// captured by `make`: a closure holding it was a copy of it (a few
+/// hundred bytes) per call.
 fn run_inline<T>(
     pool: &Arc<Pool>,
-    make: impl FnOnce() -> T,
+    call: ServerCall,
+    make: impl FnOnce(ServerCall) -> T,
     cx: &mut std::task::Context<'_>,
 ) -> Option<BoxFuture>
 where
     T: Future<Output = ()> + Send + 'static,
 {
-    let mut pooled = pool.start(make);
+    let mut pooled = pool.start(call, make);
     match Pin::new(&mut pooled).poll(cx) {
         std::task::Poll::Ready(()) => None,
         std::task::Poll::Pending => Some(Box::pin(pooled)),
@@ -90,7 +94,12 @@ where
 {
     fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        run_inline(&self.pool, || unary(call, move |ctx, req| f(ctx, req)), cx)
+        run_inline(
+            &self.pool,
+            call,
+            |c| unary(c, move |ctx, req| f(ctx, req)),
+            cx,
+        )
     }
 }
 
@@ -118,8 +127,8 @@ where
 {
     fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        let make = || server_streaming(call, move |ctx, req, sink| f(ctx, req, sink));
-        run_inline(&self.pool, make, cx)
+        let make = |c| server_streaming(c, move |ctx, req, sink| f(ctx, req, sink));
+        run_inline(&self.pool, call, make, cx)
     }
 }
 
@@ -147,11 +156,8 @@ where
 {
     fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        run_inline(
-            &self.pool,
-            || client_streaming(call, move |ctx, rx| f(ctx, rx)),
-            cx,
-        )
+        let make = |c| client_streaming(c, move |ctx, rx| f(ctx, rx));
+        run_inline(&self.pool, call, make, cx)
     }
 }
 
@@ -176,7 +182,7 @@ where
 {
     fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
         let f = self.f.clone();
-        run_inline(&self.pool, || bidi(call, move |ctx, s| f(ctx, s)), cx)
+        run_inline(&self.pool, call, |c| bidi(c, move |ctx, s| f(ctx, s)), cx)
     }
 }
 
