@@ -52,17 +52,16 @@ impl Context {
         }
     }
 
-    /// A context for a test's call `key` in `calls`: method `m`, no
-    /// deadline, an unknown peer, no metadata, no trace context.
+    /// A context for a test's call of `cell`: method `m`, no deadline,
+    /// an unknown peer, no metadata, no trace context.
     #[cfg(test)]
-    pub(crate) fn for_test(calls: &Arc<Calls>, key: CallKey) -> Context {
+    pub(crate) fn for_test(cell: &Arc<CallCell>) -> Context {
         Context::for_call(
             Arc::from("m"),
             None,
             Arc::new(PeerInfo::default()),
             Metadata::new(),
-            calls.clone(),
-            key,
+            cell.clone(),
             None,
         )
     }
@@ -72,8 +71,7 @@ impl Context {
         deadline: Option<Instant>,
         peer: Arc<PeerInfo>,
         metadata: Metadata,
-        calls: Arc<Calls>,
-        key: CallKey,
+        cell: Arc<CallCell>,
         trace: Option<TraceContext>,
     ) -> Context {
         // Built whole here: a builder step taking and returning the
@@ -83,7 +81,7 @@ impl Context {
             deadline,
             peer,
             metadata,
-            cancel: CancelSlot::Call(calls, key),
+            cancel: CancelSlot::Call(cell),
             trace,
         }
     }
@@ -180,8 +178,8 @@ impl Context {
         value: &K::Value,
     ) -> Result<(), InvalidMetadata> {
         let value = K::encode(value)?;
-        if let CancelSlot::Call(calls, call) = &self.cancel
-            && !calls.add_header(*call, key.as_bytes(), value)
+        if let CancelSlot::Call(cell) = &self.cancel
+            && !cell.add_header(key.as_bytes(), value)
         {
             tracing::debug!(
                 key = key.as_str(),
@@ -215,8 +213,8 @@ impl Context {
         value: &K::Value,
     ) -> Result<(), InvalidMetadata> {
         let value = K::encode(value)?;
-        if let CancelSlot::Call(calls, call) = &self.cancel {
-            calls.add_trailer(*call, key.as_bytes(), value);
+        if let CancelSlot::Call(cell) = &self.cancel {
+            cell.add_trailer(key.as_bytes(), value);
         }
         Ok(())
     }
@@ -230,7 +228,7 @@ impl Context {
     pub fn cancellation(&self) -> CancelSignal {
         match &self.cancel {
             CancelSlot::Detached => CancelSignal::new(),
-            CancelSlot::Call(calls, call) => calls.signal(*call),
+            CancelSlot::Call(cell) => cell.signal(),
         }
     }
 }
@@ -245,7 +243,7 @@ pub fn propagates(key: &[u8]) -> bool {
 #[derive(Debug)]
 enum CancelSlot {
     Detached,
-    Call(Arc<Calls>, CallKey),
+    Call(Arc<CallCell>),
 }
 
 #[derive(Debug, Default)]
@@ -289,78 +287,66 @@ impl CancelSignal {
     }
 }
 
-/// The live calls of one connection, and the cancellation signals handlers
-/// asked for. A signal is allocated only when a handler asks.
+/// Where a connection's calls get their [`CallCell`]s: the cell of the
+/// call before, reused once nobody holds it any more.
 ///
-/// Every call takes an entry as it starts and gives it back as it ends,
-/// so the table is a slab: a call's [`CallKey`] names its slot, found by
-/// index under one lock (a hash map cost about 120 instructions more per
-/// call). A slot freed is reused by a later call; the stream id in the
-/// key tells a late handle of an ended call from the slot's new owner
-/// (stream ids are never reused on a connection).
+/// A call's cell is shared by its server task (the `CallGuard`), its
+/// handler's [`Context`] (which the handler may move to a task of its
+/// own) and, for a streaming call, its stream's slot. Most calls end
+/// before the next one starts (a unary call finishes in its first poll)
+/// and drop every handle, so the cell left here is free again:
+/// [`Arc::get_mut`] proves it, and the next call takes it with no
+/// allocation and no lock. A cell still held (a call still running, a
+/// context kept past its call) is left to its holders, and the next call
+/// gets a new one. Only the serving task touches this; calls reach their
+/// cells through their own `Arc`s, so there is nothing to model beyond
+/// `Arc` and `Mutex` themselves.
+///
+/// A table of every live call under one lock, entered and left by each
+/// call, cost two lock round trips and a slot search per call (about 200
+/// instructions); nothing iterates the live calls, so nothing needs them
+/// in one place.
 #[derive(Debug, Default)]
 pub(crate) struct Calls {
-    live: Mutex<Table>,
+    last: Option<Arc<CallCell>>,
 }
 
-/// Where a call's entry is in its connection's [`Calls`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CallKey {
-    slot: u32,
-    id: u32,
+impl Calls {
+    /// A cell for a call starting now: the last one, if it is free.
+    pub(crate) fn begin(&mut self) -> Arc<CallCell> {
+        match self.last.as_mut().and_then(Arc::get_mut) {
+            Some(free) => {
+                *free.state.get_mut().unwrap_or_else(|e| e.into_inner()) = CallState::default();
+            }
+            // Still held (or the first call): the holders keep theirs.
+            None => self.last = Some(Arc::default()),
+        }
+        self.last.get_or_insert_with(Arc::default).clone()
+    }
 }
 
-/// The slots of [`Calls`]: each empty or a live call's, with the stream
-/// id that owns it; the empty ones listed for reuse.
+/// One call's entry: its cancellation signal, once asked for, and the
+/// headers and trailers its handler set, until the call ends.
 #[derive(Debug, Default)]
-struct Table {
-    slots: Vec<Option<(u32, Live)>>,
-    free: Vec<u32>,
+pub(crate) struct CallCell {
+    state: Mutex<CallState>,
 }
 
-impl Table {
-    fn insert(&mut self, id: u32) -> CallKey {
-        let entry = Some((id, Live::default()));
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = entry;
-                slot
-            }
-            None => {
-                self.slots.push(entry);
-                // At most one slot per live stream: far below u32::MAX.
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
-            }
-        };
-        CallKey { slot, id }
-    }
+/// Whether a call is still on: once it ended, its handles find it over (a
+/// header or trailer set is dropped, a signal asked for reports cancelled).
+#[derive(Debug)]
+enum CallState {
+    Live(Live),
+    Over,
+}
 
-    fn get_mut(&mut self, key: CallKey) -> Option<&mut Live> {
-        match self.slots.get_mut(key.slot as usize) {
-            Some(Some((id, live))) if *id == key.id => Some(live),
-            _ => None,
-        }
-    }
-
-    fn remove(&mut self, key: CallKey) -> Option<Live> {
-        let slot = self.slots.get_mut(key.slot as usize)?;
-        if !matches!(slot, Some((id, _)) if *id == key.id) {
-            return None;
-        }
-        let (_, live) = slot.take()?;
-        self.free.push(key.slot);
-        Some(live)
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+impl Default for CallState {
+    fn default() -> CallState {
+        CallState::Live(Live::default())
     }
 }
 
-/// A live call's entry: its cancellation signal, once asked for, and the
-/// headers and trailers its handler set (all empty, allocating nothing,
-/// until used).
+/// A live call's entry (all empty, allocating nothing, until used).
 #[derive(Debug, Default)]
 struct Live {
     signal: Option<CancelSignal>,
@@ -391,76 +377,79 @@ impl Headers {
     }
 }
 
-impl Calls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+impl CallCell {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Enters the call on stream `id`.
-    pub(crate) fn begin(&self, id: u32) -> CallKey {
-        self.lock().insert(id)
+    /// The call's entry while it is live.
+    fn with_live<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Option<R> {
+        match &mut *self.lock() {
+            CallState::Live(live) => Some(f(live)),
+            CallState::Over => None,
+        }
     }
 
-    /// Ends the call of `key` unless [`finish`](Self::finish) did,
-    /// firing its signal if it was `cancelled`.
-    pub(crate) fn end(&self, key: CallKey, cancelled: bool) {
-        let slot = self.lock().remove(key);
+    /// The call's entry, taken: the call is over from here.
+    fn take(&self) -> Option<Live> {
+        match std::mem::replace(&mut *self.lock(), CallState::Over) {
+            CallState::Live(live) => Some(live),
+            CallState::Over => None,
+        }
+    }
+
+    /// Ends the call unless [`finish`](Self::finish) did, firing its
+    /// signal if it was `cancelled`.
+    pub(crate) fn end(&self, cancelled: bool) {
         if let Some(Live {
             signal: Some(sig), ..
-        }) = slot
+        }) = self.take()
             && cancelled
         {
             sig.fire();
         }
     }
 
-    fn signal(&self, key: CallKey) -> CancelSignal {
-        let mut live = self.lock();
-        match live.get_mut(key) {
-            Some(live) => live.signal.get_or_insert_with(CancelSignal::new).clone(),
-            None => {
-                let s = CancelSignal::new();
-                s.fire();
-                s
-            }
-        }
+    fn signal(&self) -> CancelSignal {
+        let live = self.with_live(|l| l.signal.get_or_insert_with(CancelSignal::new).clone());
+        live.unwrap_or_else(|| {
+            let s = CancelSignal::new();
+            s.fire();
+            s
+        })
     }
 
-    fn add_trailer(&self, key: CallKey, name: &[u8], value: &[u8]) {
-        if let Some(live) = self.lock().get_mut(key) {
-            live.trailers.push((name.into(), value.into()));
-        }
+    fn add_trailer(&self, name: &[u8], value: &[u8]) {
+        self.with_live(|l| l.trailers.push((name.into(), value.into())));
     }
 
-    /// Adds a header to the call of `key`; `false` if the headers already
-    /// went (or the call is over).
-    fn add_header(&self, key: CallKey, name: &[u8], value: &[u8]) -> bool {
-        match self.lock().get_mut(key).map(|l| &mut l.headers) {
-            Some(Headers::Collecting(h)) => {
+    /// Adds a header; `false` if the headers already went (or the call
+    /// is over).
+    fn add_header(&self, name: &[u8], value: &[u8]) -> bool {
+        self.with_live(|l| match &mut l.headers {
+            Headers::Collecting(h) => {
                 h.push((name.into(), value.into()));
                 true
             }
-            _ => false,
-        }
+            Headers::Sent => false,
+        })
+        .unwrap_or(false)
     }
 
-    /// The headers the handler of the call of `key` set, as its first
-    /// frame goes (taken: later ones are dropped).
-    pub(crate) fn take_headers(&self, key: CallKey) -> Vec<Entry> {
-        match self.lock().get_mut(key) {
-            Some(live) => live.headers.send(),
-            None => Vec::new(),
-        }
+    /// The headers the call's handler set, as its first frame goes
+    /// (taken: later ones are dropped).
+    pub(crate) fn take_headers(&self) -> Vec<Entry> {
+        self.with_live(|l| l.headers.send()).unwrap_or_default()
     }
 
-    /// Ends the call of `key` as its handler's result goes out (one lock
-    /// for its headers not sent yet, its trailers and its signal): the
-    /// call is over for its handles from here (a header or trailer set now
-    /// is dropped, a signal asked for reports cancelled). The signal, if
-    /// one was asked for, is returned for the caller to fire should the
-    /// end not go out cleanly.
-    pub(crate) fn finish(&self, key: CallKey) -> Finished {
-        match self.lock().remove(key) {
+    /// Ends the call as its handler's result goes out (one lock for its
+    /// headers not sent yet, its trailers and its signal): the call is
+    /// over for its handles from here (a header or trailer set now is
+    /// dropped, a signal asked for reports cancelled). The signal, if one
+    /// was asked for, is returned for the caller to fire should the end
+    /// not go out cleanly.
+    pub(crate) fn finish(&self) -> Finished {
+        match self.take() {
             Some(mut live) => Finished {
                 headers: live.headers.send(),
                 trailers: live.trailers,
@@ -470,13 +459,14 @@ impl Calls {
         }
     }
 
+    /// Whether the call is over.
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+    pub(crate) fn is_over(&self) -> bool {
+        matches!(*self.lock(), CallState::Over)
     }
 }
 
-/// What a call's entry held as it finished ([`Calls::finish`]).
+/// What a call's entry held as it finished ([`CallCell::finish`]).
 #[derive(Debug, Default)]
 pub(crate) struct Finished {
     /// Response headers not sent yet.
@@ -493,16 +483,14 @@ mod tests {
 
     #[tokio::test]
     async fn signal_fires_only_on_cancel_and_after_the_end() {
-        let calls = Arc::new(Calls::default());
-        let (one, three) = (calls.begin(1), calls.begin(3));
+        let (one, three) = (Arc::new(CallCell::default()), Arc::new(CallCell::default()));
         let peer = Arc::new(PeerInfo::new(Some("memory".into()), true, false));
         let ctx = Context::for_call(
             Arc::from("echo"),
             None,
             peer,
             Metadata::new(),
-            calls.clone(),
-            one,
+            one.clone(),
             None,
         );
         let sig = ctx.cancellation();
@@ -510,51 +498,56 @@ mod tests {
         assert!(!sig.is_cancelled());
         let waiter = tokio::spawn(async move { sig2.cancelled().await });
         tokio::task::yield_now().await;
-        calls.end(one, true);
+        one.end(true);
         waiter.await.unwrap();
         assert!(sig.is_cancelled());
         sig.cancelled().await; // already fired: returns at once
         // A call that ends normally does not fire its signal...
-        let ctx3 = Context::for_test(&calls, three);
+        let ctx3 = Context::for_test(&three);
         let s3 = ctx3.cancellation();
-        calls.end(three, false);
+        three.end(false);
         assert!(!s3.is_cancelled());
         // ...but a signal asked for after the end reports the call over.
         assert!(ctx3.cancellation().is_cancelled());
-        assert_eq!(calls.len(), 0);
+        assert!(one.is_over() && three.is_over());
     }
 
-    /// A slot freed by a call's end goes to the next call; a handle of
-    /// the ended call (a context a handler moved to a task of its own)
-    /// still finds its call over, and cannot touch the new one's entry.
+    /// A connection's next call reuses the cell of the call before once
+    /// nobody holds it; a handle of an ended call (a context a handler
+    /// moved to a task of its own) keeps its cell, finds its call over,
+    /// and cannot touch the next call's entry.
     #[test]
-    fn a_reused_slot_belongs_to_its_new_call_only() {
-        let calls = Arc::new(Calls::default());
-        let ctx = |key| Context::for_test(&calls, key);
+    fn a_cell_is_reused_only_once_nobody_holds_it() {
         const K: Key<weft_frame::metadata::Ascii> = Key::from_static("k");
-        let old = ctx(calls.begin(1));
+        let mut calls = Calls::default();
+        // A call that ended and dropped every handle: its cell is reused,
+        // fresh.
+        let first = calls.begin();
+        let ctx = Context::for_test(&first);
+        ctx.set_trailer(&K, "old").unwrap();
+        let at = Arc::as_ptr(&first);
+        first.finish();
+        drop((ctx, first));
+        let second = calls.begin();
+        assert_eq!(Arc::as_ptr(&second), at, "the free cell is reused");
+        assert!(!second.is_over(), "reused live again");
+        // A context kept past its call: the next call gets a cell of its own.
+        let old = Context::for_test(&second);
         let before = old.cancellation();
-        let Finished { signal, .. } = calls.finish(match &old.cancel {
-            CancelSlot::Call(_, key) => *key,
-            CancelSlot::Detached => unreachable!("a served call's context"),
-        });
+        let Finished { signal, .. } = second.finish();
         // The finished call's signal went to its server, not fired yet.
         assert!(signal.is_some() && !before.is_cancelled());
-        let new = ctx(calls.begin(3));
-        assert_eq!(calls.len(), 1);
+        drop(second);
+        let third = calls.begin();
+        assert_ne!(Arc::as_ptr(&third), at, "a held cell is not reused");
+        let new = Context::for_test(&third);
         old.set_header(&K, "stale").unwrap();
         old.set_trailer(&K, "stale").unwrap();
         assert!(old.cancellation().is_cancelled());
-        let key = match &new.cancel {
-            CancelSlot::Call(_, key) => *key,
-            CancelSlot::Detached => unreachable!("a served call's context"),
-        };
         assert!(!new.cancellation().is_cancelled());
-        let end = calls.finish(key);
+        let end = third.finish();
         assert!(end.headers.is_empty() && end.trailers.is_empty(), "{end:?}");
-        // Nothing of either call is left.
-        assert_eq!(calls.len(), 0);
-        calls.end(key, true);
+        third.end(true);
     }
 
     #[tokio::test(start_paused = true)]
@@ -607,8 +600,7 @@ mod tests {
             None,
             Arc::new(PeerInfo::default()),
             meta,
-            Arc::new(Calls::default()),
-            CallKey { slot: 0, id: 1 },
+            Arc::new(CallCell::default()),
             None,
         );
         assert_eq!(ctx.trace_context(), TraceContext::parse(parent));

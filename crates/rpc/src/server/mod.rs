@@ -183,7 +183,7 @@ impl Server {
     async fn serve_streams(&self, mut incoming: Incoming, peer: Arc<PeerInfo>) {
         let mut meters = Meters::new(self.metrics, self.router.len());
         let _open = matches!(meters, Meters::On(_)).then(ConnectionMeter::open);
-        let calls = Arc::new(Calls::default());
+        let mut calls = Calls::default();
         let mut arrival = Arrival::Unread;
         let mut last_route = None;
         loop {
@@ -209,7 +209,7 @@ impl Server {
                 }
                 let mut at = Started {
                     peer: &peer,
-                    calls: &calls,
+                    calls: &mut calls,
                     meters: &mut meters,
                     arrival: &mut arrival,
                     last_route: &mut last_route,
@@ -267,7 +267,6 @@ impl Server {
             arrival,
             last_route,
         } = at;
-        let id = stream.id();
         let meta = stream.metadata();
         // The metadata is read once, the name resolved once: the route id
         // finds everything else (handler, metric handles) by index.
@@ -297,20 +296,19 @@ impl Server {
             return Some(Box::pin(reject(stream, late)));
         }
         // Registered before the interceptor, so headers it sets are kept.
-        let key = calls.begin(id);
+        let cell = calls.begin();
         let ctx = Context::for_call(
             route.name.clone(),
             deadline,
             peer.clone(),
             meta.clone(),
-            calls.clone(),
-            key,
+            cell.clone(),
             trace,
         );
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
         {
-            calls.end(key, false);
+            cell.end(false);
             return Some(Box::pin(reject(stream, status)));
         }
         let call = ServerCall {
@@ -319,7 +317,7 @@ impl Server {
             ctx,
             deadline,
             max: self.max_message,
-            guard: CallGuard::new(calls.clone(), key, meters.start(route_id, &route.name)),
+            guard: CallGuard::new(cell, meters.start(route_id, &route.name)),
             hold: Default::default(),
         };
         #[cfg(feature = "tower")]
@@ -336,7 +334,7 @@ impl Server {
 /// What starting a call uses of its connection's state.
 struct Started<'a> {
     peer: &'a Arc<PeerInfo>,
-    calls: &'a Arc<Calls>,
+    calls: &'a mut Calls,
     meters: &'a mut Meters,
     arrival: &'a mut Arrival,
     /// The route the previous call resolved to.

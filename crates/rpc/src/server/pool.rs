@@ -83,10 +83,12 @@ impl Pool {
             .downcast_ref::<Idle<T>>()
     }
 
-    /// Puts the future `make` builds in a slot (reused when one is idle).
-    /// Built in the slot rather than passed in: a call future is a
-    /// kilobyte or more, and each move of it is a `memcpy`.
-    pub(crate) fn start<T>(self: &Arc<Pool>, make: impl FnOnce() -> T) -> Pooled<T>
+    /// Puts the future `make` builds of `input` in a slot (reused when
+    /// one is idle). Built in the slot rather than passed in: a call
+    /// future is a kilobyte or more, and each move of it is a `memcpy`.
+    /// Its input is passed apart from `make` for the same reason: a
+    /// closure capturing it would be one more copy of it.
+    pub(crate) fn start<A, T>(self: &Arc<Pool>, input: A, make: impl FnOnce(A) -> T) -> Pooled<T>
     where
         T: Future<Output = ()> + Send + 'static,
     {
@@ -94,7 +96,7 @@ impl Pool {
             .idle::<T>()
             .and_then(Idle::take)
             .unwrap_or_else(|| Box::pin(None));
-        slot.set(Some(make()));
+        slot.set(Some(make(input)));
         Pooled {
             slot: Some(slot),
             pool: self.clone(),
@@ -200,18 +202,18 @@ mod tests {
             drops: drops.clone(),
             wait,
         };
-        let first = pool.start(|| job(false));
+        let first = pool.start(false, job);
         let ptr = addr(&first);
         first.await;
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(pool.idle_count::<Job>(), 1);
         // The next call of the same type reuses the slot.
-        let second = pool.start(|| job(false));
+        let second = pool.start(false, job);
         assert_eq!(addr(&second), ptr);
         assert_eq!(pool.idle_count::<Job>(), 0);
         second.await;
         // Dropped while pending: the future is dropped, the slot kept.
-        let mut third = pool.start(|| job(true));
+        let mut third = pool.start(true, job);
         let pending =
             std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut third).poll(cx).is_pending()))
                 .await;
@@ -220,12 +222,10 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 3);
         assert_eq!(pool.idle_count::<Job>(), 1);
         // A different future type in the same pool still runs (unpooled).
-        pool.start(|| std::future::ready(())).await;
+        pool.start((), std::future::ready).await;
         assert_eq!(pool.idle_count::<Job>(), 1);
         // The idle list is bounded.
-        let many: Vec<_> = (0..MAX_IDLE + 10)
-            .map(|_| pool.start(|| job(true)))
-            .collect();
+        let many: Vec<_> = (0..MAX_IDLE + 10).map(|_| pool.start(true, job)).collect();
         drop(many);
         assert_eq!(pool.idle_count::<Job>(), MAX_IDLE);
     }

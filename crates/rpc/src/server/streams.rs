@@ -21,7 +21,7 @@ use weft_frame::Metadata;
 
 use crate::codec;
 use crate::codec::wire::{self, Reader};
-use crate::server::context::{CallKey, Calls};
+use crate::server::context::CallCell;
 use crate::status::Status;
 
 /// Where the call's stream is.
@@ -69,8 +69,8 @@ struct SlotInner {
     place: Place,
     waiting: [Option<Waker>; 2],
     /// On a server's call until its first message goes: where the
-    /// handler's response headers are (the connection's calls, the call's key).
-    headers: Option<(Arc<Calls>, CallKey)>,
+    /// handler's response headers are (the call's entry).
+    headers: Option<Arc<CallCell>>,
 }
 
 /// The call's stream, shared between the server task and the handler's
@@ -91,9 +91,9 @@ impl Slot {
 
     /// The slot of a call served here: its first message carries the
     /// response headers the handler set by then.
-    pub(crate) fn serving(stream: Stream, calls: Arc<Calls>, key: CallKey) -> Slot {
+    pub(crate) fn serving(stream: Stream, cell: Arc<CallCell>) -> Slot {
         let slot = Slot::new(stream);
-        slot.inner().headers = Some((calls, key));
+        slot.inner().headers = Some(cell);
         slot
     }
 
@@ -233,15 +233,14 @@ pub(crate) struct Lease<'a> {
     stream: Option<Stream>,
     sending: bool,
     /// Where the call's response headers are, on its first send.
-    headers: Option<(Arc<Calls>, CallKey)>,
+    headers: Option<Arc<CallCell>>,
 }
 
 impl Lease<'_> {
     /// The response headers this send carries: those the handler set, on
     /// a server call's first send (later ones carry none).
     fn take_headers(&mut self) -> Option<Metadata> {
-        let (calls, key) = self.headers.take()?;
-        let entries = calls.take_headers(key);
+        let entries = self.headers.take()?.take_headers();
         (!entries.is_empty()).then(|| wire::headers(&entries))
     }
 

@@ -154,8 +154,7 @@ pub(crate) fn serve(
         call.deadline,
         peer.clone(),
         call.ctx.metadata().clone(),
-        call.guard.calls.clone(),
-        call.guard.key,
+        call.guard.cell.clone(),
         call.ctx.trace_context(),
     );
     let state = CallState::new(ctx, Pending { call, handler }, gate);
