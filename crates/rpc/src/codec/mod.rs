@@ -65,14 +65,14 @@ pub fn frame(body: Bytes, max: usize) -> Result<Framed, Status> {
     if body.len() > COPY_THRESHOLD {
         return Ok(Framed::Two(prefix(len), body));
     }
-    let framed = frame_with::<std::convert::Infallible>(max, |buf| {
+    // The length is known and checked: the prefix is written once, not
+    // zeroed and patched as `frame_with` must for a serializer's output.
+    Ok(Framed::One(in_arena(|buf| {
+        buf.reserve(PREFIX_LEN + body.len());
+        buf.put_u32(len);
         buf.put_slice(&body);
-        Ok(())
-    });
-    match framed {
-        Ok(r) => r.map(Framed::One),
-        Err(never) => match never {},
-    }
+        buf.split().freeze()
+    })))
 }
 
 /// Size of the blocks the per-thread framing arena takes from the allocator.
