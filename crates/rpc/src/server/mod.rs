@@ -45,9 +45,8 @@ use crate::server::call::{BoxFuture, CallGuard, ServerCall, reject};
 use crate::server::context::Calls;
 use crate::server::context::Context;
 use crate::server::middleware::Interceptor;
-use crate::server::open::Open;
+use crate::server::open::{LastOpen, Routed};
 use crate::server::peer::PeerInfo;
-use crate::server::route::RouteId;
 use crate::server::router::Router;
 use crate::status::Status;
 
@@ -185,7 +184,7 @@ impl Server {
         let _open = matches!(meters, Meters::On(_)).then(ConnectionMeter::open);
         let mut calls = Calls::default();
         let mut arrival = Arrival::Unread;
-        let mut last_route = None;
+        let mut last_open = LastOpen::default();
         loop {
             // A stream accepted without waiting is of the batch before it.
             let mut waited = false;
@@ -212,7 +211,7 @@ impl Server {
                     calls: &mut calls,
                     meters: &mut meters,
                     arrival: &mut arrival,
-                    last_route: &mut last_route,
+                    last_open: &mut last_open,
                 };
                 Poll::Ready(Some(catch_unwind(AssertUnwindSafe(|| {
                     self.start(accepted, &mut at, cx)
@@ -265,26 +264,24 @@ impl Server {
             calls,
             meters,
             arrival,
-            last_route,
+            last_open,
         } = at;
         let meta = stream.metadata();
-        // The metadata is read once, the name resolved once: the route id
-        // finds everything else (handler, metric handles) by index.
-        let open = Open::read(meta);
-        let (route_id, route) = match self.router.resolve_after(open.method, last_route) {
+        // The metadata is read once (or not at all when it repeats the
+        // previous call's), the name resolved once: the route id finds
+        // everything else (handler, metric handles) by index.
+        let Routed {
+            id: route_id,
+            route,
+            timeout_micros,
+        } = match last_open.route(&self.router, meta) {
             Ok(r) => r,
             Err(status) => return Some(Box::pin(reject(stream, status))),
         };
-        if let (Some(want), Some(got)) = (route.codec, open.codec)
-            && got != want.as_bytes()
-        {
-            let status = crate::codec::typed::codec_mismatch(&route.name, want, got);
-            return Some(Box::pin(reject(stream, status)));
-        }
         // The clock is read only for calls that carry a timeout, once per
         // batch of them (see `Arrival`).
-        let now = open.timeout_micros.map(|_| arrival.now());
-        let deadline = match now.map(|now| deadline::from_timeout(open.timeout_micros, now)) {
+        let now = timeout_micros.map(|_| arrival.now());
+        let deadline = match now.map(|now| deadline::from_timeout(timeout_micros, now)) {
             None => None,
             Some(Ok(d)) => d,
             Some(Err(status)) => return Some(Box::pin(reject(stream, status))),
@@ -337,6 +334,6 @@ struct Started<'a> {
     calls: &'a mut Calls,
     meters: &'a mut Meters,
     arrival: &'a mut Arrival,
-    /// The route the previous call resolved to.
-    last_route: &'a mut Option<RouteId>,
+    /// How the previous call opened, and its route.
+    last_open: &'a mut LastOpen,
 }

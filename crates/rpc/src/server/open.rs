@@ -10,6 +10,10 @@
 use weft_frame::Metadata;
 use weft_frame::metadata::{CODEC_KEY, tag};
 
+use crate::server::route::RouteId;
+use crate::server::router::{Route, Router};
+use crate::status::Status;
+
 /// The entries of a call's `OPEN` metadata that route it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Open<'a> {
@@ -43,6 +47,99 @@ impl<'a> Open<'a> {
             timeout_micros: timeout.and_then(|v| Some(u64::from_be_bytes(v.try_into().ok()?))),
             codec,
         }
+    }
+}
+
+/// Longest `OPEN` block [`LastOpen`] keeps: a method name of about 40
+/// bytes and a codec entry fit.
+pub(crate) const REPEAT_MAX: usize = 64;
+
+/// What a connection's previous call opened with, so that a call opening
+/// with the same bytes is routed by one comparison.
+///
+/// A client sends the same block for every call of a method that carries
+/// no timeout: the method, and for a typed call its codec. Byte-equal
+/// blocks read alike, so such a call has the previous call's route, its
+/// codec already checked against the route's, and no timeout: reading
+/// the block, resolving the name and comparing the codec again (about
+/// 170 instructions for a typed call) becomes one compare of a few dozen
+/// bytes. Only a block that routed without error and carried no timeout
+/// is kept (a timeout counts down, so its blocks rarely repeat), and
+/// only one of at most [`REPEAT_MAX`] bytes: longer blocks carry trace
+/// context, which differs per call.
+#[derive(Debug, Clone)]
+pub(crate) struct LastOpen {
+    /// The route the previous call resolved to, kept even when its block
+    /// is not (a repeated method name still costs one comparison there).
+    route: Option<RouteId>,
+    /// The kept block: `block[..len]`, none when `len` is 0 (an empty
+    /// block names no method, so it never routes).
+    block: [u8; REPEAT_MAX],
+    len: usize,
+}
+
+impl Default for LastOpen {
+    fn default() -> Self {
+        LastOpen {
+            route: None,
+            block: [0; REPEAT_MAX],
+            len: 0,
+        }
+    }
+}
+
+/// A call's route and the timeout its `OPEN` carried.
+pub(crate) struct Routed<'r> {
+    /// The route's id.
+    pub(crate) id: RouteId,
+    /// The route.
+    pub(crate) route: &'r Route,
+    /// The caller's remaining time in microseconds, unchecked.
+    pub(crate) timeout_micros: Option<u64>,
+}
+
+impl LastOpen {
+    /// Routes a call that opened with `meta`: its route, the codec it
+    /// names checked against the route's (`UNIMPLEMENTED` when they
+    /// differ), and its timeout.
+    pub(crate) fn route<'r>(
+        &mut self,
+        router: &'r Router,
+        meta: &Metadata,
+    ) -> Result<Routed<'r>, Status> {
+        let raw = meta.as_bytes();
+        if raw.len() == self.len
+            && let Some(id) = self.route
+            && raw[..] == self.block[..self.len]
+            && let Some(route) = router.by_id(id)
+        {
+            return Ok(Routed {
+                id,
+                route,
+                timeout_micros: None,
+            });
+        }
+        // Forgotten before resolving: what is kept must be what `route`
+        // resolved last.
+        self.len = 0;
+        let open = Open::read(meta);
+        let (id, route) = router.resolve_after(open.method, &mut self.route)?;
+        if let (Some(want), Some(got)) = (route.codec, open.codec)
+            && got != want.as_bytes()
+        {
+            return Err(crate::codec::typed::codec_mismatch(&route.name, want, got));
+        }
+        if open.timeout_micros.is_none()
+            && let Some(kept) = self.block.get_mut(..raw.len())
+        {
+            kept.copy_from_slice(raw);
+            self.len = raw.len();
+        }
+        Ok(Routed {
+            id,
+            route,
+            timeout_micros: open.timeout_micros,
+        })
     }
 }
 
@@ -97,5 +194,95 @@ mod tests {
             (open.method, open.timeout_micros),
             (Some(&b"\xff"[..]), None)
         );
+    }
+}
+
+#[cfg(test)]
+mod repeat_tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::codec::typed::Raw;
+    use crate::status::Code;
+
+    fn router() -> Router {
+        Router::new()
+            .unary("svc/a", |_c, b| async move { Ok(b) })
+            .unary_codec("svc/typed", Raw, |_c, b: Bytes| async move { Ok(b) })
+    }
+
+    fn open(method: &str, codec: Option<&str>) -> Metadata {
+        let b = Metadata::builder().method(method);
+        match codec {
+            Some(c) => b.codec(c).finish(),
+            None => b.finish(),
+        }
+    }
+
+    fn name<'a>(r: &'a Result<Routed<'_>, Status>) -> &'a str {
+        &r.as_ref().expect("routes").route.name
+    }
+
+    /// A repeated block routes as it did the first time; a different one
+    /// (another method, a codec the route does not carry) is read afresh.
+    #[test]
+    fn a_repeated_open_routes_as_the_first() {
+        let router = router();
+        let mut last = LastOpen::default();
+        let (a, typed) = (open("svc/a", None), open("svc/typed", Some("raw")));
+        for meta in [&a, &a, &typed, &typed, &a, &typed] {
+            let want = meta.method().unwrap();
+            assert_eq!(name(&last.route(&router, meta)), want);
+        }
+        // Same method, a codec it does not carry: refused every time,
+        // right after the same method routed with its own codec.
+        let wrong = open("svc/typed", Some("json"));
+        for _ in 0..2 {
+            let e = last.route(&router, &wrong).err().expect("refused");
+            assert_eq!(e.code(), Code::UNIMPLEMENTED);
+        }
+        assert_eq!(name(&last.route(&router, &typed)), "svc/typed");
+        // The same length as a kept block, other bytes: not its route.
+        assert_eq!(name(&last.route(&router, &a)), "svc/a");
+        let unknown = open("svc/z", None);
+        for _ in 0..2 {
+            let e = last.route(&router, &unknown).err().expect("refused");
+            assert_eq!(e.code(), Code::UNIMPLEMENTED);
+        }
+        // A call routed elsewhere without being kept (it carries a
+        // timeout) does not leave the kept block pointing at its route.
+        assert_eq!(name(&last.route(&router, &a)), "svc/a");
+        let timed = Metadata::builder()
+            .method("svc/typed")
+            .timeout(Duration::from_secs(1))
+            .finish();
+        assert_eq!(name(&last.route(&router, &timed)), "svc/typed");
+        assert_eq!(name(&last.route(&router, &a)), "svc/a");
+    }
+
+    /// A block with a timeout keeps its timeout however often it repeats;
+    /// a block too long to keep still routes.
+    #[test]
+    fn timeouts_and_long_blocks_are_read_each_time() {
+        let router = router();
+        let mut last = LastOpen::default();
+        let timed = Metadata::builder()
+            .method("svc/a")
+            .timeout(Duration::from_micros(7))
+            .finish();
+        for _ in 0..2 {
+            let r = last.route(&router, &timed).expect("routes");
+            assert_eq!(r.timeout_micros, Some(7));
+        }
+        let long = Metadata::builder()
+            .method("svc/a")
+            .custom(b"k", &[1; REPEAT_MAX])
+            .finish();
+        for _ in 0..2 {
+            assert_eq!(name(&last.route(&router, &long)), "svc/a");
+        }
+        assert_eq!(name(&last.route(&router, &open("svc/a", None))), "svc/a");
     }
 }

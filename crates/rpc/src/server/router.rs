@@ -292,6 +292,11 @@ impl Router {
         Ok((id, route))
     }
 
+    /// The route with this id.
+    pub(crate) fn by_id(&self, id: RouteId) -> Option<&Route> {
+        self.routes.get(id.index())
+    }
+
     /// How many routes there are (every [`RouteId`] is below it).
     pub(crate) fn len(&self) -> usize {
         self.routes.len()
