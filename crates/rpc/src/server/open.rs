@@ -72,10 +72,9 @@ pub(crate) struct LastOpen {
     /// The route the previous call resolved to, kept even when its block
     /// is not (a repeated method name still costs one comparison there).
     route: Option<RouteId>,
-    /// The kept block: `block[..len]`, none when `len` is 0 (an empty
-    /// block names no method, so it never routes).
+    /// The kept block is `block[..n]` when `kept` is `Some(n)`.
     block: [u8; REPEAT_MAX],
-    len: usize,
+    kept: Option<usize>,
 }
 
 impl Default for LastOpen {
@@ -83,7 +82,7 @@ impl Default for LastOpen {
         LastOpen {
             route: None,
             block: [0; REPEAT_MAX],
-            len: 0,
+            kept: None,
         }
     }
 }
@@ -108,9 +107,9 @@ impl LastOpen {
         meta: &Metadata,
     ) -> Result<Routed<'r>, Status> {
         let raw = meta.as_bytes();
-        if raw.len() == self.len
+        if self.kept == Some(raw.len())
             && let Some(id) = self.route
-            && raw[..] == self.block[..self.len]
+            && raw[..] == self.block[..raw.len()]
             && let Some(route) = router.by_id(id)
         {
             return Ok(Routed {
@@ -121,7 +120,7 @@ impl LastOpen {
         }
         // Forgotten before resolving: what is kept must be what `route`
         // resolved last.
-        self.len = 0;
+        self.kept = None;
         let open = Open::read(meta);
         let (id, route) = router.resolve_after(open.method, &mut self.route)?;
         if let (Some(want), Some(got)) = (route.codec, open.codec)
@@ -133,7 +132,7 @@ impl LastOpen {
             && let Some(kept) = self.block.get_mut(..raw.len())
         {
             kept.copy_from_slice(raw);
-            self.len = raw.len();
+            self.kept = Some(raw.len());
         }
         Ok(Routed {
             id,
@@ -259,6 +258,13 @@ mod repeat_tests {
             .timeout(Duration::from_secs(1))
             .finish();
         assert_eq!(name(&last.route(&router, &timed)), "svc/typed");
+        // Nothing is kept now, but a route is: an empty block (no
+        // method) must not pass for the kept nothing.
+        let e = last
+            .route(&router, &Metadata::new())
+            .err()
+            .expect("refused");
+        assert_eq!(e.code(), Code::INVALID_ARGUMENT);
         assert_eq!(name(&last.route(&router, &a)), "svc/a");
     }
 
