@@ -27,7 +27,7 @@ impl Caller for Channel {
         async move {
             let opts = fixed.options()?;
             let request = &request;
-            let attempt = |c: weft_rpc::Client| async move {
+            let attempt = |c: std::sync::Arc<weft_rpc::Client>| async move {
                 c.unary_codec(method, codec, request, opts).await
             };
             self.run(method, opts, attempt).await
@@ -50,7 +50,7 @@ impl Caller for Channel {
         async move {
             let opts = fixed.options()?;
             let request = &request;
-            let attempt = |c: weft_rpc::Client| async move {
+            let attempt = |c: std::sync::Arc<weft_rpc::Client>| async move {
                 c.unary_codec_response(method, codec, request, opts).await
             };
             self.run(method, opts, attempt).await
@@ -71,7 +71,7 @@ impl Caller for Channel {
         let fixed = self.fix(method, opts);
         async move {
             let opts = fixed.options()?;
-            let attempt = |c: weft_rpc::Client| async move {
+            let attempt = |c: std::sync::Arc<weft_rpc::Client>| async move {
                 c.open_call(method, codec, request, opts).await
             };
             self.run(method, opts, attempt).await
@@ -110,7 +110,7 @@ impl tower::Service<weft_rpc::OpenRequest> for Channel {
         Box::pin(async move {
             let fixed = channel.fix(req.method(), req.options());
             let (method, opts) = (req.method(), fixed.options()?);
-            let attempt = |c: weft_rpc::Client| {
+            let attempt = |c: std::sync::Arc<weft_rpc::Client>| {
                 let mut req = req.clone();
                 *req.options_mut() = opts.clone();
                 async move { tower::Service::call(&mut c.open_service(), req).await }

@@ -338,12 +338,12 @@ impl Channel {
     pub async fn client(&self) -> Result<Client, Status> {
         let deadline = self.deadline(&CallOptions::new());
         let lease = self.lease_within(deadline).await?;
-        Ok(lease.client.clone())
+        Ok(Client::clone(&lease.client))
     }
 
     /// A live connection, waiting for one until `deadline`: a call that
     /// runs out of time here fails naming the last connect error.
-    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
+    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease<'_>, Status> {
         match self.lease_now() {
             Some(lease) => Ok(lease),
             None => self.wait_for_lease(deadline).await,
@@ -354,7 +354,7 @@ impl Channel {
     /// common case, taken without a timer or a future of its own (the
     /// call loop tries it before awaiting anything).
     #[inline]
-    fn lease_now(&self) -> Option<Lease> {
+    fn lease_now(&self) -> Option<Lease<'_>> {
         match &self.shared.route {
             Route::One(pool) => pool.try_lease(thread_hint()),
             Route::Balanced(_) => None,
@@ -363,12 +363,12 @@ impl Channel {
 
     /// [`lease`](Self::lease) bounded by `deadline`, its
     /// `DEADLINE_EXCEEDED` naming the last connect error.
-    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
+    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease<'_>, Status> {
         let waited = within(deadline, self.lease()).await;
         self.timed_out(waited, Waiting::Connection)
     }
 
-    async fn lease(&self) -> Result<Lease, Status> {
+    async fn lease(&self) -> Result<Lease<'_>, Status> {
         let hint = thread_hint();
         match &self.shared.route {
             Route::One(pool) => pool.lease(hint, self.shared.settings.fail_fast).await,
@@ -463,8 +463,9 @@ impl Channel {
 
     /// Runs `attempt` on a live connection until it succeeds, fails in a
     /// way that may not be retried, the budget runs out, or the deadline
-    /// passes. `attempt` gets an owned client: a future borrowing one
-    /// through a higher-ranked closure would not be `Send`.
+    /// passes. `attempt` gets an owned handle on the client (the slot's
+    /// `Arc`, one reference count): a future borrowing one through a
+    /// higher-ranked closure would not be `Send`.
     ///
     /// Each wait is bounded where it happens: for a connection and for
     /// room here, the attempt by its own deadline (`fix` put it in the
@@ -482,7 +483,7 @@ impl Channel {
         attempt: F,
     ) -> impl Future<Output = Result<T, Status>> + 'a
     where
-        F: Fn(Client) -> Fut + 'a,
+        F: Fn(Arc<Client>) -> Fut + 'a,
         Fut: Future<Output = Result<T, Status>>,
     {
         async move {
@@ -490,7 +491,10 @@ impl Channel {
             loop {
                 let Lease { client, held } = match self.lease_now() {
                     Some(lease) => lease,
-                    None => self.wait_for_lease(opts.deadline_at()).await?,
+                    // Boxed: the wait (a timer, a wake-up, a balancer
+                    // pick) is rare, and inline it would widen every call
+                    // future by its size.
+                    None => Box::pin(self.wait_for_lease(opts.deadline_at())).await?,
                 };
                 let status = match attempt(client).await {
                     Ok(v) => {
@@ -515,7 +519,8 @@ impl Channel {
                             let conn = client.connection();
                             let room =
                                 std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
-                            let waited = within(opts.deadline_at(), room).await;
+                            // Boxed as rare, as the wait for a lease is.
+                            let waited = Box::pin(within(opts.deadline_at(), room)).await;
                             self.timed_out(waited, Waiting::Room)?;
                         }
                     } else {
