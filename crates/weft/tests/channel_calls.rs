@@ -200,12 +200,15 @@ async fn a_dns_channel_resolves_and_calls() {
 /// (912 with the `tower` feature, which makes the client larger) while the
 /// attempt held a client of its own and the rare waits (for a connection,
 /// for room under the server's stream cap) were held inline rather than
-/// boxed. The client is now one `Arc`, so the feature no longer shows.
+/// boxed, 760 while each try was a future of its own around the client's
+/// (a closure's `async` block holding a handle on the client) awaited
+/// inside the retry loop's. The client is now one `Arc`, so the feature
+/// no longer shows.
 #[tokio::test]
 async fn channel_unary_future_stays_small() {
     let channel = Channel::builder().endpoint(memory(Arc::new(AtomicUsize::new(0))));
     let call = channel.unary("echo", Bytes::from_static(b"hi"));
-    let bound = 760;
+    let bound = 656;
     assert!(
         size_of_val(&call) <= bound,
         "channel unary future: {} bytes",
