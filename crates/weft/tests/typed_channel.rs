@@ -437,4 +437,12 @@ async fn a_generated_client_runs_over_a_tower_stack_around_a_channel_or_a_client
     );
     assert_eq!(opened.load(Ordering::Relaxed), 9, "only get_response since");
     assert_eq!(hits.load(Ordering::Relaxed), before);
+
+    // As the stack's innermost service, the channel sends each try with
+    // the options its own interceptors fixed (here: the token), not the
+    // request's as the stack left them.
+    let bare = ServiceBuilder::new().service(channel.clone().with_interceptor(add_token));
+    every_shape(&UsersClient::new(TowerCaller::new(bare)))
+        .await
+        .unwrap();
 }

@@ -77,7 +77,7 @@ impl Picker {
     }
 
     /// A connection on the endpoint the balancer picks.
-    pub(crate) async fn lease(&self, hint: usize) -> Result<Lease, Status> {
+    pub(crate) async fn lease(&self, hint: usize) -> Result<Lease<'static>, Status> {
         loop {
             let mut picks = lock(&self.picks).clone();
             let pool = picks
@@ -87,7 +87,7 @@ impl Picker {
                 .call(())
                 .await
                 .map_err(balancer_failed)?;
-            if let Some(lease) = pool.try_lease(hint) {
+            if let Some(lease) = pool.try_lease_owned(hint) {
                 return Ok(lease);
             }
             // Its connection ended since the pick: pick again, later.
@@ -195,7 +195,7 @@ async fn health_checks(pool: Weak<super::pool::Inner>, every: std::time::Duratio
         let Some(lease) = pool.try_lease(0) else {
             continue;
         };
-        let check = crate::health::check(&lease.client, "");
+        let check = crate::health::check(&*lease.client, "");
         match tokio::time::timeout(every, check).await {
             Ok(Ok(s)) => pool.set_serving(s == crate::Serving::Serving),
             Ok(Err(e)) => {

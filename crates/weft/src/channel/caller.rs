@@ -8,6 +8,9 @@ use std::future::Future;
 use weft_rpc::{CallOptions, Caller, Codec, OpenCall, Outgoing, Response, Status};
 
 use super::Channel;
+#[cfg(feature = "tower")]
+use super::attempt::Tower;
+use super::attempt::{Message, Open, Unary, WithMetadata};
 
 impl Caller for Channel {
     #[inline(always)]
@@ -23,15 +26,8 @@ impl Caller for Channel {
         Req: Send + Sync,
         Resp: Send,
     {
-        let fixed = self.fix(method, opts);
-        async move {
-            let opts = fixed.options()?;
-            let request = &request;
-            let attempt = |c: weft_rpc::Client| async move {
-                c.unary_codec(method, codec, request, opts).await
-            };
-            self.run(method, opts, attempt).await
-        }
+        let attempt = Unary::<_, _, _, Message>::new(method, codec, request);
+        self.run(method, self.fix(method, opts), attempt)
     }
 
     fn call_unary_response<C, Req, Resp>(
@@ -46,15 +42,8 @@ impl Caller for Channel {
         Req: Send + Sync,
         Resp: Send,
     {
-        let fixed = self.fix(method, opts);
-        async move {
-            let opts = fixed.options()?;
-            let request = &request;
-            let attempt = |c: weft_rpc::Client| async move {
-                c.unary_codec_response(method, codec, request, opts).await
-            };
-            self.run(method, opts, attempt).await
-        }
+        let attempt = Unary::<_, _, _, WithMetadata>::new(method, codec, request);
+        self.run(method, self.fix(method, opts), attempt)
     }
 
     fn open_call<C, Req>(
@@ -68,14 +57,12 @@ impl Caller for Channel {
         C: Codec<Req>,
         Req: Sync + 'static,
     {
-        let fixed = self.fix(method, opts);
-        async move {
-            let opts = fixed.options()?;
-            let attempt = |c: weft_rpc::Client| async move {
-                c.open_call(method, codec, request, opts).await
-            };
-            self.run(method, opts, attempt).await
-        }
+        let attempt = Open {
+            method,
+            codec,
+            request,
+        };
+        self.run(method, self.fix(method, opts), attempt)
     }
 
     fn with_interceptor<F>(mut self, interceptor: F) -> Self
@@ -109,13 +96,8 @@ impl tower::Service<weft_rpc::OpenRequest> for Channel {
         let channel = self.clone();
         Box::pin(async move {
             let fixed = channel.fix(req.method(), req.options());
-            let (method, opts) = (req.method(), fixed.options()?);
-            let attempt = |c: weft_rpc::Client| {
-                let mut req = req.clone();
-                *req.options_mut() = opts.clone();
-                async move { tower::Service::call(&mut c.open_service(), req).await }
-            };
-            channel.run(method, opts, attempt).await
+            let method = req.method();
+            channel.run(method, fixed, Tower(req.clone())).await
         })
     }
 }

@@ -32,6 +32,7 @@ use weft_rpc::{
     Idempotency, Raw, Status, Streaming, method, within,
 };
 
+mod attempt;
 mod backoff;
 mod balance;
 mod budget;
@@ -49,6 +50,7 @@ pub use backoff::Backoff;
 pub use discover::Change;
 pub use endpoint::Endpoint;
 
+use attempt::Attempt;
 use balance::Picker;
 use budget::RetryBudget;
 use fixed::Fixed;
@@ -338,12 +340,12 @@ impl Channel {
     pub async fn client(&self) -> Result<Client, Status> {
         let deadline = self.deadline(&CallOptions::new());
         let lease = self.lease_within(deadline).await?;
-        Ok(lease.client.clone())
+        Ok(Client::clone(&lease.client))
     }
 
     /// A live connection, waiting for one until `deadline`: a call that
     /// runs out of time here fails naming the last connect error.
-    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
+    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease<'_>, Status> {
         match self.lease_now() {
             Some(lease) => Ok(lease),
             None => self.wait_for_lease(deadline).await,
@@ -354,7 +356,7 @@ impl Channel {
     /// common case, taken without a timer or a future of its own (the
     /// call loop tries it before awaiting anything).
     #[inline]
-    fn lease_now(&self) -> Option<Lease> {
+    fn lease_now(&self) -> Option<Lease<'_>> {
         match &self.shared.route {
             Route::One(pool) => pool.try_lease(thread_hint()),
             Route::Balanced(_) => None,
@@ -363,12 +365,12 @@ impl Channel {
 
     /// [`lease`](Self::lease) bounded by `deadline`, its
     /// `DEADLINE_EXCEEDED` naming the last connect error.
-    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
+    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease<'_>, Status> {
         let waited = within(deadline, self.lease()).await;
         self.timed_out(waited, Waiting::Connection)
     }
 
-    async fn lease(&self) -> Result<Lease, Status> {
+    async fn lease(&self) -> Result<Lease<'_>, Status> {
         let hint = thread_hint();
         match &self.shared.route {
             Route::One(pool) => pool.lease(hint, self.shared.settings.fail_fast).await,
@@ -439,6 +441,7 @@ impl Channel {
     /// that every attempt shares it (not a fresh timeout each): their
     /// `deadline_at` is the call's deadline. An interceptor's refusal is
     /// the call's error (see [`Fixed`] for why this is not a `Cow`).
+    #[inline]
     fn fix<'o>(&self, method: &str, opts: &'o CallOptions) -> Fixed<'o> {
         if self.intercept.is_empty()
             && opts.timeout_value().is_none()
@@ -448,6 +451,14 @@ impl Channel {
             // borrows its options (and reads no clock).
             return Fixed::Caller(opts);
         }
+        self.fix_changed(method, opts)
+    }
+
+    /// [`fix`](Self::fix) for a call with interceptors to run or a
+    /// deadline to fix: out of line, so that the common call's check is
+    /// a few inlined tests rather than a call with this path's frame.
+    #[inline(never)]
+    fn fix_changed<'o>(&self, method: &str, opts: &'o CallOptions) -> Fixed<'o> {
         let opts = match self.intercept.apply(method, Cow::Borrowed(opts)) {
             Ok(opts) => opts,
             Err(refused) => return Fixed::Refused(Box::new(refused)),
@@ -461,10 +472,12 @@ impl Channel {
         }
     }
 
-    /// Runs `attempt` on a live connection until it succeeds, fails in a
-    /// way that may not be retried, the budget runs out, or the deadline
-    /// passes. `attempt` gets an owned client: a future borrowing one
-    /// through a higher-ranked closure would not be `Send`.
+    /// Runs `attempt` on a live connection, with the call's `fixed`
+    /// options, until it succeeds, fails in a way that may not be
+    /// retried, the budget runs out, or the deadline passes. One state
+    /// machine holds the options, the attempt, the leased client and the
+    /// try on it (see [`Attempt`]), so a call is this future around the
+    /// client's own, and nothing else.
     ///
     /// Each wait is bounded where it happens: for a connection and for
     /// room here, the attempt by its own deadline (`fix` put it in the
@@ -475,24 +488,27 @@ impl Channel {
     /// `async fn` moves its arguments into the body's locals and keeps
     /// both copies in the future.
     #[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
-    fn run<'a, T, F, Fut>(
-        &'a self,
-        method: &'a str,
-        opts: &'a CallOptions,
-        attempt: F,
-    ) -> impl Future<Output = Result<T, Status>> + 'a
+    fn run<'s, 'm, 'o, A>(
+        &'s self,
+        method: &'m str,
+        fixed: Fixed<'o>,
+        attempt: A,
+    ) -> impl Future<Output = Result<A::Output, Status>> + use<'s, 'm, 'o, A>
     where
-        F: Fn(Client) -> Fut + 'a,
-        Fut: Future<Output = Result<T, Status>>,
+        A: Attempt,
     {
         async move {
+            let opts = fixed.options()?;
             self.shared.budget.deposit();
             loop {
                 let Lease { client, held } = match self.lease_now() {
                     Some(lease) => lease,
-                    None => self.wait_for_lease(opts.deadline_at()).await?,
+                    // Boxed: the wait (a timer, a wake-up, a balancer
+                    // pick) is rare, and inline it would widen every call
+                    // future by its size.
+                    None => Box::pin(self.wait_for_lease(opts.deadline_at())).await?,
                 };
-                let status = match attempt(client).await {
+                let status = match attempt.attempt(&client, opts).await {
                     Ok(v) => {
                         held.record(Outcome::Success);
                         return Ok(v);
@@ -515,7 +531,8 @@ impl Channel {
                             let conn = client.connection();
                             let room =
                                 std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
-                            let waited = within(opts.deadline_at(), room).await;
+                            // Boxed as rare, as the wait for a lease is.
+                            let waited = Box::pin(within(opts.deadline_at(), room)).await;
                             self.timed_out(waited, Waiting::Room)?;
                         }
                     } else {
@@ -580,12 +597,12 @@ impl Channel {
         Req: serde::Serialize + Sync + ?Sized,
         Resp: serde::de::DeserializeOwned,
     {
-        let fixed = self.fix(method, opts);
-        let opts = fixed.options()?;
-        self.run(method, opts, |c| async move {
-            c.unary_json_with(method, request, opts).await
-        })
-        .await
+        let attempt = attempt::Json {
+            method,
+            request,
+            _resp: std::marker::PhantomData,
+        };
+        self.run(method, self.fix(method, opts), attempt).await
     }
 
     /// A server-streaming call. Starting it is retried as a unary call is;

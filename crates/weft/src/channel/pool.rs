@@ -6,6 +6,7 @@
 //! wait for. A task per ready connection waits for its end and frees the
 //! slot; the next call (or the balancer) reconnects it.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -31,9 +32,11 @@ enum Slot {
     Idle { failures: u32 },
     /// An attempt is under way.
     Connecting,
-    /// A live connection.
+    /// A live connection. Its client is shared behind one `Arc`, so a
+    /// lease takes it with one reference count, not one per handle it
+    /// holds.
     Ready {
-        client: Client,
+        client: Arc<Client>,
         generation: u64,
         calls: u64,
     },
@@ -71,21 +74,25 @@ pub(crate) struct Pool {
 /// slot it came from. The two come apart (`let Lease { client, held }`):
 /// the call takes the client, the claim stays to report how it went.
 #[derive(Debug)]
-pub(crate) struct Lease {
-    pub(crate) client: Client,
-    pub(crate) held: Held,
+pub(crate) struct Lease<'p> {
+    pub(crate) client: Arc<Client>,
+    pub(crate) held: Held<'p>,
 }
 
 /// Which slot and connection a lease came from (to retire exactly that
 /// one). Counts as one call in flight on the endpoint until dropped.
+///
+/// It borrows the pool where the pool outlives the call (a one-endpoint
+/// channel's, which the call borrows anyway): a reference count taken
+/// and given back on every call is work the common call does not need.
 #[derive(Debug)]
-pub(crate) struct Held {
+pub(crate) struct Held<'p> {
     slot: usize,
     generation: u64,
-    pool: Pool,
+    pool: Cow<'p, Pool>,
 }
 
-impl Drop for Held {
+impl Drop for Held<'_> {
     fn drop(&mut self) {
         if self.pool.inner.detector.is_some() {
             self.pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -93,7 +100,7 @@ impl Drop for Held {
     }
 }
 
-impl Held {
+impl Held<'_> {
     /// The connection refused the call retry-safe (it is going away or
     /// out of stream ids): stop using it and connect a new one.
     pub(crate) fn retire(&self) {
@@ -103,7 +110,7 @@ impl Held {
     /// The leased connection's client again, while its slot still holds
     /// that connection (a rare path's second lock: the call itself took
     /// the lease's client without a clone).
-    pub(crate) fn client(&self) -> Option<Client> {
+    pub(crate) fn client(&self) -> Option<Arc<Client>> {
         match &*lock(&self.pool.inner.slots[self.slot]) {
             Slot::Ready {
                 client, generation, ..
@@ -216,8 +223,38 @@ impl Pool {
     }
 
     /// A ready connection, preferring slot `hint % n`; starts connecting
-    /// the preferred slot if it is not ready.
-    pub(crate) fn try_lease(&self, hint: usize) -> Option<Lease> {
+    /// the preferred slot if it is not ready. The lease borrows the pool.
+    #[inline]
+    pub(crate) fn try_lease(&self, hint: usize) -> Option<Lease<'_>> {
+        let (client, slot, generation) = self.claim(hint)?;
+        Some(Lease {
+            client,
+            held: Held {
+                slot,
+                generation,
+                pool: Cow::Borrowed(self),
+            },
+        })
+    }
+
+    /// [`try_lease`](Self::try_lease) for a pool the lease must outlive
+    /// (one the balancer picked): the lease holds its own handle.
+    pub(crate) fn try_lease_owned(self, hint: usize) -> Option<Lease<'static>> {
+        let (client, slot, generation) = self.claim(hint)?;
+        Some(Lease {
+            client,
+            held: Held {
+                slot,
+                generation,
+                pool: Cow::Owned(self),
+            },
+        })
+    }
+
+    /// Claims a ready connection for one call (see `try_lease`): its
+    /// client, slot and generation, counted in flight where a balancer
+    /// reads the count.
+    fn claim(&self, hint: usize) -> Option<(Arc<Client>, usize, u64)> {
         let n = self.inner.slots.len();
         for i in 0..n {
             let idx = (hint + i) % n;
@@ -244,14 +281,7 @@ impl Pool {
             if self.inner.detector.is_some() {
                 self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
             }
-            return Some(Lease {
-                client,
-                held: Held {
-                    slot: idx,
-                    generation,
-                    pool: self.clone(),
-                },
-            });
+            return Some((client, idx, generation));
         }
         None
     }
@@ -259,7 +289,7 @@ impl Pool {
     /// A ready connection: waits while one is being made (or, with
     /// `fail_fast`, fails retry-safe when every slot is backing off).
     /// The caller bounds the wait with its deadline.
-    pub(crate) async fn lease(&self, hint: usize, fail_fast: bool) -> Result<Lease, Status> {
+    pub(crate) async fn lease(&self, hint: usize, fail_fast: bool) -> Result<Lease<'_>, Status> {
         loop {
             if let Some(l) = self.try_lease(hint) {
                 return Ok(l);
@@ -390,7 +420,7 @@ async fn wait(
 }
 
 /// Lets a replaced connection's calls finish, then closes it.
-fn retire_client(client: Client) {
+fn retire_client(client: Arc<Client>) {
     tokio::spawn(async move { client.connection().shutdown(RETIRE_DRAIN).await });
 }
 
@@ -414,7 +444,7 @@ async fn connect(inner: Arc<Inner>, idx: usize, failures: u32) {
                 generation,
             ));
             Slot::Ready {
-                client,
+                client: Arc::new(client),
                 generation,
                 calls: 0,
             }
