@@ -18,6 +18,7 @@ mod limits;
 mod progress;
 mod queue;
 mod refused;
+mod settings;
 mod stream;
 mod table;
 mod unreadable;
@@ -36,18 +37,11 @@ use crate::pipeline::{BATCH_SETTING, BATCH_SETTING_VALUE};
 use budget::{Guards, Spend};
 use limits::Limits;
 use refused::{Refused, Verdict};
+pub use settings::{MAX_STREAMS_KEY, STREAM_WINDOW_KEY, settings_frame, settings_frame_with_cap};
 pub use stream::Chunk;
 pub(crate) use stream::StreamWakers;
 use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, Released, SendState, StreamState};
 use window::{RecvWindow, SendWindow};
-
-/// The metadata key of the settings frame that announces a side's
-/// per-stream receive window (section 6.4 of the protocol).
-pub const STREAM_WINDOW_KEY: &[u8] = b"stream-window";
-/// Settings key: how many concurrent streams the sender accepts from its
-/// peer (a u32, big-endian). Optional: a peer that does not announce it is
-/// treated as unlimited.
-pub const MAX_STREAMS_KEY: &[u8] = b"max-streams";
 
 /// Which side of the connection this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -848,29 +842,6 @@ fn protocol(detail: &'static str) -> CloseCause {
 
 fn fc_len(chunk: &Chunk) -> u32 {
     (chunk.data.len() + chunk.metadata.len()) as u32
-}
-
-/// The settings frame each side sends first: a connection `WINDOW_UPDATE`
-/// (increment may be 0 here only) announcing the per-stream window, and no
-/// stream cap.
-pub fn settings_frame(conn_increment: u32, stream_window: u32) -> Frame {
-    settings(conn_increment, stream_window, None)
-}
-
-/// Like [`settings_frame`], also announcing `max_streams`: how many
-/// concurrent streams its sender accepts from the peer.
-pub fn settings_frame_with_cap(conn_increment: u32, stream_window: u32, max_streams: u32) -> Frame {
-    settings(conn_increment, stream_window, Some(max_streams))
-}
-
-fn settings(conn_increment: u32, stream_window: u32, max_streams: Option<u32>) -> Frame {
-    let mut b = Metadata::builder().custom(STREAM_WINDOW_KEY, &stream_window.to_be_bytes());
-    if let Some(n) = max_streams {
-        b = b.custom(MAX_STREAMS_KEY, &n.to_be_bytes());
-    }
-    let mut f = Frame::window_update(CONNECTION_ID, conn_increment);
-    f.metadata = b.finish();
-    f
 }
 
 #[cfg(test)]
