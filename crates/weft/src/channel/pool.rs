@@ -79,6 +79,22 @@ pub(crate) struct Lease<'p> {
     pub(crate) held: Held<'p>,
 }
 
+impl<'p> Lease<'p> {
+    /// The lease of a claimed slot (`Pool::claim`'s client, slot and
+    /// generation) on `pool`, borrowed or owned.
+    #[inline]
+    fn new((client, slot, generation): (Arc<Client>, usize, u64), pool: Cow<'p, Pool>) -> Self {
+        Lease {
+            client,
+            held: Held {
+                slot,
+                generation,
+                pool,
+            },
+        }
+    }
+}
+
 /// Which slot and connection a lease came from (to retire exactly that
 /// one). Counts as one call in flight on the endpoint until dropped.
 ///
@@ -226,29 +242,15 @@ impl Pool {
     /// the preferred slot if it is not ready. The lease borrows the pool.
     #[inline]
     pub(crate) fn try_lease(&self, hint: usize) -> Option<Lease<'_>> {
-        let (client, slot, generation) = self.claim(hint)?;
-        Some(Lease {
-            client,
-            held: Held {
-                slot,
-                generation,
-                pool: Cow::Borrowed(self),
-            },
-        })
+        let claimed = self.claim(hint)?;
+        Some(Lease::new(claimed, Cow::Borrowed(self)))
     }
 
     /// [`try_lease`](Self::try_lease) for a pool the lease must outlive
     /// (one the balancer picked): the lease holds its own handle.
     pub(crate) fn try_lease_owned(self, hint: usize) -> Option<Lease<'static>> {
-        let (client, slot, generation) = self.claim(hint)?;
-        Some(Lease {
-            client,
-            held: Held {
-                slot,
-                generation,
-                pool: Cow::Owned(self),
-            },
-        })
+        let claimed = self.claim(hint)?;
+        Some(Lease::new(claimed, Cow::Owned(self)))
     }
 
     /// Claims a ready connection for one call (see `try_lease`): its
