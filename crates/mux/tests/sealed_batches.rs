@@ -46,24 +46,40 @@ async fn call(client: Connection) {
     assert_eq!(got, 4);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn calls_in_flight_go_in_sealed_batches_and_a_lone_call_does_not() {
+/// Which end's bytes a test reads.
+#[derive(Clone, Copy)]
+enum Tapped {
+    Client,
+    Server,
+}
+
+/// An encrypted pair whose `tapped` end's bytes are recorded from now on,
+/// the server echoing every call; the client's connection.
+async fn encrypted_pair(tapped: Tapped) -> (Connection, std::sync::Arc<weft_testkit::Tapped>) {
     let (a, b) = tokio::io::duplex(1 << 20);
-    let (a, seen) = Tap::new(a);
     let mut hs = HandshakeConfig::default();
     hs.offer.encryption = EncryptionPolicy::Required;
     let mut config = Config::default();
     config.handshake(hs);
-    let ((client, _), (_server, incoming)) = pair_over(a, b, config.clone(), config).await;
+    let (pair, seen) = match tapped {
+        Tapped::Client => {
+            let (a, seen) = Tap::new(a);
+            (pair_over(a, b, config.clone(), config).await, seen)
+        }
+        Tapped::Server => {
+            let (b, seen) = Tap::new(b);
+            (pair_over(a, b, config.clone(), config).await, seen)
+        }
+    };
+    let ((client, _), (_server, incoming)) = pair;
     assert!(client.negotiated().encrypted);
     seen.record();
     tokio::spawn(echo_all(incoming));
+    (client, seen)
+}
 
-    call(client.clone()).await;
-    let alone = records(&seen.recorded());
-    assert_eq!(count(&alone, BATCH), 0, "a lone call batched: {alone:?}");
-    assert!(count(&alone, FrameType::OPEN) >= 1, "{alone:?}");
-
+/// Makes 64 calls at once and waits for them all.
+async fn calls_in_flight(client: &Connection) {
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..64 {
         calls.spawn(call(client.clone()));
@@ -71,6 +87,17 @@ async fn calls_in_flight_go_in_sealed_batches_and_a_lone_call_does_not() {
     while let Some(done) = calls.join_next().await {
         done.unwrap();
     }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn calls_in_flight_go_in_sealed_batches_and_a_lone_call_does_not() {
+    let (client, seen) = encrypted_pair(Tapped::Client).await;
+    call(client.clone()).await;
+    let alone = records(&seen.recorded());
+    assert_eq!(count(&alone, BATCH), 0, "a lone call batched: {alone:?}");
+    assert!(count(&alone, FrameType::OPEN) >= 1, "{alone:?}");
+
+    calls_in_flight(&client).await;
     let all = records(&seen.recorded());
     let after = &all[alone.len()..];
     let (batches, opens) = (count(after, BATCH), count(after, FrameType::OPEN));
@@ -93,25 +120,11 @@ async fn calls_in_flight_go_in_sealed_batches_and_a_lone_call_does_not() {
 /// write that carries it).
 #[tokio::test(flavor = "current_thread")]
 async fn replies_to_calls_in_flight_go_in_sealed_batches() {
-    let (a, b) = tokio::io::duplex(1 << 20);
-    let (b, seen) = Tap::new(b);
-    let mut hs = HandshakeConfig::default();
-    hs.offer.encryption = EncryptionPolicy::Required;
-    let mut config = Config::default();
-    config.handshake(hs);
-    let ((client, _), (_server, incoming)) = pair_over(a, b, config.clone(), config).await;
-    seen.record();
-    tokio::spawn(echo_all(incoming));
+    let (client, seen) = encrypted_pair(Tapped::Server).await;
     // One call first: the server's settings and the first reply behind us.
     call(client.clone()).await;
     let before = records(&seen.recorded()).len();
-    let mut calls = tokio::task::JoinSet::new();
-    for _ in 0..64 {
-        calls.spawn(call(client.clone()));
-    }
-    while let Some(done) = calls.join_next().await {
-        done.unwrap();
-    }
+    calls_in_flight(&client).await;
     let all = records(&seen.recorded());
     let after = &all[before..];
     let (batches, data) = (count(after, BATCH), count(after, FrameType::DATA));
