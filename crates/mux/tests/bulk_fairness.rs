@@ -282,6 +282,94 @@ async fn a_small_reply_read_by_its_own_task_returns_after_one_read() {
     );
 }
 
+/// The case above, where the transfer's task goes on reading for itself:
+/// the small reply's `recv` returns after the read that brought it, not
+/// after the rest of the transfer. The reading task takes its chunks and
+/// reads again within one poll, and the tasks it woke (on the same worker)
+/// ran only after that poll; now its next wait for the socket yields once
+/// first.
+#[tokio::test(start_paused = true)]
+async fn a_small_reply_read_by_a_transfers_task_returns_before_its_next_reads() {
+    let seen = small_reply_ahead_of_a_transfer(Reader::Transfer).await;
+    println!("bytes read when the small reply's recv returned: {seen:?}");
+    assert!(
+        seen.at_wake > 0,
+        "the small stream's task was the socket waiter"
+    );
+    assert!(
+        seen.at_ready <= ONE_READ,
+        "{} bytes read before the small reply's recv returned",
+        seen.at_ready
+    );
+}
+
+/// A small request sent while a transfer's reply waits in the socket goes
+/// out after one read of the transfer, not after its whole burst: with
+/// another stream open its frames are left for the connection task's
+/// write, and the task reading the transfer held the state for every read
+/// of it first (both sides of a small call beside a transfer take this
+/// hop). Exact: the bytes the client had read at its first write.
+#[tokio::test(start_paused = true)]
+async fn a_small_request_beside_a_transfers_reads_is_written_after_one_read() {
+    const TRANSFER: usize = 2 * LARGE;
+    let (a, b) = tokio::io::duplex(4 * TRANSFER);
+    let io = support::io::TestIo::new(a);
+    let (gate, read, writes) = (io.gate(), io.bytes_read(), io.read_at_writes());
+    let client = transfer_pair(io, b, TRANSFER).await;
+    vcall(&client, Bytes::from(vec![7u8; TRANSFER])).await;
+
+    // The transfer's reply waits in the pipe, its task waits for the socket.
+    gate.close();
+    let large = client
+        .open(Metadata::new(), Bytes::from(vec![7u8; TRANSFER]), true)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let large_task = tokio::spawn(answer(large));
+    tokio::task::yield_now().await;
+    let (warm, written) = (read.load(Ordering::SeqCst), writes.lock().unwrap().len());
+
+    // The small request is queued (left for the connection task), then the
+    // socket wakes the transfer's task, which runs first.
+    let small = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .open(Metadata::new(), Bytes::from_static(b"ping"), true)
+                .await
+                .unwrap()
+        }
+    });
+    gate.open();
+    let small = small.await.unwrap();
+    assert_eq!(answer(small).await, 4);
+    assert_eq!(large_task.await.unwrap(), TRANSFER);
+    let first = writes.lock().unwrap()[written] - warm;
+    println!("bytes read at the small request's write: {first}");
+    assert!(
+        first <= ONE_READ,
+        "{first} bytes read before the small request was written"
+    );
+}
+
+/// A connection pair over `a` and `b` whose windows let a `transfer` wait
+/// in the pipe unread; the server echoes.
+async fn transfer_pair(
+    a: support::io::TestIo,
+    b: tokio::io::DuplexStream,
+    transfer: usize,
+) -> Connection {
+    let mut config = Config::default();
+    let window = u32::try_from(2 * transfer).unwrap();
+    config
+        .stream_window(window)
+        .connection_window(window)
+        .adaptive_window(None);
+    let ((client, _), (_server, incoming)) = pair_over(a, b, config.clone(), config).await;
+    tokio::spawn(echo_all(incoming));
+    client
+}
+
 /// One read, at most the read chunk's largest size (256 KiB: the warm-up
 /// grew it there). Before bursts ended at the first read that gave anyone
 /// something to do, the whole transfer was read first (2 MiB in 11 reads).
@@ -335,15 +423,8 @@ async fn small_reply_ahead_of_a_transfer(reader: Reader) -> Seen {
     let (a, b) = tokio::io::duplex(4 * TRANSFER);
     let io = support::io::TestIo::new(a);
     let (gate, read) = (io.gate(), io.bytes_read());
-    let mut config = Config::default();
     // Windows that let the whole transfer wait in the pipe unread.
-    let window = u32::try_from(2 * TRANSFER).unwrap();
-    config
-        .stream_window(window)
-        .connection_window(window)
-        .adaptive_window(None);
-    let ((client, _), (_server, incoming)) = pair_over(io, b, config.clone(), config).await;
-    tokio::spawn(echo_all(incoming));
+    let client = transfer_pair(io, b, TRANSFER).await;
     // One transfer first, so both sides have seen each other's windows.
     vcall(&client, Bytes::from(vec![7u8; TRANSFER])).await;
 

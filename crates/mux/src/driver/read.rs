@@ -9,6 +9,7 @@ use weft_frame::Reason;
 
 pub(crate) use super::rbuf::READ_FIRST;
 use super::rbuf::ReadBuf;
+use super::task::Turn;
 use super::wake::Waiter;
 use super::{Inner, now};
 use crate::error::CloseCause;
@@ -42,6 +43,27 @@ pub(super) struct Reader {
     /// Whose task is reading the socket right now: its own events need no
     /// wake-up (the reader looks next).
     pub(super) reading_for: Option<Waiter>,
+    /// Whether a task whose read burst woke others yields before it reads
+    /// again (see [`Next`]).
+    next: Next,
+}
+
+/// Who may read next after a read burst by a waiting task's `recv` (or
+/// `accept`) that woke other tasks.
+///
+/// A task reading a transfer's bytes for itself takes them chunk by chunk
+/// and reads again in the same poll, so the tasks its reads woke (woken
+/// at each release of the state, on the same worker) ran only once its
+/// whole message was in: a small reply read first waited for the rest of
+/// the transfer (2 MiB in the bulk fairness test). With `YieldFirst` that
+/// task's next wait for the socket yields once instead of reading, so the
+/// tasks it woke run first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Whoever waits reads.
+    Anyone,
+    /// The task of this waiter yields once before its next read.
+    YieldFirst(Waiter),
 }
 
 /// Whether the socket's read registration is live. Kept apart from
@@ -91,6 +113,7 @@ impl Reader {
             flow: Flow::Reading,
             arm: Arm::Unarmed,
             reading_for: None,
+            next: Next::Anyone,
         }
     }
 
@@ -188,6 +211,10 @@ enum BurstEnd {
     /// state's release): the burst ends there and the connection task
     /// reads on after it.
     HandOver,
+    /// A full read was made while an application call's frames wait for
+    /// the connection task's write ([`Turn::Owed`]): the reader writes them
+    /// before it reads on (see [`Inner::read_frames`]).
+    WriteOwed,
 }
 
 impl Inner {
@@ -196,19 +223,50 @@ impl Inner {
     /// stops reading, or the per-call budget is used (then `ReadWake` is
     /// woken to continue). Returns whether any bytes arrived.
     pub(super) fn read_frames(&mut self) -> bool {
-        // Borrowed out for the loop instead of cloned: no reference count
-        // traffic per read.
-        let waker = std::mem::replace(&mut self.wakers.read_waker, Waker::noop().clone());
-        let (got, end) = self.read_loop(&mut Context::from_waker(&waker));
-        match end {
-            BurstEnd::Drained => {}
-            BurstEnd::Budget => waker.wake_by_ref(),
-            // The socket likely holds more; the tasks woken at release get
-            // the state between this burst and the connection task's next.
-            BurstEnd::HandOver => self.link.wake_driver(),
+        self.reader.next = Next::Anyone;
+        let mut budget = READS_PER_POLL;
+        let mut got = false;
+        loop {
+            // Borrowed out for the loop instead of cloned: no reference
+            // count traffic per read.
+            let waker = std::mem::replace(&mut self.wakers.read_waker, Waker::noop().clone());
+            let (read, end) = self.read_loop(&mut Context::from_waker(&waker), &mut budget);
+            got |= read;
+            match end {
+                BurstEnd::Drained | BurstEnd::WriteOwed => {}
+                BurstEnd::Budget => waker.wake_by_ref(),
+                BurstEnd::HandOver => self.hand_over(),
+            }
+            self.wakers.read_waker = waker;
+            if end != BurstEnd::WriteOwed {
+                return got;
+            }
+            // A call's frames were left for the connection task's next
+            // write, and we hold the state for a transfer's reads: under a
+            // transfer that task got the state only after a reader's whole
+            // burst (and after the reading task's next ones), so the
+            // frames of a small call — a request, or the reply to one —
+            // waited for up to a window of someone else's bytes. The
+            // deferral is there to gather frames of tasks already
+            // runnable; a full read's time is as long as they get.
+            self.write_owed();
         }
-        self.wakers.read_waker = waker;
-        got
+    }
+
+    /// A burst ended at a full read that gave some task input. The socket
+    /// likely holds more, and whoever reads on, the tasks woken at release
+    /// should get the state first: a task reading for itself yields once
+    /// before its next read (its `recv` comes back to read, or its wait
+    /// hands reading to the connection task: `stop_waiting`,
+    /// `abandon_socket_wait`); otherwise the connection task reads on
+    /// after them.
+    fn hand_over(&mut self) {
+        match self.reader.reading_for {
+            Some(who) if !self.wakers.list.is_empty() => {
+                self.reader.next = Next::YieldFirst(who);
+            }
+            _ => self.link.wake_driver(),
+        }
     }
 
     /// Reads the socket from the task of `who` (a waiting `recv` or
@@ -223,9 +281,10 @@ impl Inner {
 
     /// [`read_frames`](Self::read_frames)' loop: whether bytes arrived, and
     /// why it stopped.
-    fn read_loop(&mut self, cx: &mut Context<'_>) -> (bool, BurstEnd) {
+    fn read_loop(&mut self, cx: &mut Context<'_>, budget: &mut usize) -> (bool, BurstEnd) {
         let mut got = false;
-        for _ in 0..READS_PER_POLL {
+        while *budget > 0 {
+            *budget -= 1;
             if self.reader.is_ended() {
                 return (got, BurstEnd::Drained);
             }
@@ -269,6 +328,9 @@ impl Inner {
                     // the read that arms the socket, as before.
                     if filled && self.dispatch_read_events(own_end) {
                         return (true, BurstEnd::HandOver);
+                    }
+                    if filled && self.link.turn == Turn::Owed {
+                        return (true, BurstEnd::WriteOwed);
                     }
                 }
                 Poll::Ready(Err(e)) => {
@@ -364,8 +426,15 @@ impl Inner {
     /// Whether the socket may have bytes nobody has read: it is not armed,
     /// or it fired since. Never after its end of file: nothing is read
     /// after it, so no caller waits for the socket then.
+    ///
+    /// Not while a reader that woke others owes them a yield
+    /// ([`Next::YieldFirst`]): every `recv` then goes through
+    /// [`wait_for_socket`](Self::wait_for_socket), which yields for that
+    /// reader and reads for any other.
     pub(super) fn read_needed(&self) -> bool {
-        !self.reader.is_ended() && self.wakers.read.may_have_bytes(self.reader.armed())
+        self.reader.next == Next::Anyone
+            && !self.reader.is_ended()
+            && self.wakers.read.may_have_bytes(self.reader.armed())
     }
 
     /// Handles every whole frame in the buffer. Returns whether the
@@ -451,6 +520,13 @@ impl Inner {
             self.park_displaced(other, w);
         }
         if !may_have_bytes || !self.reader.is_reading() {
+            return false;
+        }
+        if self.reader.next == Next::YieldFirst(who) {
+            // Registered as the waiter: if its task is dropped meanwhile,
+            // the connection task takes the socket (`abandon_socket_wait`).
+            self.reader.next = Next::Anyone;
+            waker.wake_by_ref();
             return false;
         }
         if may_read {

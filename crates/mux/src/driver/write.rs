@@ -333,6 +333,16 @@ impl Inner {
         true
     }
 
+    /// Writes the frames an application call left for the connection task
+    /// ([`Turn::Owed`]) now, from whoever holds the state (see
+    /// `Inner::read_frames`). The connection task, already woken for
+    /// them, then finds nothing owed.
+    pub(super) fn write_owed(&mut self) {
+        self.link.turn = Turn::Driver;
+        self.write_now();
+        self.link.turn = Turn::Inline;
+    }
+
     /// Whether frames wait in the buffer or the session (the connection
     /// task must not finish before they are written).
     pub(super) fn write_pending(&self) -> bool {

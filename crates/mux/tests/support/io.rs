@@ -1,6 +1,7 @@
 //! A `tokio::io::duplex` end with hooks for driver tests: it can trickle
 //! reads (a few bytes at a time), hold reads back behind a gate, counts
-//! the bytes read and the writes that moved bytes,
+//! the bytes read and the writes that moved bytes (and the bytes read at
+//! each such write),
 //! records which task ran each read that returned bytes, records when
 //! it is dropped, and can fail every write from a moment on (a reset).
 
@@ -25,7 +26,11 @@ pub struct TestIo {
     reset_writes: Arc<AtomicBool>,
     gate: Arc<Gate>,
     read: Arc<AtomicUsize>,
+    read_at_writes: ReadAtWrites,
 }
+
+/// The bytes read so far at each write that moved bytes.
+pub type ReadAtWrites = Arc<Mutex<Vec<usize>>>;
 
 /// Holds a [`TestIo`]'s reads back (`Pending`) while closed; opening it
 /// wakes the read that waits.
@@ -71,6 +76,7 @@ impl TestIo {
             reset_writes: Arc::default(),
             gate: Arc::default(),
             read: Arc::default(),
+            read_at_writes: Arc::default(),
         }
     }
 
@@ -82,6 +88,11 @@ impl TestIo {
     /// Bytes read so far.
     pub fn bytes_read(&self) -> Arc<AtomicUsize> {
         self.read.clone()
+    }
+
+    /// The bytes read so far at each write that moved bytes.
+    pub fn read_at_writes(&self) -> ReadAtWrites {
+        self.read_at_writes.clone()
     }
 
     /// Hands out at most `max` bytes per read (at most 64).
@@ -160,6 +171,8 @@ impl AsyncWrite for TestIo {
         let r = Pin::new(&mut self.inner).poll_write(cx, data);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.writes.fetch_add(1, Ordering::Relaxed);
+            let read = self.read.load(Ordering::SeqCst);
+            self.read_at_writes.lock().unwrap().push(read);
         }
         r
     }
