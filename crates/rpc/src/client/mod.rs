@@ -148,6 +148,8 @@ impl Client {
     /// A call's observers (span and meter, with this client's peer) and
     /// its options as they are sent: with the `traceparent`, then as this
     /// client's interceptors leave them (or the status one refused it with).
+    /// Inlined into each call shape: it hands back the options by value.
+    #[inline(always)]
     fn observed<'a>(
         &self,
         method: &str,
@@ -193,7 +195,9 @@ impl Client {
     }
 
     /// The `OPEN` metadata and deadline of a call; a typed call names its
-    /// `codec`.
+    /// `codec`. Inlined: a plain call (no deadline, no entries) is a branch
+    /// and a cache lookup in the caller.
+    #[inline(always)]
     fn prepare(
         &self,
         method: &str,
@@ -385,15 +389,14 @@ impl Client {
         F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     {
         let (obs, opts) = self.observed(method, opts);
-        let prepared =
-            opts.and_then(|opts| framed.and_then(|f| self.prepare_unary(method, f, &opts, codec)));
+        let prepared = opts.and_then(|opts| {
+            let framed = framed?;
+            let (meta, deadline) = self.prepare(method, &opts, codec)?;
+            Ok((meta, framed, deadline))
+        });
         let (deadline, phase) = match prepared {
             Err(e) => (None, Phase::Failed(e)),
-            Ok(Prepared {
-                meta,
-                framed,
-                deadline,
-            }) => {
+            Ok((meta, framed, deadline)) => {
                 obs.sent(&framed);
                 let max = self.max();
                 let phase = match framed {
@@ -414,21 +417,6 @@ impl Client {
             }
         };
         Unary::new(obs, deadline, phase, read_rest)
-    }
-
-    fn prepare_unary(
-        &self,
-        method: &str,
-        framed: Framed,
-        opts: &CallOptions,
-        codec: Option<&'static str>,
-    ) -> Result<Prepared, Status> {
-        let (meta, deadline) = self.prepare(method, opts, codec)?;
-        Ok(Prepared {
-            meta,
-            framed,
-            deadline,
-        })
     }
 
     /// A server-streaming call: sends `request`, and returns the response
@@ -557,13 +545,6 @@ impl Client {
         }
         Ok(call)
     }
-}
-
-/// A unary call ready to go: its `OPEN` metadata, framed request and deadline.
-struct Prepared {
-    meta: Metadata,
-    framed: Framed,
-    deadline: Option<Instant>,
 }
 
 /// Reads a one-message response and its status (a function returning an

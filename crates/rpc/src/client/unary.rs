@@ -67,6 +67,20 @@ pub(super) enum Phase<'a, F, L, R> {
     Done,
 }
 
+impl<F, L, R> Phase<'_, F, L, R> {
+    /// Moves to [`Phase::Rest`] with `read`, boxed here, out of the usual
+    /// path's way (a rare reply).
+    #[cold]
+    #[inline(never)]
+    fn read_rest(&mut self, read: R) -> Pin<&mut R> {
+        *self = Phase::Rest(Box::pin(read));
+        let Phase::Rest(read) = self else {
+            unreachable!("set above");
+        };
+        read.as_mut()
+    }
+}
+
 impl<'a, T, F, L, M, R> Unary<'a, F, L, M, R>
 where
     F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
@@ -155,12 +169,8 @@ where
                 }
                 first => {
                     let stream = answer.into_stream();
-                    *phase =
-                        Phase::Rest(Box::pin(rest(first, stream, max, obs.receiving(), finish)));
-                    let Phase::Rest(read) = phase else {
-                        unreachable!("set above");
-                    };
-                    ready!(read.as_mut().poll(cx))
+                    let read = rest(first, stream, max, obs.receiving(), finish);
+                    ready!(phase.read_rest(read).poll(cx))
                 }
             }
         }
