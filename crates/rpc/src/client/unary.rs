@@ -15,6 +15,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
 use pin_project_lite::pin_project;
+use tokio::task::coop;
 use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 use weft_mux::{Chunk, Stream, StreamError};
@@ -117,12 +118,18 @@ where
         let this = self.project();
         let r = {
             let _entered = this.obs.enter();
+            // Only a timed call reads the task's budget (a thread-local).
+            let had_budget = this.timer.is_some() && coop::has_budget_remaining();
             match poll_phase(this.phase, this.obs, this.rest, cx) {
                 Poll::Ready(r) => r,
                 // The work first, then the timer, as `tokio::time::timeout`:
                 // a reply and the deadline in the same poll is the reply.
-                Poll::Pending => match this.timer.as_pin_mut().map(|t| t.poll(cx)) {
-                    Some(Poll::Ready(())) => {
+                Poll::Pending => match this
+                    .timer
+                    .as_pin_mut()
+                    .map(|timer| deadline_passed(timer, had_budget, cx))
+                {
+                    Some(true) => {
                         // Dropped now: the stream is reset (`CANCEL`) and
                         // released at once, not when the caller drops this.
                         *this.phase = Phase::Done;
@@ -134,6 +141,21 @@ where
         };
         this.obs.ended(&r);
         Poll::Ready(r)
+    }
+}
+
+/// Whether the deadline has passed (arming `timer` to wake the task when
+/// it does). As `tokio::time::timeout` does, a timer is looked at even when
+/// the exchange's poll spent the task's last coop budget (`had_budget`
+/// before it, none now): a timer is itself budgeted, and a call whose
+/// reads always spend the budget would otherwise never see its deadline.
+fn deadline_passed(timer: Pin<&mut Sleep>, had_budget: bool, cx: &mut Context<'_>) -> bool {
+    if had_budget && !coop::has_budget_remaining() {
+        std::pin::pin!(coop::unconstrained(timer))
+            .poll(cx)
+            .is_ready()
+    } else {
+        timer.poll(cx).is_ready()
     }
 }
 
@@ -255,4 +277,41 @@ pub(super) async fn read_rest<T>(
     let b = super::read_response(&mut reader, &mut stream).await?;
     received.count(b.len());
     finish(b, reader.ends()).map_err(|e| response_error(stream.metadata().method(), &e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::observe::meter::ClientMeters;
+    use crate::options::CallOptions;
+
+    /// Work that spends the task's whole coop budget on every poll (as a
+    /// call reading a busy socket can) and never finishes.
+    async fn budget_eater() -> Result<Bytes, Status> {
+        loop {
+            tokio::task::coop::consume_budget().await;
+        }
+    }
+
+    /// The deadline ends a call whose exchange spends the task's budget on
+    /// every poll: the timer is looked at unconstrained, as
+    /// `tokio::time::timeout` does. Real time: a paused clock would not
+    /// advance while the task stays busy.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_deadline_ends_a_call_that_spends_the_tasks_budget() {
+        let (obs, _) = observe::client_call(&ClientMeters::Off, None, "m", &CallOptions::new());
+        let deadline = Instant::now() + Duration::from_millis(20);
+        type Finish = fn(Bytes, Ends<'_>) -> Result<Bytes, Status>;
+        let phase: Phase<'_, Finish, _, _> = Phase::Large(Box::pin(budget_eater()));
+        let call = Unary::new(obs, Some(deadline), phase, read_rest);
+        let r = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("the call's own deadline ends it");
+        assert_eq!(
+            r.unwrap_err().code(),
+            crate::status::Code::DEADLINE_EXCEEDED
+        );
+    }
 }
