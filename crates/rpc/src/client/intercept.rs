@@ -87,21 +87,36 @@ impl ClientInterceptors {
     /// Runs every interceptor on a call of `method` with `options`: the
     /// options to send, or the status that refuses the call. Without
     /// interceptors, `options` as they are.
+    ///
+    /// Inlined: a client without interceptors (the usual one) pays a
+    /// branch per call, not a call moving the options in and out.
+    #[inline]
     pub fn apply<'o>(
         &self,
         method: &str,
         options: Cow<'o, CallOptions>,
     ) -> Result<Cow<'o, CallOptions>, Status> {
-        let Some(hook) = &self.0 else {
-            return Ok(options);
-        };
-        let mut options = options.into_owned();
-        hook(&mut Outgoing {
-            method,
-            options: &mut options,
-        })?;
-        Ok(Cow::Owned(options))
+        match &self.0 {
+            None => Ok(options),
+            Some(hook) => run(hook.as_ref(), method, options),
+        }
     }
+}
+
+/// [`ClientInterceptors::apply`] with interceptors: `hook` runs on an
+/// owned copy of the options.
+#[inline(never)]
+fn run<'o>(
+    hook: &Hook,
+    method: &str,
+    options: Cow<'o, CallOptions>,
+) -> Result<Cow<'o, CallOptions>, Status> {
+    let mut options = options.into_owned();
+    hook(&mut Outgoing {
+        method,
+        options: &mut options,
+    })?;
+    Ok(Cow::Owned(options))
 }
 
 #[cfg(test)]

@@ -7,12 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, ready};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use futures_util::TryFutureExt;
-use futures_util::future::Either;
 use tokio::time::Instant;
 use weft_frame::Metadata;
-use weft_mux::{Chunk, Connection, Stream, StreamError};
+use weft_mux::{Connection, Stream};
 
 use crate::client::response::Response;
 use crate::codec::typed::{Codec, Raw};
@@ -21,11 +20,11 @@ use crate::codec::wire::{self, Ends, Only, Reader};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
 use crate::hash::FastHash;
 use crate::method;
+use crate::observe;
 use crate::observe::meter::{ClientMeters, Metrics};
-use crate::observe::{self, Traced};
 use crate::options::CallOptions;
 use crate::status::Status;
-use crate::within::{Within, within};
+use crate::within::within;
 
 mod caller;
 mod client_streaming;
@@ -38,6 +37,9 @@ pub(crate) mod split;
 pub(crate) mod tower;
 #[cfg(feature = "tower")]
 mod tower_caller;
+mod unary;
+
+use unary::{Phase, Unary, read_rest, read_unary};
 
 pub use caller::{Caller, OpenCall};
 pub use client_streaming::ClientStreamingCall;
@@ -146,6 +148,8 @@ impl Client {
     /// A call's observers (span and meter, with this client's peer) and
     /// its options as they are sent: with the `traceparent`, then as this
     /// client's interceptors leave them (or the status one refused it with).
+    /// Inlined into each call shape: it hands back the options by value.
+    #[inline(always)]
     fn observed<'a>(
         &self,
         method: &str,
@@ -191,7 +195,9 @@ impl Client {
     }
 
     /// The `OPEN` metadata and deadline of a call; a typed call names its
-    /// `codec`.
+    /// `codec`. Inlined: a plain call (no deadline, no entries) is a branch
+    /// and a cache lookup in the caller.
+    #[inline(always)]
     fn prepare(
         &self,
         method: &str,
@@ -356,7 +362,7 @@ impl Client {
         request: &Req,
         opts: &CallOptions,
         finish: F,
-    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, C, Req, T, F>>>
+    ) -> impl Future<Output = Result<T, Status>> + use<'_, C, Req, T, F>
     where
         C: Codec<Req>,
         F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
@@ -365,9 +371,11 @@ impl Client {
         self.unary_framed(method, framed, wire_codec::<C, Req>(), opts, finish)
     }
 
-    /// Every unary call: observed, intercepted, prepared here; `finish`
-    /// turns the response into the caller's value (see
-    /// [`unary_prepared`](Self::unary_prepared)).
+    /// Every unary call: observed, intercepted and prepared here (a
+    /// request in one piece goes to the mux's
+    /// [`call`](Connection::call)); `finish` turns the response into the
+    /// caller's value inside the call's one future ([`Unary`]), and its
+    /// failure is the server's (`INTERNAL`, naming the method).
     #[inline(always)]
     fn unary_framed<T, F>(
         &self,
@@ -376,97 +384,39 @@ impl Client {
         codec: Option<&'static str>,
         opts: &CallOptions,
         finish: F,
-    ) -> Traced<Within<impl Future<Output = Result<T, Status>> + use<'_, T, F>>>
+    ) -> impl Future<Output = Result<T, Status>> + use<'_, T, F>
     where
         F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     {
         let (obs, opts) = self.observed(method, opts);
-        let prepared =
-            opts.and_then(|opts| framed.and_then(|f| self.prepare_unary(method, f, &opts, codec)));
-        if let Ok(p) = &prepared {
-            obs.sent(&p.framed);
-        }
-        let count = obs.counting(Ok);
-        let finish = move |b, r: Ends<'_>| count(b).and_then(|b| finish(b, r));
-        Traced::new(obs, self.unary_prepared(prepared, finish))
-    }
-
-    fn prepare_unary(
-        &self,
-        method: &str,
-        framed: Framed,
-        opts: &CallOptions,
-        codec: Option<&'static str>,
-    ) -> Result<Prepared, Status> {
-        let (meta, deadline) = self.prepare(method, opts, codec)?;
-        Ok(Prepared {
-            meta,
-            framed,
-            deadline,
-        })
-    }
-
-    /// The future of a unary call, kept small (it is what callers box,
-    /// spawn or join): everything that can be done before the first poll
-    /// is, and only a call with a deadline carries a timer.
-    ///
-    /// `finish` turns the response body into the caller's value inside the
-    /// same state machine (an `async` wrapper around the call would hold it
-    /// twice); its failure is the server's (`INTERNAL`, naming the method).
-    #[inline(always)]
-    fn unary_prepared<T>(
-        &self,
-        prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
-    ) -> Within<impl Future<Output = Result<T, Status>>> {
-        let deadline = prepared.as_ref().ok().and_then(|p| p.deadline);
-        within(deadline, self.unary_call(prepared, finish))
-    }
-
-    /// The call's exchange. The usual request (one piece) goes out with
-    /// the mux's [`call`](Connection::call), which opens, sends and waits
-    /// for the reply's first frame in one future; a large request (its
-    /// prefix and body apart) opens a stream, sends the body and reads,
-    /// one phase after the other in one future as large as the larger
-    /// phase (an `async fn` would keep the open's state beside the read's).
-    fn unary_call<T>(
-        &self,
-        prepared: Result<Prepared, Status>,
-        finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
-    ) -> impl Future<Output = Result<T, Status>> {
-        let max = self.max();
-        let (meta, framed) = match prepared {
-            Ok(Prepared { meta, framed, .. }) => (meta, framed),
-            Err(e) => return Either::Right(Either::Right(std::future::ready(Err(e)))),
-        };
-        let request = match framed {
-            Framed::One(request) => request,
-            two => {
-                let open = self.open(meta, two, true);
-                // Boxed: a large request's path (its copy and write cost
-                // far more than the box), and inline it would make every
-                // unary future the size of its open and read phases.
-                return Either::Right(Either::Left(Box::pin(
-                    open.and_then(move |stream| read_unary(stream, max, finish)),
-                )));
+        let prepared = opts.and_then(|opts| {
+            let framed = framed?;
+            let (meta, deadline) = self.prepare(method, &opts, codec)?;
+            Ok((meta, framed, deadline))
+        });
+        let (deadline, phase) = match prepared {
+            Err(e) => (None, Phase::Failed(e)),
+            Ok((meta, framed, deadline)) => {
+                obs.sent(&framed);
+                let max = self.max();
+                let phase = match framed {
+                    Framed::One(request) => Phase::Calling {
+                        call: self.conn.call(meta, request),
+                        max,
+                        finish,
+                    },
+                    two => {
+                        let received = obs.receiving();
+                        let open = self.open(meta, two, true);
+                        Phase::Large(Box::pin(
+                            open.and_then(move |stream| read_unary(stream, max, received, finish)),
+                        ))
+                    }
+                };
+                (deadline, phase)
             }
         };
-        let mut call = self.conn.call(meta, request);
-        Either::Left(async move {
-            // Polled where it lies (it is `Unpin`), not moved into the
-            // state machine a second time; and nothing but the boxed rest
-            // is kept across the second await.
-            let mut answer = (&mut call).await.map_err(|e| wire::from_mux(&e))?;
-            observe::client_stream(answer.id());
-            let first = answer.take_first();
-            let rest = match whole_reply(first, max, answer.metadata(), finish) {
-                Ok(done) => return done,
-                Err((first, finish)) => {
-                    Box::pin(read_rest(first, answer.into_stream(), max, finish))
-                }
-            };
-            rest.await
-        })
+        Unary::new(obs, deadline, phase, read_rest)
     }
 
     /// A server-streaming call: sends `request`, and returns the response
@@ -595,81 +545,6 @@ impl Client {
         }
         Ok(call)
     }
-}
-
-/// A unary call ready to go: its `OPEN` metadata, framed request and deadline.
-struct Prepared {
-    meta: Metadata,
-    framed: Framed,
-    deadline: Option<Instant>,
-}
-
-/// A unary call's read phase after a large request: its one-message
-/// response and status, made the caller's value by `finish`. The stream is
-/// the future's own (it is dropped, and released, once the value is made).
-#[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
-fn read_unary<T>(
-    mut stream: Stream,
-    max: usize,
-    finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
-) -> impl Future<Output = Result<T, Status>> {
-    async move {
-        observe::client_stream(stream.id());
-        let first = stream.recv().await;
-        let rest = match whole_reply(first, max, stream.metadata(), finish) {
-            Ok(done) => return done,
-            Err((first, finish)) => Box::pin(read_rest(first, stream, max, finish)),
-        };
-        rest.await
-    }
-}
-
-/// The first piece of a unary reply made the caller's value (or its
-/// failure) when it is the usual reply: one frame, the message whole (of
-/// at most `max` bytes), and the end with the status. That takes no
-/// [`Reader`] (whose decoder and state would make every unary future
-/// larger and every reply a few hundred instructions dearer). Any other
-/// piece — a reply cut into frames, with headers, ended apart, or a
-/// failure — is handed back, with `finish`, for [`read_rest`].
-///
-/// `open` is the call's `OPEN` metadata (its method names a failure).
-#[allow(clippy::type_complexity)] // reason: the piece and `finish`, handed back as they came
-fn whole_reply<T, F>(
-    first: Result<Option<Chunk>, StreamError>,
-    max: usize,
-    open: &Metadata,
-    finish: F,
-) -> Result<Result<T, Status>, (Result<Option<Chunk>, StreamError>, F)>
-where
-    F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
-{
-    match first {
-        Ok(Some(mut chunk)) if chunk.end && wire::is_one_message(&chunk.data, max) => {
-            Ok(wire::status_of(Some(&chunk.metadata)).and_then(|()| {
-                chunk.data.advance(codec::PREFIX_LEN);
-                let ends = Ends {
-                    headers: None,
-                    trailers: Some(&chunk.metadata),
-                };
-                finish(chunk.data, ends).map_err(|e| response_error(open.method(), &e))
-            }))
-        }
-        first => Err((first, finish)),
-    }
-}
-
-/// A unary reply read by the general reader from its `first` piece on
-/// (what [`whole_reply`] did not take). Boxed by its callers: a rare path.
-async fn read_rest<T>(
-    first: Result<Option<Chunk>, StreamError>,
-    mut stream: Stream,
-    max: usize,
-    finish: impl FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
-) -> Result<T, Status> {
-    let mut reader = Reader::new(max);
-    reader.absorb(first)?;
-    let b = read_response(&mut reader, &mut stream).await?;
-    finish(b, reader.ends()).map_err(|e| response_error(stream.metadata().method(), &e))
 }
 
 /// Reads a one-message response and its status (a function returning an

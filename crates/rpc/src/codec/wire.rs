@@ -69,11 +69,19 @@ pub(crate) fn headers(entries: &[crate::options::Entry]) -> Metadata {
         .finish()
 }
 
-/// The call's outcome from its trailers.
+/// The call's outcome from its trailers. Inlined: the usual trailers
+/// (`OK`, told without reading entries) are a branch in the caller.
+#[inline]
 pub(crate) fn status_of(trailers: Option<&Metadata>) -> Result<(), Status> {
     if trailers.is_some_and(Metadata::is_ok_status) {
-        return Ok(()); // the usual trailers, told without reading entries
+        return Ok(());
     }
+    status_read(trailers)
+}
+
+/// [`status_of`] for trailers that are not the usual `OK` ones.
+#[inline(never)]
+fn status_read(trailers: Option<&Metadata>) -> Result<(), Status> {
     let Some(code) = trailers.and_then(Metadata::status) else {
         return Err(Status::internal("stream ended without a status"));
     };

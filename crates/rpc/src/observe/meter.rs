@@ -49,7 +49,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use bytes::Bytes;
 use metrics::{Counter, Gauge, Histogram};
 use tokio::time::Instant;
 
@@ -57,7 +56,7 @@ use crate::codec::Framed;
 use crate::hash::FastHash;
 use crate::method;
 use crate::server::route::RouteId;
-use crate::status::{Code, Status};
+use crate::status::Code;
 
 /// Whether an endpoint records call metrics (`weft_rpc_client_*`,
 /// `weft_rpc_server_*`), decided once: when a client is made, when a
@@ -288,6 +287,24 @@ impl ClientMeters {
     }
 }
 
+/// A call's response counter, held by a reply read in a future of its
+/// own (a client's unary reply that is not one whole frame): that future
+/// cannot borrow the call's meter.
+#[derive(Debug)]
+pub(crate) struct Receiving(Option<Counter>);
+
+impl Receiving {
+    /// Counts nothing (the call is not metered).
+    pub(crate) const OFF: Receiving = Receiving(None);
+
+    /// A response message of `n` bytes came in.
+    pub(crate) fn count(&self, n: usize) {
+        if let Some(c) = &self.0 {
+            c.increment(n as u64);
+        }
+    }
+}
+
 /// One call's meter: records its outcome and duration once.
 #[derive(Debug)]
 pub(crate) struct CallMeter(Metered);
@@ -360,22 +377,10 @@ impl CallMeter {
         m.sent.increment(n as u64);
     }
 
-    /// `finish`, counting the response body it is given as received first
-    /// (for a client's unary call, whose response is decoded inside the
-    /// call's future).
-    pub(crate) fn counting<T, F: FnOnce(Bytes) -> Result<T, Status>>(
-        meter: Option<&CallMeter>,
-        finish: F,
-    ) -> impl FnOnce(Bytes) -> Result<T, Status> + use<T, F> {
-        let received = meter
-            .and_then(CallMeter::method)
-            .map(|m| m.received.clone());
-        move |b| {
-            if let Some(received) = received {
-                received.increment(b.len() as u64);
-            }
-            finish(b)
-        }
+    /// This call's response counter, for a reply read apart from the
+    /// meter (in a future of its own).
+    pub(crate) fn receiving(&self) -> Receiving {
+        Receiving(self.method().map(|m| m.received.clone()))
     }
 
     /// The call ended with `code`: it is no longer in flight (later calls

@@ -41,18 +41,13 @@ pub(crate) mod meter;
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context as TaskContext, Poll};
 
-use bytes::Bytes;
-use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tracing::{Level, Span, field};
 use weft_frame::Metadata;
 
 use crate::codec::Framed;
-use crate::observe::meter::{CallMeter, ClientMeters};
+use crate::observe::meter::{CallMeter, ClientMeters, Receiving};
 use crate::options::CallOptions;
 use crate::server::peer::PeerInfo;
 use crate::status::{Code, Status};
@@ -341,8 +336,14 @@ fn client_span<'a>(
     (span, Cow::Owned(with))
 }
 
-/// A client call's observers: its `rpc.client` span (disabled when nobody
-/// listens) and its meter (no-op handles when no recorder is installed).
+/// A client call's observers: its `rpc.client` span (when enabled) and
+/// its meter (when a recorder is installed).
+///
+/// Small, because every unary call's future holds one: a metered call's
+/// meter is inline (24 bytes), a traced call's span, meter and start are
+/// boxed. A traced call already allocates (its `traceparent` options, the
+/// subscriber's span), and inline they would make every call future, and
+/// every copy of it a caller's `join_all` or `spawn` makes, 56 bytes larger.
 #[derive(Debug)]
 pub(crate) struct ClientCall(Observers);
 
@@ -350,65 +351,106 @@ pub(crate) struct ClientCall(Observers);
 #[derive(Debug)]
 enum Observers {
     /// The span is disabled and the meter off: every hook returns at
-    /// once, and dropping the call drops nothing (one branch each, where
-    /// the fields below cost a few dozen instructions per call).
+    /// once, and dropping the call drops nothing.
     Quiet,
-    /// A span that records, a meter that counts, or both.
-    Watched {
-        span: Span,
-        meter: CallMeter,
-        /// When the call started, for the span's latency: read only when
-        /// the span is enabled.
-        start: Option<Instant>,
-    },
+    /// Metered, not traced.
+    Metered(CallMeter),
+    /// A span that records (and the meter, on or off).
+    Traced(Box<Watched>),
+}
+
+/// A traced call's observers.
+#[derive(Debug)]
+struct Watched {
+    span: Span,
+    meter: CallMeter,
+    /// When the call started, for the span's latency; taken when the
+    /// outcome is recorded.
+    start: Option<Instant>,
 }
 
 /// The observers of an outgoing call, and its options with the
 /// `traceparent` to send (see [`client_span`]).
+///
+/// Inlined: when nothing listens this is one relaxed load and a branch in
+/// the caller, no span made at all.
+#[inline]
 pub(crate) fn client_call<'a>(
     meters: &ClientMeters,
     peer: Option<&str>,
     method: &str,
     opts: &'a CallOptions,
 ) -> (ClientCall, Cow<'a, CallOptions>) {
-    // Nothing listens: one relaxed load and a branch, no span made at all.
     if !listening(Level::INFO) && meters.is_off() {
         return (ClientCall(Observers::Quiet), Cow::Borrowed(opts));
     }
+    client_call_observed(meters, peer, method, opts)
+}
+
+/// [`client_call`] when a subscriber or a recorder is installed.
+#[inline(never)]
+fn client_call_observed<'a>(
+    meters: &ClientMeters,
+    peer: Option<&str>,
+    method: &str,
+    opts: &'a CallOptions,
+) -> (ClientCall, Cow<'a, CallOptions>) {
     let (span, opts) = client_span(peer, method, opts);
     let meter = meters.start(method);
-    if span.is_disabled() && meter.is_off() {
-        return (ClientCall(Observers::Quiet), opts);
-    }
-    let start = if span.is_disabled() {
-        None
-    } else {
-        Some(meter.started_at().unwrap_or_else(Instant::now))
+    let obs = match (span.is_disabled(), meter.is_off()) {
+        (true, true) => Observers::Quiet,
+        (true, false) => Observers::Metered(meter),
+        (false, _) => {
+            let start = Some(meter.started_at().unwrap_or_else(Instant::now));
+            Observers::Traced(Box::new(Watched { span, meter, start }))
+        }
     };
-    (ClientCall(Observers::Watched { span, meter, start }), opts)
+    (ClientCall(obs), opts)
 }
 
 impl ClientCall {
     /// A unary request message is on its way.
     pub(crate) fn sent(&self, framed: &Framed) {
-        if let Observers::Watched { meter, .. } = &self.0 {
+        if let Some(meter) = self.meter() {
             meter.sent(framed);
         }
     }
 
-    /// `finish`, counting the response it decodes (see [`CallMeter::counting`]).
-    pub(crate) fn counting<T, F: FnOnce(Bytes) -> Result<T, Status>>(
-        &self,
-        finish: F,
-    ) -> impl FnOnce(Bytes) -> Result<T, Status> + use<T, F> {
-        CallMeter::counting(self.meter(), finish)
+    /// A unary response message of `n` bytes came in.
+    pub(crate) fn received(&self, n: usize) {
+        if let Some(meter) = self.meter() {
+            meter.received(n);
+        }
     }
 
-    /// The meter, if the call is watched.
+    /// The response counter, for a reply read in a future of its own.
+    pub(crate) fn receiving(&self) -> Receiving {
+        self.meter()
+            .map_or(Receiving::OFF, |meter| meter.receiving())
+    }
+
+    /// The meter, if the call is metered or traced.
     fn meter(&self) -> Option<&CallMeter> {
         match &self.0 {
-            Observers::Watched { meter, .. } => Some(meter),
+            Observers::Metered(meter) => Some(meter),
+            Observers::Traced(w) => Some(&w.meter),
             Observers::Quiet => None,
+        }
+    }
+
+    /// Enters the call's span (if traced) until the guard is dropped.
+    #[inline]
+    pub(crate) fn enter(&self) -> Option<tracing::span::Entered<'_>> {
+        match &self.0 {
+            Observers::Traced(w) => Some(w.span.enter()),
+            Observers::Quiet | Observers::Metered(_) => None,
+        }
+    }
+
+    /// The call's stream is `id` (recorded on its span).
+    pub(crate) fn stream(&self, id: u32) {
+        if let Observers::Traced(w) = &self.0 {
+            w.span.record("rpc.weft.stream_id", id);
         }
     }
 
@@ -418,13 +460,7 @@ impl ClientCall {
         opened: Result<(weft_mux::Stream, T), Status>,
     ) -> Result<(weft_mux::Stream, T), Status> {
         match &opened {
-            Ok((s, _)) => {
-                if let Observers::Watched { span, .. } = &self.0
-                    && !span.is_disabled()
-                {
-                    span.record("rpc.weft.stream_id", s.id());
-                }
-            }
+            Ok((s, _)) => self.stream(s.id()),
             Err(e) => self.ended(&Err::<(), _>(e.clone())),
         }
         opened
@@ -432,67 +468,41 @@ impl ClientCall {
 
     /// The call's outcome, on its span and its meter (once: later
     /// outcomes are not counted again).
+    #[inline]
     pub(crate) fn ended<T>(&mut self, r: &Result<T, Status>) {
-        let Observers::Watched { span, meter, start } = &mut self.0 else {
+        match &mut self.0 {
+            Observers::Quiet => {}
+            Observers::Metered(meter) => meter.finish(code_of(r)),
+            Observers::Traced(w) => w.ended(code_of(r)),
+        }
+    }
+}
+
+/// A call's outcome as a code.
+fn code_of<T>(r: &Result<T, Status>) -> Code {
+    match r {
+        Ok(_) => Code::OK,
+        Err(s) => s.code(),
+    }
+}
+
+impl Watched {
+    /// The outcome `code`, on the meter and the span (once).
+    fn ended(&mut self, code: Code) {
+        self.meter.finish(code);
+        let Some(start) = self.start.take() else {
+            // The outcome is already recorded.
             return;
         };
-        let code = match r {
-            Ok(_) => Code::OK,
-            Err(s) => s.code(),
-        };
-        meter.finish(code);
-        let Some(start) = start.take() else {
-            // The span is disabled (or the outcome already recorded).
-            return;
-        };
-        span.record("rpc.response.status_code", code.name());
+        self.span.record("rpc.response.status_code", code.name());
         let latency_us = start.elapsed().as_micros() as u64;
-        span.in_scope(|| {
+        self.span.in_scope(|| {
             tracing::debug!(
                 rpc.response.status_code = code.name(),
                 latency_us,
                 "call finished"
             );
         });
-    }
-}
-
-pin_project! {
-    /// A client call future inside its span; records the outcome at the end.
-    #[derive(Debug)]
-    pub(crate) struct Traced<F> {
-        obs: ClientCall,
-        #[pin]
-        inner: F,
-    }
-}
-
-impl<F> Traced<F> {
-    /// `inner` observed by `obs` (its span may be disabled: then it is a
-    /// plain poll).
-    pub(crate) fn new(obs: ClientCall, inner: F) -> Traced<F> {
-        Traced { obs, inner }
-    }
-}
-
-impl<F, T> Future for Traced<F>
-where
-    F: Future<Output = Result<T, Status>>,
-{
-    type Output = Result<T, Status>;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let r = match &this.obs.0 {
-            Observers::Quiet => std::task::ready!(this.inner.poll(cx)),
-            Observers::Watched { span, .. } => {
-                let _entered = span.enter();
-                std::task::ready!(this.inner.poll(cx))
-            }
-        };
-        this.obs.ended(&r);
-        Poll::Ready(r)
     }
 }
 
