@@ -15,6 +15,10 @@ use crate::idmap::IdMap;
 /// allocates), the memory the map's buckets kept before the states were
 /// boxed; a quiet connection gives them all back
 /// ([`release_spare`](Self::release_spare)).
+///
+/// `fresh`, `insert` and `recycle` are inline: each runs once per stream
+/// and side, and as calls their register saves cost about 11
+/// instructions per call (the gate's every cell).
 #[derive(Default)]
 pub(crate) struct StreamTable {
     map: IdMap<Box<StreamState>>,
@@ -25,6 +29,7 @@ impl StreamTable {
     /// A new stream's state, outside the table until
     /// [`insert`](Self::insert)ed: a spare (blank) box started in place, or
     /// a new one.
+    #[inline]
     pub(crate) fn fresh(
         &mut self,
         remote: bool,
@@ -42,6 +47,7 @@ impl StreamTable {
     }
 
     /// Puts a [`fresh`](Self::fresh) state in the table as stream `id`.
+    #[inline]
     pub(crate) fn insert(&mut self, id: u32, state: Box<StreamState>) {
         if let Some(old) = self.map.insert(id, state) {
             // Ids are never reused while listed; keep the box regardless.
@@ -57,6 +63,7 @@ impl StreamTable {
         }
     }
 
+    #[inline]
     fn recycle(&mut self, mut b: Box<StreamState>) {
         // Blank now: what it held is dropped at once, and `fresh` only
         // sets what differs between streams.
