@@ -548,8 +548,10 @@ impl Session {
 
 /// Releases `s`'s handle if a release was asked for and the application
 /// is done with the stream ([`StreamState::done_by_app`]); the session's
-/// part follows in `finish_release`.
-#[inline]
+/// part follows in `finish_release`. Always inline: it runs on both sides
+/// of every call, and as a call it saved and restored registers around a
+/// few tests.
+#[inline(always)]
 fn release_done<T>(s: &mut StreamState, release: &Option<T>) -> Option<Released> {
     (release.is_some() && s.done_by_app()).then(|| s.release_handle())
 }
