@@ -281,7 +281,9 @@ impl StreamState {
 
     /// Back to [`new`](Self::new)'s state, in place (a recycled box: see
     /// `StreamTable`). Every field is named, so a field added later cannot
-    /// be left over from the previous stream.
+    /// be left over from the previous stream. Always inline: it runs once
+    /// per stream and side, from one place (`StreamTable`'s recycling).
+    #[inline(always)]
     pub(crate) fn renew(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
         let StreamState {
             // Set by `start`, below.
@@ -421,7 +423,7 @@ impl StreamState {
     /// The application let go of the handle: no task to wake any more (the
     /// wakers go; the stream itself may stay a while, draining), nothing
     /// more will be read. What the session must do about it is returned.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn release_handle(&mut self) -> Released {
         let was = std::mem::replace(&mut self.handle, Handle::Released);
         self.wakers = StreamWakers::default();

@@ -29,7 +29,7 @@ impl StreamTable {
     /// A new stream's state, outside the table until
     /// [`insert`](Self::insert)ed: a spare (blank) box started in place, or
     /// a new one.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn fresh(
         &mut self,
         remote: bool,
