@@ -252,6 +252,21 @@ pub(crate) struct StreamWakers {
     pub(crate) send: Option<std::task::Waker>,
 }
 
+impl StreamWakers {
+    /// No waker any more. Each slot is tested first: assigning `None`
+    /// over it drops in place, which was a call even when it held none
+    /// (the common case: a released stream's wakers are already gone).
+    #[inline(always)]
+    pub(crate) fn clear(&mut self) {
+        if self.recv.is_some() {
+            self.recv = None;
+        }
+        if self.send.is_some() {
+            self.send = None;
+        }
+    }
+}
+
 impl StreamState {
     pub(crate) fn new(remote: bool, send_window: u32, recv_window: RecvWindow) -> StreamState {
         StreamState {
@@ -323,7 +338,7 @@ impl StreamState {
         *buffered = 0;
         *failed = None;
         *progress = Progress::default();
-        *wakers = StreamWakers::default();
+        wakers.clear();
         self.start(remote, send_window, recv_window);
     }
 
@@ -426,7 +441,7 @@ impl StreamState {
     #[inline(always)]
     pub(crate) fn release_handle(&mut self) -> Released {
         let was = std::mem::replace(&mut self.handle, Handle::Released);
-        self.wakers = StreamWakers::default();
+        self.wakers.clear();
         let dropped = self.clear_recv();
         Released {
             was,

@@ -68,7 +68,12 @@ impl StreamTable {
         // Blank now: what it held is dropped at once, and `fresh` only
         // sets what differs between streams.
         b.renew(false, 0, RecvWindow::new(0));
-        b.spare_link = self.spare.take();
+        // A live state links no spare, so nothing is dropped here; said
+        // as a test, because assigning over the link was a call to its
+        // drop even when empty.
+        if let Some(stray) = std::mem::replace(&mut b.spare_link, self.spare.take()) {
+            drop(stray);
+        }
         self.spare = Some(b);
     }
 
@@ -187,6 +192,7 @@ mod tests {
         s.failed = Some(StreamKind::Refused);
         s.progress.bump();
         s.wakers.recv = Some(std::task::Waker::noop().clone());
+        s.wakers.send = Some(std::task::Waker::noop().clone());
     }
 
     #[test]
