@@ -38,7 +38,9 @@ impl StreamTable {
     ) -> Box<StreamState> {
         match self.spare.take() {
             Some(mut b) => {
-                self.spare = b.spare_link.take();
+                // `spare` is empty after the take: the swap moves the next
+                // box up without the drop call an assignment made.
+                std::mem::swap(&mut self.spare, &mut b.spare_link);
                 b.start(remote, send_window, recv_window);
                 b
             }
