@@ -402,6 +402,11 @@ impl Session {
     /// it, with no receive (and no second lookup) of its own. A stream the
     /// peer reset before the accept keeps its data for `recv`, which
     /// delivers it before the reset.
+    ///
+    /// Always inline (the driver's accept is its one caller on the call
+    /// path): as a call it built its result in its own frame and the
+    /// accept copied it out.
+    #[inline(always)]
     pub fn accept_with_request(&mut self) -> Option<(u32, Metadata, Option<Bytes>)> {
         let id = self.accept_queue.pop_front()?;
         let Some(s) = self.mark_accepted(id) else {
