@@ -540,7 +540,9 @@ impl Session {
         }
     }
 
-    /// The session's side of [`StreamState::release_handle`].
+    /// The session's side of [`StreamState::release_handle`]. Always
+    /// inline: every stream's release goes through it, on both sides.
+    #[inline(always)]
     fn after_release(&mut self, id: u32, r: Released) {
         // Only a misuse releases a stream never accepted: it leaves the
         // pending-accept reset count then, instead of staying counted.
