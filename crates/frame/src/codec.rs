@@ -59,33 +59,46 @@ impl FrameCodec {
         &mut self,
         src: &mut BytesMut,
     ) -> Result<Option<(Header, BytesMut)>, FrameError> {
+        let Some(header) = self.whole_frame(src)? else {
+            return Ok(None);
+        };
+        let mut body = src.split_to(HEADER_LEN + header.body_len());
+        body.advance(HEADER_LEN);
+        Ok(Some((header, body)))
+    }
+
+    /// The header of the frame at the front of `src` once all of it is
+    /// buffered; until then `None`, with room reserved for the rest.
+    ///
+    /// The header stays in `src` until the frame is whole (a header
+    /// already parsed is kept in `head`, so it is parsed and checked once):
+    /// the whole frame then leaves the buffer in one split, and the header
+    /// is stepped over on that piece. Consuming the header on its own
+    /// first cost a second update of the read buffer's view per frame
+    /// (about 20 instructions, two frames per call).
+    #[inline(always)]
+    fn whole_frame(&mut self, src: &mut BytesMut) -> Result<Option<Header>, FrameError> {
         let header = match self.head {
             Some(h) => h,
             None => {
-                let Some(raw) = src.get(..HEADER_LEN) else {
+                let Some(raw) = src.first_chunk::<HEADER_LEN>() else {
                     src.reserve(HEADER_LEN - src.len());
                     return Ok(None);
                 };
-                let raw: &[u8; HEADER_LEN] = raw.try_into().expect("slice of HEADER_LEN");
                 let h = Header::parse(raw)?;
                 h.check(&self.limits, self.overhead)?;
-                src.advance(HEADER_LEN);
-                self.head = Some(h);
                 h
             }
         };
-        let need = header.body_len();
+        // No overflow: `check` bounded both lengths far below `usize::MAX`.
+        let need = HEADER_LEN + header.body_len();
         if src.len() < need {
+            self.head = Some(header);
             src.reserve(need - src.len());
             return Ok(None);
         }
         self.head = None;
-        Ok(Some((header, src.split_to(need))))
-    }
-
-    /// Bytes of a partly received frame, for error reports at EOF.
-    fn buffered(&self, src: &BytesMut) -> usize {
-        src.len() + if self.head.is_some() { HEADER_LEN } else { 0 }
+        Ok(Some(header))
     }
 
     /// Checks a frame against the limits before sending it.
@@ -137,18 +150,24 @@ impl Decoder for FrameCodec {
 
     #[inline]
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
-        match self.decode_raw(src)? {
-            Some((header, body)) => Frame::from_body(&header, body.freeze()).map(Some),
-            None => Ok(None),
-        }
+        let Some(header) = self.whole_frame(src)? else {
+            return Ok(None);
+        };
+        // Frozen first: stepping over the header is then a pointer bump
+        // on the `Bytes` rather than a `BytesMut` view update.
+        let mut body = src.split_to(HEADER_LEN + header.body_len()).freeze();
+        body.advance(HEADER_LEN);
+        Frame::from_body(&header, body).map(Some)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         match self.decode(src)? {
             Some(frame) => Ok(Some(frame)),
-            None if src.is_empty() && self.head.is_none() => Ok(None),
+            None if src.is_empty() => Ok(None),
+            // The bytes of the cut frame, its header included (it stays in
+            // `src` until the frame is whole).
             None => Err(FrameError::Truncated {
-                buffered: self.buffered(src),
+                buffered: src.len(),
             }),
         }
     }

@@ -79,7 +79,9 @@ impl<V> IdMap<V> {
         }
     }
 
-    /// Puts `value` under `id`, returning the value it replaces.
+    /// Puts `value` under `id`, returning the value it replaces. Always
+    /// inline (the growth is apart): it runs once per stream and side.
+    #[inline(always)]
     pub(crate) fn insert(&mut self, id: u32, value: V) -> Option<V> {
         if (self.len as usize + 1) * 2 > self.slots.len() {
             self.grow();

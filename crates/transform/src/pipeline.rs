@@ -411,13 +411,14 @@ impl Inbound {
             return Ok(Some(frame));
         }
         let result = if !matches!(self.pending, Pending::Header(_)) {
-            // No header kept here (the passthrough never keeps one): the
-            // codec counts any header it holds, so every pipeline reports
-            // the same `buffered` for the same cut frame.
+            // No header kept here (the passthrough never keeps one): every
+            // pipeline reports the same `buffered` for the same cut frame.
             self.codec.decode_eof(src).map_err(Into::into)
         } else {
+            // The codec leaves a record's header in `src` until the whole
+            // record is buffered: `src` is all of the cut record.
             Err(weft_frame::FrameError::Truncated {
-                buffered: src.len() + HEADER_LEN,
+                buffered: src.len(),
             }
             .into())
         };

@@ -28,14 +28,19 @@ fn wake(ws: Vec<Waker>) {
     ws.into_iter().for_each(Waker::wake);
 }
 
-/// One poll of an open: admitted when a slot is free and no open waits
-/// ahead (then it takes the slot, and hands any slot left over to the next
-/// waiters), else queued with its waker.
+/// One poll of an open (as `Inner::must_wait_to_open` polls it): admitted
+/// when a slot is free and no open waits ahead (then it takes the slot,
+/// and hands any slot left over to the next waiters), else queued with
+/// its waker.
 fn poll_open(cap: &Shared, ticket: &mut Option<u64>, cx: &mut Context<'_>) -> Poll<()> {
     let mut c = cap.lock().unwrap();
     let queued = ticket.is_some();
     let free = c.free;
-    if !c.queue.admit(ticket, free, cx.waker()) {
+    // The driver's inline shortcut first: a new open with a slot free past
+    // the waiting ones goes without `admit`.
+    let admitted =
+        (ticket.is_none() && c.queue.admits_new(free)) || c.queue.admit(ticket, free, cx.waker());
+    if !admitted {
         return Poll::Pending;
     }
     c.free -= 1;

@@ -43,6 +43,14 @@ impl OpenQueue {
         false
     }
 
+    /// Whether an open not queued yet may go now with `credit` slots free
+    /// (what [`admit`](Self::admit) says for a `None` ticket, without its
+    /// side effects: it has none then): more slots than opens waiting.
+    #[inline(always)]
+    pub(crate) fn admits_new(&self, credit: usize) -> bool {
+        credit > self.waiting.len()
+    }
+
     /// Forgets `ticket` (its open was dropped, or cannot wait any more).
     pub(crate) fn cancel(&mut self, ticket: u64) {
         self.waiting.retain(|(t, _)| *t != ticket);
@@ -73,5 +81,28 @@ mod tests {
         assert!(q.admit(&mut b, 2, w), "b is first now");
         q.cancel(late.unwrap());
         assert!(q.admit(&mut None, 1, w), "nobody waits");
+    }
+
+    #[test]
+    fn a_new_open_is_admitted_exactly_when_admit_would() {
+        let w = Waker::noop();
+        let mut q = OpenQueue::default();
+        for waiting in 0..3 {
+            for credit in 0..5 {
+                let mut ticket = None;
+                let quick = q.admits_new(credit);
+                let mut probe = OpenQueue {
+                    waiting: q.waiting.clone(),
+                    next: q.next,
+                };
+                assert_eq!(
+                    quick,
+                    probe.admit(&mut ticket, credit, w),
+                    "{waiting} waiting, {credit} free"
+                );
+                assert_eq!(ticket.is_none(), quick, "admitted opens hold no ticket");
+            }
+            assert!(!q.admit(&mut None, 0, w), "one more waits");
+        }
     }
 }

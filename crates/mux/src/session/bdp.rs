@@ -76,9 +76,26 @@ impl Growth {
 
     /// [`Estimator::on_data`], starting the estimator from the
     /// `configured` stream window the first time a transfer is under way, if
-    /// growth is on (`cap`).
-    #[inline]
+    /// growth is on (`cap`). Only the common case is inline, always: no
+    /// estimator yet and no transfer under way (every small call) is one
+    /// test, which as a call cost about 20 instructions.
+    #[inline(always)]
     pub(crate) fn on_data(
+        &mut self,
+        n: u32,
+        pressure: bool,
+        cap: Option<NonZeroU32>,
+        configured: u32,
+        now: &mut dyn FnMut() -> Instant,
+    ) -> bool {
+        if self.0.is_none() && !pressure {
+            return false;
+        }
+        self.on_data_started(n, pressure, cap, configured, now)
+    }
+
+    #[inline(never)]
+    fn on_data_started(
         &mut self,
         n: u32,
         pressure: bool,

@@ -698,6 +698,9 @@ impl Session {
     /// must see a stream's last `DATA` before our `RESET` of it (or it is
     /// a late frame there), and the `END_STREAM` that closed one of our
     /// streams before the `OPEN` that takes its slot under the peer's cap.
+    /// Always inline: every stream we open goes through it, and as a call
+    /// it moved the frame once more.
+    #[inline(always)]
     fn push_control_in_order(&mut self, f: Frame) {
         self.immediate.move_to(&mut self.control);
         self.control.push_back(f);

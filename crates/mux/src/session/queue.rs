@@ -80,12 +80,18 @@ impl<T> InlineQueue<T> {
 
     /// Empty, the overflow buffer kept. An empty queue (the common case:
     /// a finished stream's) is one test: `rest` is empty whenever `first`
-    /// is, so there is nothing to drop.
-    #[inline]
+    /// is, so there is nothing to drop. Only that test is inline, always:
+    /// left to the compiler the whole was a call (13 instructions for the
+    /// test, twice per call).
+    #[inline(always)]
     pub(crate) fn clear(&mut self) {
-        if self.first.is_none() {
-            return;
+        if self.first.is_some() {
+            self.clear_items();
         }
+    }
+
+    #[inline(never)]
+    fn clear_items(&mut self) {
         self.first = None;
         if let Some(rest) = &mut self.rest {
             rest.clear();

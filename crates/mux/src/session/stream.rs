@@ -252,6 +252,21 @@ pub(crate) struct StreamWakers {
     pub(crate) send: Option<std::task::Waker>,
 }
 
+impl StreamWakers {
+    /// No waker any more. Each slot is tested first: assigning `None`
+    /// over it drops in place, which was a call even when it held none
+    /// (the common case: a released stream's wakers are already gone).
+    #[inline(always)]
+    pub(crate) fn clear(&mut self) {
+        if self.recv.is_some() {
+            self.recv = None;
+        }
+        if self.send.is_some() {
+            self.send = None;
+        }
+    }
+}
+
 impl StreamState {
     pub(crate) fn new(remote: bool, send_window: u32, recv_window: RecvWindow) -> StreamState {
         StreamState {
@@ -281,7 +296,9 @@ impl StreamState {
 
     /// Back to [`new`](Self::new)'s state, in place (a recycled box: see
     /// `StreamTable`). Every field is named, so a field added later cannot
-    /// be left over from the previous stream.
+    /// be left over from the previous stream. Always inline: it runs once
+    /// per stream and side, from one place (`StreamTable`'s recycling).
+    #[inline(always)]
     pub(crate) fn renew(&mut self, remote: bool, send_window: u32, recv_window: RecvWindow) {
         let StreamState {
             // Set by `start`, below.
@@ -321,7 +338,7 @@ impl StreamState {
         *buffered = 0;
         *failed = None;
         *progress = Progress::default();
-        *wakers = StreamWakers::default();
+        wakers.clear();
         self.start(remote, send_window, recv_window);
     }
 
@@ -421,10 +438,10 @@ impl StreamState {
     /// The application let go of the handle: no task to wake any more (the
     /// wakers go; the stream itself may stay a while, draining), nothing
     /// more will be read. What the session must do about it is returned.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn release_handle(&mut self) -> Released {
         let was = std::mem::replace(&mut self.handle, Handle::Released);
-        self.wakers = StreamWakers::default();
+        self.wakers.clear();
         let dropped = self.clear_recv();
         Released {
             was,

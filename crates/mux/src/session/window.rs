@@ -153,15 +153,32 @@ impl RecvWindow {
     /// `WINDOW_UPDATE` is returned.
     #[inline]
     pub(crate) fn consume(&mut self, n: u32, target: u32) -> Option<u32> {
-        self.unacked += n;
-        if self.unacked < self.size / 2 {
+        if self.hold(n) {
             return None;
         }
+        Some(self.grant(target))
+    }
+
+    /// [`consume`](Self::consume)'s first half: counts `n` consumed bytes
+    /// and says whether they stay unannounced (less than half the window
+    /// is consumed), so a caller can test that before it works out the
+    /// `target` of a [`grant`](Self::grant).
+    #[inline(always)]
+    pub(crate) fn hold(&mut self, n: u32) -> bool {
+        self.unacked += n;
+        self.unacked < self.size / 2
+    }
+
+    /// [`consume`](Self::consume)'s second half, once [`hold`](Self::hold)
+    /// said no: everything consumed is granted back, with the window
+    /// raised to `target` if that is larger; returns the increment.
+    #[inline]
+    pub(crate) fn grant(&mut self, target: u32) -> u32 {
         let growth = target.saturating_sub(self.size);
         self.size += growth;
         let inc = std::mem::take(&mut self.unacked) + growth;
         self.credit += inc;
-        Some(inc)
+        inc
     }
 }
 
