@@ -62,10 +62,11 @@ fn run_inline<T>(
 where
     T: Future<Output = ()> + Send + 'static,
 {
-    let mut pooled = pool.start(call, make);
-    match Pin::new(&mut pooled).poll(cx) {
-        std::task::Poll::Ready(()) => None,
-        std::task::Poll::Pending => Some(Box::pin(pooled)),
+    let mut filled = pool.start(call, make);
+    match filled.poll(cx) {
+        // Its slot goes back as `filled` is dropped.
+        Poll::Ready(()) => None,
+        Poll::Pending => Some(Box::pin(filled.into_pooled())),
     }
 }
 
