@@ -33,7 +33,7 @@ use crate::server::context::{CallCell, CancelSignal, Finished};
 use crate::server::middleware::Hold;
 use crate::server::mismatch;
 use crate::server::pool::Pool;
-use crate::server::request::unary_request;
+use crate::server::request::{read_request, taken_whole};
 use crate::server::route::Shape;
 use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
 use crate::server::streams::{Closed, Slot};
@@ -436,7 +436,12 @@ where
             // reference: moved into the deadline's and the layers' wrappers,
             // it was copied whole at each of them, handler's future included.
             let work = pin!(async {
-                let req = unary_request(&mut stream, request, max).await;
+                // The usual request, whole in what the accept took, is
+                // taken without a reader's future to build and poll.
+                let req = match taken_whole(request, max) {
+                    Ok(req) => Ok(req),
+                    Err(taken) => read_request(&mut stream, taken, max).await,
+                };
                 let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
                 guard.meter.received(req.len());
                 let req = Req::decode(req)?;
