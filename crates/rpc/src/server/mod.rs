@@ -18,6 +18,7 @@
 
 pub(crate) mod call;
 pub(crate) mod context;
+pub(crate) mod end;
 pub mod middleware;
 pub(crate) mod mismatch;
 pub(crate) mod open;
