@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::Bytes;
-use tokio::time::Instant;
 use weft_mux::{Stream, StreamError};
 
 use crate::codec::Framed;
@@ -193,8 +192,9 @@ pub(crate) struct ServerCall {
     /// The caller's whole side, when the accept took it with the stream
     /// (a request in the `OPEN` that ended it): read before the stream.
     pub(crate) request: Option<Bytes>,
+    /// The call's context; its deadline is the call's (not kept twice:
+    /// every byte here is copied a few times per call).
     pub(crate) ctx: Context,
-    pub(crate) deadline: Option<Instant>,
     pub(crate) max: usize,
     pub(crate) guard: CallGuard,
     /// The server's layers, when it has some: they see the final status
@@ -338,11 +338,11 @@ where
         mut stream,
         request,
         ctx,
-        deadline,
         max,
         mut guard,
         hold,
     } = call;
+    let deadline = ctx.deadline();
     async move {
         let result = {
             // Built where it stays (pinned in this future) and wrapped by
@@ -438,11 +438,11 @@ where
         stream,
         request,
         ctx,
-        deadline,
         max,
         mut guard,
         hold,
     } = call;
+    let deadline = ctx.deadline();
     async move {
         let slot = Slot::serving(stream, guard.cell.clone());
         let result = {
@@ -549,7 +549,6 @@ mod tests {
             stream,
             request: None,
             ctx,
-            deadline: None,
             max: 1 << 20,
             guard: CallGuard::new(cell, CallMeter::OFF),
             hold: Hold::default(),

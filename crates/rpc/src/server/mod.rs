@@ -313,7 +313,6 @@ impl Server {
             stream,
             request,
             ctx,
-            deadline,
             max: self.max_message,
             guard: CallGuard::new(cell, meters.start(route_id, &route.name)),
             hold: Default::default(),
