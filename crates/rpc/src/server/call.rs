@@ -352,10 +352,12 @@ where
                 // The usual request, whole in what the accept took, is
                 // taken without a reader's future to build and poll.
                 let req = match taken_whole(request, max) {
-                    Ok(req) => Ok(req),
-                    Err(taken) => read_request(&mut stream, taken, max).await,
+                    Ok(req) => req,
+                    Err(taken) => {
+                        let read = read_request(&mut stream, taken, max).await;
+                        read.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?
+                    }
                 };
-                let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
                 guard.meter.received(req.len());
                 let req = Req::decode(req)?;
                 let mut handler = pin!(call_handler(|| f(ctx, req))?);
