@@ -100,22 +100,18 @@ impl Pool {
     where
         T: Future<Output = ()> + Send + 'static,
     {
-        let mut slot = self
-            .idle::<T>()
-            .and_then(Idle::take)
-            .unwrap_or_else(|| Box::pin(None));
+        let idle = self.idle::<T>();
+        let mut slot = idle.and_then(Idle::take).unwrap_or_else(|| Box::pin(None));
         slot.set(Some(make(input)));
         Filled {
             slot: Some(slot),
             pool: self,
+            idle,
         }
     }
 
-    fn put_back<T: Send + 'static>(&self, mut slot: Slot<T>) {
-        slot.set(None);
-        if let Some(idle) = self.idle::<T>() {
-            idle.put(slot);
-        }
+    fn put_back<T: Send + 'static>(&self, slot: Slot<T>) {
+        put_back(self.idle::<T>(), slot);
     }
 
     #[cfg(test)]
@@ -130,12 +126,24 @@ impl Pool {
     }
 }
 
+/// Drops the future in `slot` and keeps the slot in `idle`, if its type
+/// is the pool's.
+fn put_back<T: Send + 'static>(idle: Option<&Idle<T>>, mut slot: Slot<T>) {
+    slot.set(None);
+    if let Some(idle) = idle {
+        idle.put(slot);
+    }
+}
+
 /// A call future in a slot lent by its pool, polled where it was built;
 /// the slot goes back when it is dropped, unless it became a [`Pooled`]
 /// future first.
 pub(crate) struct Filled<'p, T: Send + 'static> {
     slot: Option<Slot<T>>,
     pool: &'p Arc<Pool>,
+    /// The pool's slots of this type, found once as the slot was taken
+    /// (not looked up again, type check included, to give it back).
+    idle: Option<&'p Idle<T>>,
 }
 
 impl<T: Future<Output = ()> + Send + 'static> Filled<'_, T> {
@@ -159,7 +167,7 @@ impl<T: Future<Output = ()> + Send + 'static> Filled<'_, T> {
 impl<T: Send + 'static> Drop for Filled<'_, T> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            self.pool.put_back(slot);
+            put_back(self.idle, slot);
         }
     }
 }
