@@ -228,6 +228,7 @@ pub(crate) fn connection_span(peer: &PeerInfo) -> Span {
 /// With no subscriber this is one relaxed load ([`listening`]) and `None`:
 /// no span is made (not even a disabled one, for the caller to check and
 /// drop), the metadata is not read at all.
+#[inline]
 pub(crate) fn server_span(
     meta: &Metadata,
     peer: &PeerInfo,
@@ -236,6 +237,17 @@ pub(crate) fn server_span(
     if !listening(Level::INFO) {
         return None;
     }
+    Some(make_server_span(meta, peer, stream_id))
+}
+
+/// [`server_span`] past its check, out of line: the check is all that
+/// runs per call with no subscriber.
+#[inline(never)]
+fn make_server_span(
+    meta: &Metadata,
+    peer: &PeerInfo,
+    stream_id: u32,
+) -> (Span, Option<TraceContext>) {
     let span = tracing::span!(
         Level::INFO,
         "rpc.server",
@@ -251,7 +263,7 @@ pub(crate) fn server_span(
         parent_id = field::Empty,
     );
     if span.is_disabled() {
-        return Some((span, None));
+        return (span, None);
     }
     let (service, method) = split(meta.method().unwrap_or(""));
     span.record("rpc.service", service);
@@ -259,7 +271,7 @@ pub(crate) fn server_span(
     let parent = incoming(meta);
     let own = parent.map_or_else(TraceContext::root, |p| p.child());
     record_ids(&span, &own, parent.map(|p| p.span_id));
-    Some((span, Some(own)))
+    (span, Some(own))
 }
 
 /// Records a server call's outcome on the current span (its own), and
@@ -268,10 +280,17 @@ pub(crate) fn server_span(
 /// Nothing is looked up unless a subscriber listens at `WARN` or finer
 /// ([`listening`]): finding the current span costs a thread-local access
 /// and a dispatcher call, a few dozen instructions per call.
+#[inline]
 pub(crate) fn server_finished(status: &Status) {
-    if !listening(Level::WARN) {
-        return;
+    if listening(Level::WARN) {
+        record_finished(status);
     }
+}
+
+/// [`server_finished`] past its check, out of line: the check is all
+/// that runs per call with no subscriber.
+#[inline(never)]
+fn record_finished(status: &Status) {
     let span = Span::current();
     if span.is_disabled() {
         return;

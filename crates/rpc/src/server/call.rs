@@ -19,9 +19,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::Bytes;
-use tokio::time::Instant;
-use weft_frame::Metadata;
-use weft_mux::Stream;
+use weft_mux::{Stream, StreamError};
 
 use crate::codec::Framed;
 use crate::codec::message::{Decode, Encode};
@@ -30,14 +28,15 @@ use crate::observe;
 use crate::observe::meter::CallMeter;
 use crate::server::context::Context;
 use crate::server::context::{CallCell, CancelSignal, Finished};
+use crate::server::end::{End, respond};
 use crate::server::middleware::Hold;
 use crate::server::mismatch;
 use crate::server::pool::Pool;
-use crate::server::request::unary_request;
+use crate::server::request::{read_request, taken_whole};
 use crate::server::route::Shape;
 use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
 use crate::server::streams::{Closed, Slot};
-use crate::status::{Code, Status};
+use crate::status::Status;
 use crate::within::within_as;
 
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -62,10 +61,11 @@ fn run_inline<T>(
 where
     T: Future<Output = ()> + Send + 'static,
 {
-    let mut pooled = pool.start(call, make);
-    match Pin::new(&mut pooled).poll(cx) {
-        std::task::Poll::Ready(()) => None,
-        std::task::Poll::Pending => Some(Box::pin(pooled)),
+    let mut filled = pool.start(call, make);
+    match filled.poll(cx) {
+        // Its slot goes back as `filled` is dropped.
+        Poll::Ready(()) => None,
+        Poll::Pending => Some(Box::pin(filled.into_pooled())),
     }
 }
 
@@ -192,8 +192,9 @@ pub(crate) struct ServerCall {
     /// The caller's whole side, when the accept took it with the stream
     /// (a request in the `OPEN` that ended it): read before the stream.
     pub(crate) request: Option<Bytes>,
+    /// The call's context; its deadline is the call's (not kept twice:
+    /// every byte here is copied a few times per call).
     pub(crate) ctx: Context,
-    pub(crate) deadline: Option<Instant>,
     pub(crate) max: usize,
     pub(crate) guard: CallGuard,
     /// The server's layers, when it has some: they see the final status
@@ -286,116 +287,39 @@ fn call_handler<R>(f: impl FnOnce() -> R) -> Result<R, Status> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked())
 }
 
-/// Resolves with `CANCELLED` (or `UNAVAILABLE`) once the caller resets the
-/// stream or the connection dies; used after the request has been read.
-/// The mux wakes it when the reset arrives: no polling.
-async fn watch_reset(stream: &mut Stream) -> Status {
-    let e = poll_fn(|cx| stream.poll_reset(cx)).await;
-    wire::from_stream(&e)
+/// Polls a running handler, then (only while it is pending) whether its
+/// caller went away: the handler's result (`INTERNAL` if it panicked), or
+/// `CANCELLED` (or `UNAVAILABLE`) once the caller resets the stream or the
+/// connection dies, as `reset` reports; used after the request has been
+/// read. The mux wakes the call when the reset arrives: no polling.
+///
+/// One poll function over the pinned handler: a `tokio::select!` over
+/// `catch(handler)` and an `async fn` watching the stream nested three
+/// state machines, each polled through, in every call's one poll (about
+/// 28 instructions per call more).
+fn poll_until_reset<T>(
+    handler: Pin<&mut impl Future<Output = Result<T, Status>>>,
+    cx: &mut std::task::Context<'_>,
+    reset: impl FnOnce(&mut std::task::Context<'_>) -> Poll<StreamError>,
+) -> Poll<Result<T, Status>> {
+    match catch_unwind(AssertUnwindSafe(|| handler.poll(cx))) {
+        Ok(Poll::Pending) => reset(cx).map(|e| Err(wire::from_stream(&e))),
+        Ok(ready) => ready,
+        Err(_) => Poll::Ready(Err(panicked())),
+    }
 }
 
-/// Like [`watch_reset`], for a streaming call whose stream sits in `slot`.
+/// The reset watch of a streaming call whose stream sits in `slot`.
 /// While the handler has it out (sending) the handler sees a reset itself;
 /// this task is polled again whenever the handler makes progress, so the
 /// watch resumes once the stream is back.
-async fn watch_slot(slot: &Slot) -> Status {
-    let e = poll_fn(|cx| {
-        let Some(mut stream) = slot.take() else {
-            return Poll::Pending;
-        };
-        let polled = stream.poll_reset(cx);
-        slot.put(stream);
-        polled
-    })
-    .await;
-    wire::from_stream(&e)
-}
-
-/// Whether an outcome means the call was cut short (fires the signal).
-fn cut_short(status: &Status) -> bool {
-    matches!(status.code(), Code::DEADLINE_EXCEEDED | Code::CANCELLED)
-}
-
-/// The status of a call that succeeded.
-static OK: Status = Status::ok();
-
-/// Sends the call's one response message and its OK trailers, or its
-/// error status (after the server's layers saw it, if it has some);
-/// records whether the call ended cleanly.
-async fn respond(
-    stream: &mut Stream,
-    mut result: Result<Option<Framed>, Status>,
-    guard: &mut CallGuard,
-    hold: &Hold,
-) {
-    if hold.is_held() {
-        result = hold.settle(result).await;
-    }
-    let status = match &result {
-        Ok(_) => &OK,
-        Err(status) => status,
+fn poll_slot_reset(slot: &Slot, cx: &mut std::task::Context<'_>) -> Poll<StreamError> {
+    let Some(mut stream) = slot.take() else {
+        return Poll::Pending;
     };
-    observe::server_finished(status);
-    // Counted while the meter runs: a finished meter counts nothing.
-    if let Ok(Some(framed)) = &result {
-        guard.meter.sent(framed);
-    }
-    guard.meter.finish(status.code());
-    // What the end sends, built before its one await (so the call's
-    // future holds none of it): the handler's headers, if they have not
-    // gone with a streamed message, and its trailers (none allocates
-    // nothing).
-    let (message, trailers, cut) = {
-        let (headers, extra) = guard.finish();
-        match result {
-            Ok(Some(framed)) => {
-                let h = (!headers.is_empty()).then(|| wire::headers(&headers));
-                (Some((framed, h)), ok_trailers(&extra), false)
-            }
-            // No message: headers not sent yet join the trailers (gRPC's
-            // "trailers-only" response).
-            Ok(None) => (None, ok_trailers(&join(headers, extra)), false),
-            Err(status) => {
-                tracing::debug!(id = stream.id(), %status, "call failed");
-                let t = wire::trailers_with(&status, &join(headers, extra));
-                (None, t, cut_short(&status))
-            }
-        }
-    };
-    let sent = match message {
-        // The usual end, one frame: sent from here, not through
-        // `wire::send`, whose state machine would nest in this one.
-        Some((Framed::One(b), None)) => stream.send_with_metadata(trailers, b, true).await.is_ok(),
-        Some((framed, None)) => wire::send(stream, framed, Some(trailers)).await.is_ok(),
-        Some((framed, Some(h))) => {
-            let sent = wire::send_headed(stream, framed, h, Some(trailers)).await;
-            sent.is_ok()
-        }
-        None => wire::end(stream, trailers).await.is_ok(),
-    };
-    guard.clean = sent && !cut;
-}
-
-/// The trailers of a call that succeeded, with the handler's entries.
-#[inline]
-fn ok_trailers(extra: &[crate::options::Entry]) -> Metadata {
-    if extra.is_empty() {
-        // The usual end, without the general builder's checks.
-        return Metadata::ok_status();
-    }
-    wire::trailers_with(&OK, extra)
-}
-
-/// Headers then trailers, for a call whose end carries both.
-fn join(
-    mut headers: Vec<crate::options::Entry>,
-    trailers: Vec<crate::options::Entry>,
-) -> Vec<crate::options::Entry> {
-    if headers.is_empty() {
-        return trailers;
-    }
-    headers.extend(trailers);
-    headers
+    let polled = stream.poll_reset(cx);
+    slot.put(stream);
+    polled
 }
 
 /// A unary call. A plain function returning the future, the call taken
@@ -414,27 +338,33 @@ where
         mut stream,
         request,
         ctx,
-        deadline,
         max,
         mut guard,
         hold,
     } = call;
+    let deadline = ctx.deadline();
     async move {
         let result = {
             // Built where it stays (pinned in this future) and wrapped by
             // reference: moved into the deadline's and the layers' wrappers,
             // it was copied whole at each of them, handler's future included.
             let work = pin!(async {
-                let req = unary_request(&mut stream, request, max).await;
-                let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?;
+                // The usual request, whole in what the accept took, is
+                // taken without a reader's future to build and poll.
+                let req = match taken_whole(request, max) {
+                    Ok(req) => req,
+                    Err(taken) => {
+                        let read = read_request(&mut stream, taken, max).await;
+                        read.map_err(|e| mismatch::one_request(e, ctx.method(), Shape::Unary))?
+                    }
+                };
                 guard.meter.received(req.len());
                 let req = Req::decode(req)?;
-                let handler = catch(call_handler(|| f(ctx, req))?);
-                tokio::select! {
-                    biased;
-                    resp = handler => resp?.encode(max).map(Some),
-                    gone = watch_reset(&mut stream) => Err(gone),
-                }
+                let mut handler = pin!(call_handler(|| f(ctx, req))?);
+                let polled = |cx: &mut std::task::Context<'_>| {
+                    poll_until_reset(handler.as_mut(), cx, |cx| stream.poll_reset(cx))
+                };
+                poll_fn(polled).await?.encode(max).map(Some)
             });
             // The timer pinned where it is built too: handed to `cut` by
             // value, it (a timer entry, a few hundred bytes) was copied
@@ -442,7 +372,20 @@ where
             let timed = pin!(within_as(deadline, work, IN_HANDLER));
             hold.cut(timed).await
         };
-        respond(&mut stream, result, &mut guard, &hold).await;
+        // `respond`'s steps, here so that the usual end (one frame) is
+        // sent from this future rather than through one more of its own,
+        // nor through `End::send`'s dispatch (each measured about 100
+        // instructions per call more in the release build).
+        let result = match hold.is_held() {
+            true => hold.settle(result).await,
+            false => result,
+        };
+        let (end, cut) = End::of(stream.id(), result, &mut guard);
+        let sent = match end {
+            End::One(b, trailers) => stream.send_with_metadata(trailers, b, true).await.is_ok(),
+            end => end.send(&mut stream).await,
+        };
+        guard.clean = sent && !cut;
         // Ended here, as the async fn's locals were (a captured value
         // would live until the future is dropped), in their order.
         #[allow(clippy::drop_non_drop)] // reason: `Hold` has a `Drop` with feature `tower`
@@ -497,11 +440,11 @@ where
         stream,
         request,
         ctx,
-        deadline,
         max,
         mut guard,
         hold,
     } = call;
+    let deadline = ctx.deadline();
     async move {
         let slot = Slot::serving(stream, guard.cell.clone());
         let result = {
@@ -534,12 +477,11 @@ where
         let req = req.map_err(|e| mismatch::one_request(e, ctx.method(), shape))?;
         let req = Req::decode(req)?;
         let sink = ResponseSink::new(slot.clone(), max);
-        let handler = catch(call_handler(|| f(ctx, req, sink))?);
-        tokio::select! {
-            biased;
-            r = handler => r.map(|()| None),
-            gone = watch_slot(&slot) => Err(gone),
-        }
+        let mut handler = pin!(call_handler(|| f(ctx, req, sink))?);
+        let polled = |cx: &mut std::task::Context<'_>| {
+            poll_until_reset(handler.as_mut(), cx, |cx| poll_slot_reset(&slot, cx))
+        };
+        poll_fn(polled).await.map(|()| None)
     })
 }
 
@@ -577,16 +519,17 @@ mod tests {
 
     /// A unary call's future is built, then copied into its pooled slot,
     /// for every call: its size is paid per call. This debug build
-    /// measures 1,024 bytes since a call's entry is one `Arc` (1,056
-    /// with the connection's table and the call's key in it); 1,136
-    /// while `unary` was an `async fn` holding its call twice.
+    /// measures 784 bytes since the call's end is built before its send
+    /// and sent from this future; 1,024 while the end was an `async fn`
+    /// (and the request's read another); 1,136 while `unary` was an
+    /// `async fn` holding its call twice.
     #[tokio::test]
     async fn a_unary_call_future_stays_small() {
         let (call, _out) = a_call().await;
         let fut = unary(call, |_ctx, req: Bytes| async move { Ok::<_, Status>(req) });
         let size = size_of_val(&fut);
         println!("unary call future: {size} bytes");
-        assert!(size <= 1088, "{size} bytes");
+        assert!(size <= 848, "{size} bytes");
     }
 
     /// The parts of a served call, for the size tests.
@@ -608,7 +551,6 @@ mod tests {
             stream,
             request: None,
             ctx,
-            deadline: None,
             max: 1 << 20,
             guard: CallGuard::new(cell, CallMeter::OFF),
             hold: Hold::default(),
@@ -618,15 +560,16 @@ mod tests {
 
     /// A streaming call's future is held (pooled) for the call's life, so
     /// its size is memory per open stream. This debug build measures
-    /// 1,344 bytes for a bidi call (1,360 with the connection's table and
-    /// the call's key in its entry); 1,920 while `streaming` and each
-    /// shape's runner were `async fn`s holding the call twice.
+    /// 1,152 bytes for a bidi call since the end's send future is built
+    /// from its parts; 1,328 while the end was an `async fn`; 1,920 while
+    /// `streaming` and each shape's runner were `async fn`s holding the
+    /// call twice.
     #[tokio::test]
     async fn a_streaming_call_future_stays_small() {
         let (call, _out) = a_call().await;
         let fut = bidi(call, |_ctx, _s| async move { Ok::<_, Status>(()) });
         let size = size_of_val(&fut);
         println!("bidi call future: {size} bytes");
-        assert!(size <= 1408, "{size} bytes");
+        assert!(size <= 1216, "{size} bytes");
     }
 }

@@ -18,6 +18,7 @@
 
 pub(crate) mod call;
 pub(crate) mod context;
+pub(crate) mod end;
 pub mod middleware;
 pub(crate) mod mismatch;
 pub(crate) mod open;
@@ -312,7 +313,6 @@ impl Server {
             stream,
             request,
             ctx,
-            deadline,
             max: self.max_message,
             guard: CallGuard::new(cell, meters.start(route_id, &route.name)),
             hold: Default::default(),

@@ -88,26 +88,30 @@ impl Pool {
     /// future is a kilobyte or more, and each move of it is a `memcpy`.
     /// Its input is passed apart from `make` for the same reason: a
     /// closure capturing it would be one more copy of it.
-    pub(crate) fn start<A, T>(self: &Arc<Pool>, input: A, make: impl FnOnce(A) -> T) -> Pooled<T>
+    ///
+    /// The slot is lent, not yet a [`Pooled`] future: most calls finish
+    /// in their first poll and never need one (nor its reference to the
+    /// pool, an `Arc` count up and down per call).
+    pub(crate) fn start<A, T>(
+        self: &Arc<Pool>,
+        input: A,
+        make: impl FnOnce(A) -> T,
+    ) -> Filled<'_, T>
     where
         T: Future<Output = ()> + Send + 'static,
     {
-        let mut slot = self
-            .idle::<T>()
-            .and_then(Idle::take)
-            .unwrap_or_else(|| Box::pin(None));
+        let idle = self.idle::<T>();
+        let mut slot = idle.and_then(Idle::take).unwrap_or_else(|| Box::pin(None));
         slot.set(Some(make(input)));
-        Pooled {
+        Filled {
             slot: Some(slot),
-            pool: self.clone(),
+            pool: self,
+            idle,
         }
     }
 
-    fn put_back<T: Send + 'static>(&self, mut slot: Slot<T>) {
-        slot.set(None);
-        if let Some(idle) = self.idle::<T>() {
-            idle.put(slot);
-        }
+    fn put_back<T: Send + 'static>(&self, slot: Slot<T>) {
+        put_back(self.idle::<T>(), slot);
     }
 
     #[cfg(test)]
@@ -119,6 +123,52 @@ impl Pool {
         let n = usize::from(last.is_some()) + idle.rest().len();
         idle.last.store(last);
         n
+    }
+}
+
+/// Drops the future in `slot` and keeps the slot in `idle`, if its type
+/// is the pool's.
+fn put_back<T: Send + 'static>(idle: Option<&Idle<T>>, mut slot: Slot<T>) {
+    slot.set(None);
+    if let Some(idle) = idle {
+        idle.put(slot);
+    }
+}
+
+/// A call future in a slot lent by its pool, polled where it was built;
+/// the slot goes back when it is dropped, unless it became a [`Pooled`]
+/// future first.
+pub(crate) struct Filled<'p, T: Send + 'static> {
+    slot: Option<Slot<T>>,
+    pool: &'p Arc<Pool>,
+    /// The pool's slots of this type, found once as the slot was taken
+    /// (not looked up again, type check included, to give it back).
+    idle: Option<&'p Idle<T>>,
+}
+
+impl<T: Future<Output = ()> + Send + 'static> Filled<'_, T> {
+    /// Polls the future (once finished, it is not polled again).
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self.slot.as_mut().and_then(|s| s.as_mut().as_pin_mut()) {
+            Some(fut) => fut.poll(cx),
+            None => Poll::Ready(()),
+        }
+    }
+
+    /// The future as one to spawn, its slot going back when it completes.
+    pub(crate) fn into_pooled(mut self) -> Pooled<T> {
+        Pooled {
+            slot: self.slot.take(),
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Filled<'_, T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            put_back(self.idle, slot);
+        }
     }
 }
 
@@ -188,10 +238,14 @@ mod tests {
         }
     }
 
-    fn addr(p: &Pooled<Job>) -> usize {
-        p.slot
-            .as_ref()
+    fn addr(slot: &Option<Slot<Job>>) -> usize {
+        slot.as_ref()
             .map_or(0, |s| &**s as *const Option<Job> as usize)
+    }
+
+    /// Polls `f` once.
+    async fn poll_once(mut f: impl FnMut(&mut Context<'_>) -> Poll<()>) -> Poll<()> {
+        std::future::poll_fn(|cx| Poll::Ready(f(cx))).await
     }
 
     #[tokio::test]
@@ -202,27 +256,39 @@ mod tests {
             drops: drops.clone(),
             wait,
         };
-        let first = pool.start(false, job);
-        let ptr = addr(&first);
-        first.await;
+        // Finished in its first poll, where it was built: the slot goes
+        // back as the lent slot is dropped.
+        let mut first = pool.start(false, job);
+        let ptr = addr(&first.slot);
+        assert!(poll_once(|cx| first.poll(cx)).await.is_ready());
+        drop(first);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(pool.idle_count::<Job>(), 1);
-        // The next call of the same type reuses the slot.
+        // The next call of the same type reuses the slot, and a future
+        // handed on to be spawned returns it as it completes.
         let second = pool.start(false, job);
-        assert_eq!(addr(&second), ptr);
+        assert_eq!(addr(&second.slot), ptr);
         assert_eq!(pool.idle_count::<Job>(), 0);
+        let second = second.into_pooled();
+        assert_eq!(addr(&second.slot), ptr);
         second.await;
-        // Dropped while pending: the future is dropped, the slot kept.
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        assert_eq!(pool.idle_count::<Job>(), 1);
+        // Pending in its first poll, then dropped as a spawned future:
+        // the future is dropped, the slot kept.
         let mut third = pool.start(true, job);
-        let pending =
-            std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut third).poll(cx).is_pending()))
-                .await;
-        assert!(pending);
+        assert!(poll_once(|cx| third.poll(cx)).await.is_pending());
+        let mut third = third.into_pooled();
+        assert!(
+            poll_once(|cx| Pin::new(&mut third).poll(cx))
+                .await
+                .is_pending()
+        );
         drop(third);
         assert_eq!(drops.load(Ordering::SeqCst), 3);
         assert_eq!(pool.idle_count::<Job>(), 1);
         // A different future type in the same pool still runs (unpooled).
-        pool.start((), std::future::ready).await;
+        pool.start((), std::future::ready).into_pooled().await;
         assert_eq!(pool.idle_count::<Job>(), 1);
         // The idle list is bounded.
         let many: Vec<_> = (0..MAX_IDLE + 10).map(|_| pool.start(true, job)).collect();

@@ -151,7 +151,7 @@ pub(crate) fn serve(
     call.hold = Hold::new(gate.clone());
     let ctx = Context::for_call(
         name,
-        call.deadline,
+        call.ctx.deadline(),
         peer.clone(),
         call.ctx.metadata().clone(),
         call.guard.cell.clone(),
