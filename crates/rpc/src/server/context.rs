@@ -1,7 +1,7 @@
 //! What a handler knows about its call: method, deadline, peer, metadata,
 //! and a cancellation signal.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -300,8 +300,7 @@ impl CancelSignal {
 /// context kept past its call) is left to its holders, and the next call
 /// gets a new one. Only the serving task touches this; calls reach their
 /// cells through their own `Arc`s, so there is nothing to model beyond
-/// `Arc`, `Mutex` and the one compare-exchange deciding who of a handle
-/// and the call's end uses an entry first ([`Touch`]).
+/// `Arc` and `Mutex` themselves.
 ///
 /// A table of every live call under one lock, entered and left by each
 /// call, cost two lock round trips and a slot search per call (about 200
@@ -317,13 +316,7 @@ impl Calls {
     pub(crate) fn begin(&mut self) -> Arc<CallCell> {
         match self.last.as_mut().and_then(Arc::get_mut) {
             Some(free) => {
-                let touch = std::mem::replace(free.touch.get_mut(), Touch::FRESH);
-                let state = free.state.get_mut().unwrap_or_else(|e| e.into_inner());
-                // An entry no handle used is still live and empty, ended
-                // or not: only one a handle used is renewed (and dropped).
-                if touch == Touch::TOUCHED || matches!(state, CallState::Over) {
-                    *state = CallState::default();
-                }
+                *free.state.get_mut().unwrap_or_else(|e| e.into_inner()) = CallState::default();
             }
             // Still held (or the first call): the holders keep theirs.
             None => self.last = Some(Arc::default()),
@@ -334,35 +327,9 @@ impl Calls {
 
 /// One call's entry: its cancellation signal, once asked for, and the
 /// headers and trailers its handler set, until the call ends.
-///
-/// Most calls never touch their entry (no header, trailer or signal), so
-/// ending one takes no lock: [`Touch`] says whether a handle has, and
-/// the end claims an untouched entry by one atomic swap of it.
 #[derive(Debug, Default)]
 pub(crate) struct CallCell {
-    touch: AtomicU8,
     state: Mutex<CallState>,
-}
-
-/// Whether a call's handles have used its entry (the values of
-/// [`CallCell`]'s `touch`): who gets there first of a handle and the end.
-///
-/// A handle moves `FRESH` to `TOUCHED` under the entry's lock before it
-/// uses it; the end moves `FRESH` to `OVER` without the lock, or, once it
-/// is `TOUCHED`, takes the lock, then the entry, and stores `OVER`. A
-/// handle that finds `OVER` (before or under the lock) finds the call
-/// over. The compare-exchange decides a race between the two: a handle
-/// that lost it never touches the entry, and an end that lost it waits
-/// for the lock, behind the handle's use.
-struct Touch;
-
-impl Touch {
-    /// No handle has used the entry: it is live and empty.
-    const FRESH: u8 = 0;
-    /// A handle has: the entry is under the lock.
-    const TOUCHED: u8 = 1;
-    /// The call ended.
-    const OVER: u8 = 2;
 }
 
 /// Whether a call is still on: once it ended, its handles find it over (a
@@ -417,42 +384,17 @@ impl CallCell {
 
     /// The call's entry while it is live.
     fn with_live<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Option<R> {
-        let mut state = self.lock();
-        let claimed = self.touch.compare_exchange(
-            Touch::FRESH,
-            Touch::TOUCHED,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        if claimed == Err(Touch::OVER) {
-            return None;
-        }
-        match &mut *state {
+        match &mut *self.lock() {
             CallState::Live(live) => Some(f(live)),
             CallState::Over => None,
         }
     }
 
-    /// The call's entry, taken: the call is over from here. An entry no
-    /// handle touched is empty: nothing is taken, no lock either.
+    /// The call's entry, taken: the call is over from here.
     fn take(&self) -> Option<Live> {
-        let ended = self.touch.compare_exchange(
-            Touch::FRESH,
-            Touch::OVER,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        match ended {
-            Ok(_) => Some(Live::default()),
-            Err(Touch::OVER) => None,
-            Err(_) => {
-                let mut state = self.lock();
-                self.touch.store(Touch::OVER, Ordering::Release);
-                match std::mem::replace(&mut *state, CallState::Over) {
-                    CallState::Live(live) => Some(live),
-                    CallState::Over => None,
-                }
-            }
+        match std::mem::replace(&mut *self.lock(), CallState::Over) {
+            CallState::Live(live) => Some(live),
+            CallState::Over => None,
         }
     }
 
@@ -520,7 +462,7 @@ impl CallCell {
     /// Whether the call is over.
     #[cfg(test)]
     pub(crate) fn is_over(&self) -> bool {
-        self.touch.load(Ordering::Acquire) == Touch::OVER
+        matches!(*self.lock(), CallState::Over)
     }
 }
 
@@ -606,51 +548,6 @@ mod tests {
         let end = third.finish();
         assert!(end.headers.is_empty() && end.trailers.is_empty(), "{end:?}");
         third.end(true);
-    }
-
-    /// A call whose handles never used its entry ends without its lock
-    /// (see `Touch`); its handles still find it over afterwards, and its
-    /// reused cell is live and empty for the next call.
-    #[test]
-    fn an_untouched_entry_ends_over_and_is_reused_empty() {
-        const K: Key<weft_frame::metadata::Ascii> = Key::from_static("k");
-        let mut calls = Calls::default();
-        let cell = calls.begin();
-        let ctx = Context::for_test(&cell);
-        let end = cell.finish();
-        assert!(end.headers.is_empty() && end.trailers.is_empty() && end.signal.is_none());
-        assert!(cell.is_over());
-        // Too late: dropped, and the call reads as cancelled.
-        ctx.set_trailer(&K, "late").unwrap();
-        ctx.set_header(&K, "late").unwrap();
-        assert!(ctx.cancellation().is_cancelled());
-        assert!(cell.finish().trailers.is_empty(), "ended once only");
-        let at = Arc::as_ptr(&cell);
-        drop((ctx, cell));
-        let next = calls.begin();
-        assert_eq!(Arc::as_ptr(&next), at, "the free cell is reused");
-        assert!(!next.is_over(), "live again");
-        let ctx = Context::for_test(&next);
-        assert!(!ctx.cancellation().is_cancelled());
-        ctx.set_trailer(&K, "v").unwrap();
-        let end = next.finish();
-        assert_eq!(end.trailers.len(), 1, "{end:?}");
-        assert!(end.headers.is_empty(), "{end:?}");
-    }
-
-    /// A handle racing the call's end on another thread: a header it was
-    /// told went in is in the end, and one refused is not.
-    #[test]
-    fn a_header_racing_the_end_is_either_in_it_or_refused() {
-        for _ in 0..2_000 {
-            let cell = Arc::new(CallCell::default());
-            let handle = cell.clone();
-            let racer = std::thread::spawn(move || handle.add_header(b"k", b"v"));
-            let end = cell.finish();
-            let accepted = racer.join().unwrap();
-            assert_eq!(accepted, end.headers.len() == 1, "{end:?}");
-            assert!(cell.is_over());
-        }
     }
 
     #[tokio::test(start_paused = true)]
