@@ -370,10 +370,11 @@ async fn transfer_pair(
     client
 }
 
-/// One read, at most the read chunk's largest size (256 KiB: the warm-up
-/// grew it there). Before bursts ended at the first read that gave anyone
+/// One read, at most the read buffer's largest size (the warm-up grew it
+/// there): 256 KiB of payload in four whole default frames, headers
+/// included. Before bursts ended at the first read that gave anyone
 /// something to do, the whole transfer was read first (2 MiB in 11 reads).
-const ONE_READ: usize = 256 * 1024;
+const ONE_READ: usize = 256 * 1024 + 4 * weft_frame::HEADER_LEN;
 
 /// Which task the socket wakes when the replies are let through.
 #[derive(Clone, Copy, PartialEq, Debug)]
