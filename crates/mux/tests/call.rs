@@ -238,3 +238,38 @@ async fn a_call_dropped_while_waiting_hands_the_socket_back() {
         Some(Bytes::from_static(b"b"))
     );
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_call_stops_the_idle_clock_which_restarts_at_its_end() {
+    let idle = Duration::from_secs(10);
+    let mut quiet = Config::default();
+    quiet.idle_timeout(None);
+    let mut idling = Config::default();
+    idling.idle_timeout(Some(idle));
+    let ((client, _ci), (_server, mut incoming)) = duplex_pair(64 * 1024, idling, quiet).await;
+    // Most of an idle period passes before the call, and the answer takes
+    // longer than one: the open stopped the clock.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let call = client.call(md("svc/slow"), Bytes::from_static(b"ask"));
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        peer.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        peer.send(Bytes::from_static(b"late"), true).await.unwrap();
+        peer
+    };
+    let (answer, _peer) = tokio::join!(call, serve);
+    let mut answer = answer.expect("the open stopped the idle clock");
+    assert_eq!(&answer.take_first().unwrap().unwrap().data[..], b"late");
+    drop(answer);
+    // The clock restarted at the call's end, not at its open.
+    let ended = tokio::time::Instant::now();
+    assert!(
+        tokio::time::timeout(idle - Duration::from_secs(1), client.closed())
+            .await
+            .is_err(),
+        "closed before a whole idle period after the call"
+    );
+    client.closed().await;
+    assert!(ended.elapsed() >= idle, "{:?}", ended.elapsed());
+}

@@ -129,7 +129,7 @@ impl Inner {
         payload: Bytes,
         end: bool,
     ) -> Result<u32, MuxError> {
-        let id = match self.session.open(metadata, payload, end, now()) {
+        let id = match self.session.open_unclocked(metadata, payload, end) {
             Ok(id) => id,
             Err(OpenError::GoingAway) => {
                 self.pump_app();

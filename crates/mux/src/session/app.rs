@@ -21,6 +21,22 @@ impl Session {
         now: Instant,
     ) -> Result<u32, OpenError> {
         self.clock = now;
+        self.open_unclocked(metadata, payload, end)
+    }
+
+    /// [`open`](Self::open) without a clock reading, for a driver that
+    /// would read the clock for nothing: the session's clock only stamps
+    /// the start of the idle period when a stream leaves the table with no
+    /// clock at hand, and a stream opened here can only leave that way
+    /// after its handle's release, which reads the clock (see
+    /// `finish_release`). An open empties no table, and it stops the idle
+    /// clock without reading it.
+    pub(crate) fn open_unclocked(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+        end: bool,
+    ) -> Result<u32, OpenError> {
         if let State::Closed(c) = &self.state {
             return Err(OpenError::Closed(CloseCause::clone(c)));
         }

@@ -1,9 +1,8 @@
 //! The calling side: [`Client`] and the handles of streaming calls.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Poll, ready};
 use std::time::Duration;
 
@@ -18,7 +17,6 @@ use crate::codec::typed::{Codec, Raw};
 use crate::codec::typed::{response_error, wire_codec};
 use crate::codec::wire::{self, Ends, Only, Reader};
 use crate::codec::{self, DEFAULT_MAX_MESSAGE, Framed};
-use crate::hash::FastHash;
 use crate::method;
 use crate::observe;
 use crate::observe::meter::{ClientMeters, Metrics};
@@ -30,6 +28,7 @@ mod caller;
 mod client_streaming;
 mod handles;
 mod intercept;
+mod plain;
 pub(crate) mod response;
 mod settings;
 pub(crate) mod split;
@@ -39,6 +38,7 @@ pub(crate) mod tower;
 mod tower_caller;
 mod unary;
 
+use plain::PlainCache;
 use unary::{Phase, Unary, read_rest, read_unary};
 
 pub use caller::{Caller, OpenCall};
@@ -48,19 +48,11 @@ pub use intercept::{ClientInterceptors, Outgoing};
 #[cfg(feature = "tower")]
 pub use tower_caller::{OpenRequest, OpenService, TowerCaller};
 
-/// Method metadata kept for calls without deadline or custom entries, so
-/// the common call builds no metadata. Bounded: past it, calls build their own.
-const PLAIN_CACHE_MAX: usize = 256;
-
-/// The `OPEN` metadata of plain calls, by method name as the caller spelled
-/// it, with the codec it names.
-type PlainCache = HashMap<Box<str>, (Option<&'static str>, Metadata), FastHash>;
-
 #[derive(Debug)]
 struct Shared {
     max_message: usize,
     default_timeout: Option<Duration>,
-    plain: Mutex<PlainCache>,
+    plain: PlainCache,
     meters: ClientMeters,
     /// The server's address, for the calls' spans (`network.peer.address`).
     peer: Option<Arc<str>>,
@@ -109,7 +101,7 @@ impl Client {
             shared: Arc::new(Shared {
                 max_message,
                 default_timeout,
-                plain: Mutex::new(HashMap::default()),
+                plain: PlainCache::default(),
                 meters: ClientMeters::new(Metrics::Auto),
                 peer: None,
                 #[cfg(feature = "tower")]
@@ -167,33 +159,6 @@ impl Client {
         (obs, self.intercept.apply(method, opts))
     }
 
-    /// The `OPEN` metadata of a call with no deadline or custom entries
-    /// (but its codec's name, if typed), cached under the name as the
-    /// caller spelled it (so a hit skips canonicalisation too).
-    fn plain_metadata(
-        &self,
-        method: &str,
-        codec: Option<&'static str>,
-    ) -> Result<Metadata, Status> {
-        let mut cache = self.shared.plain.lock().unwrap_or_else(|e| e.into_inner());
-        // The codec is kept beside the metadata: comparing two names beats
-        // finding the codec entry in the encoded metadata on every call.
-        if let Some((c, m)) = cache.get(method)
-            && *c == codec
-        {
-            return Ok(m.clone());
-        }
-        let mut b = Metadata::builder().method(&method::canonicalize(method)?);
-        if let Some(c) = codec {
-            b = b.codec(c);
-        }
-        let m = b.finish();
-        if cache.len() < PLAIN_CACHE_MAX {
-            cache.insert(method.into(), (codec, m.clone()));
-        }
-        Ok(m)
-    }
-
     /// The `OPEN` metadata and deadline of a call; a typed call names its
     /// `codec`. Inlined: a plain call (no deadline, no entries) is a branch
     /// and a cache lookup in the caller.
@@ -205,7 +170,7 @@ impl Client {
         codec: Option<&'static str>,
     ) -> Result<(Metadata, Option<Instant>), Status> {
         if opts.is_plain() && self.shared.default_timeout.is_none() {
-            return Ok((self.plain_metadata(method, codec)?, None));
+            return Ok((self.shared.plain.metadata(method, codec)?, None));
         }
         let method = method::canonicalize(method)?;
         let now = Instant::now();

@@ -1,9 +1,9 @@
 //! The builder methods that give a [`Client`] (and the clones made from
 //! it afterwards) other settings than the connection's defaults.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use super::plain::PlainCache;
 use super::{Client, Shared};
 use crate::observe::meter::{ClientMeters, Metrics};
 
@@ -14,7 +14,7 @@ impl Shared {
         Shared {
             max_message: self.max_message,
             default_timeout: self.default_timeout,
-            plain: Mutex::new(HashMap::default()),
+            plain: PlainCache::default(),
             meters,
             peer: self.peer.clone(),
             #[cfg(feature = "tower")]
