@@ -19,6 +19,10 @@ pub(super) trait Attempt {
     /// What a successful try gives back.
     type Output;
 
+    /// The method called (held once, here, rather than beside the
+    /// attempt in every call future too).
+    fn method(&self) -> &str;
+
     /// Starts one try on `client`.
     fn attempt<'c>(
         &'c self,
@@ -62,6 +66,11 @@ where
     type Output = Resp;
 
     #[inline]
+    fn method(&self) -> &str {
+        self.method
+    }
+
+    #[inline]
     fn attempt<'c>(
         &'c self,
         client: &'c Client,
@@ -78,6 +87,11 @@ where
     Resp: Send,
 {
     type Output = Response<Resp>;
+
+    #[inline]
+    fn method(&self) -> &str {
+        self.method
+    }
 
     fn attempt<'c>(
         &'c self,
@@ -101,6 +115,11 @@ where
     Req: Sync + 'static,
 {
     type Output = OpenCall;
+
+    #[inline]
+    fn method(&self) -> &str {
+        self.method
+    }
 
     fn attempt<'c>(
         &'c self,
@@ -127,6 +146,11 @@ where
 {
     type Output = Resp;
 
+    #[inline]
+    fn method(&self) -> &str {
+        self.method
+    }
+
     fn attempt<'c>(
         &'c self,
         client: &'c Client,
@@ -144,6 +168,11 @@ pub(super) struct Tower(pub(super) weft_rpc::OpenRequest);
 #[cfg(feature = "tower")]
 impl Attempt for Tower {
     type Output = OpenCall;
+
+    #[inline]
+    fn method(&self) -> &str {
+        self.0.method()
+    }
 
     fn attempt<'c>(
         &'c self,

@@ -27,7 +27,7 @@ impl Caller for Channel {
         Resp: Send,
     {
         let attempt = Unary::<_, _, _, Message>::new(method, codec, request);
-        self.run(method, self.fix(method, opts), attempt)
+        self.run(self.fix(method, opts), attempt)
     }
 
     fn call_unary_response<C, Req, Resp>(
@@ -43,7 +43,7 @@ impl Caller for Channel {
         Resp: Send,
     {
         let attempt = Unary::<_, _, _, WithMetadata>::new(method, codec, request);
-        self.run(method, self.fix(method, opts), attempt)
+        self.run(self.fix(method, opts), attempt)
     }
 
     fn open_call<C, Req>(
@@ -62,7 +62,7 @@ impl Caller for Channel {
             codec,
             request,
         };
-        self.run(method, self.fix(method, opts), attempt)
+        self.run(self.fix(method, opts), attempt)
     }
 
     fn with_interceptor<F>(mut self, interceptor: F) -> Self
@@ -96,8 +96,7 @@ impl tower::Service<weft_rpc::OpenRequest> for Channel {
         let channel = self.clone();
         Box::pin(async move {
             let fixed = channel.fix(req.method(), req.options());
-            let method = req.method();
-            channel.run(method, fixed, Tower(req.clone())).await
+            channel.run(fixed, Tower(req.clone())).await
         })
     }
 }

@@ -488,69 +488,91 @@ impl Channel {
     /// `async fn` moves its arguments into the body's locals and keeps
     /// both copies in the future.
     #[allow(clippy::manual_async_fn)] // reason: an `async fn` would hold its arguments twice
-    fn run<'s, 'm, 'o, A>(
+    fn run<'s, 'o, A>(
         &'s self,
-        method: &'m str,
         fixed: Fixed<'o>,
         attempt: A,
-    ) -> impl Future<Output = Result<A::Output, Status>> + use<'s, 'm, 'o, A>
+    ) -> impl Future<Output = Result<A::Output, Status>> + use<'s, 'o, A>
     where
         A: Attempt,
     {
         async move {
             let opts = fixed.options()?;
             self.shared.budget.deposit();
+            // The lease lives in one place across every await and the
+            // attempt borrows it there: a lease moved into locals of its
+            // own, or kept as a match's temporary, would each hold a slot
+            // in this future beside the client's call future.
+            let mut lease = match self.lease_now() {
+                Some(lease) => lease,
+                // Boxed: the wait (a timer, a wake-up, a balancer pick) is
+                // rare, and inline it would widen every call future by its
+                // size.
+                None => Box::pin(self.wait_for_lease(opts.deadline_at())).await?,
+            };
             loop {
-                let Lease { client, held } = match self.lease_now() {
-                    Some(lease) => lease,
-                    // Boxed: the wait (a timer, a wake-up, a balancer
-                    // pick) is rare, and inline it would widen every call
-                    // future by its size.
-                    None => Box::pin(self.wait_for_lease(opts.deadline_at())).await?,
-                };
-                let status = match attempt.attempt(&client, opts).await {
+                let recover = match attempt.attempt(&lease.client, opts).await {
                     Ok(v) => {
-                        held.record(Outcome::Success);
+                        lease.held.record(Outcome::Success);
                         return Ok(v);
                     }
-                    Err(s) => s,
+                    // Boxed as rare: inline, the failure's status and its
+                    // waits would each keep a slot in every call future.
+                    Err(status) => Box::pin(self.recover(attempt.method(), opts, lease, status)),
                 };
-                held.record(if status.code() == Code::UNAVAILABLE {
-                    Outcome::Failure
-                } else {
-                    Outcome::Success
-                });
-                if status.is_retry_safe() {
-                    if status.is_stream_refused() {
-                        // The connection is fine; the server's stream cap
-                        // was reached. Wait for room on it (as h2 queues at
-                        // its peer's max concurrent streams) instead of
-                        // replacing it.
-                        // (A connection replaced meanwhile has room.)
-                        if let Some(client) = held.client() {
-                            let conn = client.connection();
-                            let room =
-                                std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
-                            // Boxed as rare, as the wait for a lease is.
-                            let waited = Box::pin(within(opts.deadline_at(), room)).await;
-                            self.timed_out(waited, Waiting::Room)?;
-                        }
-                    } else {
-                        held.retire();
-                    }
-                }
-                drop(held);
-                let retry = self.may_retry(method, opts.idempotency(), &status)
-                    && self.shared.budget.withdraw();
-                // Neither a failure nor a retry completes on the poll that
-                // failed (a local failure needs no I/O): a caller's retry
-                // loop yields to the runtime instead of spinning.
-                tokio::task::yield_now().await;
-                if !retry {
-                    return Err(status);
-                }
-                tracing::debug!(method, %status, "retrying");
+                lease = recover.await?;
             }
+        }
+    }
+
+    /// After a failed try on `lease`: records the outcome, waits for room
+    /// on a connection at its stream cap or retires one going away, and
+    /// gives the lease for the next try, or the status when the call may
+    /// not be retried (by its kind or the retry budget).
+    async fn recover<'s>(
+        &'s self,
+        method: &str,
+        opts: &CallOptions,
+        lease: Lease<'s>,
+        status: Status,
+    ) -> Result<Lease<'s>, Status> {
+        let Lease { client, held } = lease;
+        drop(client);
+        held.record(if status.code() == Code::UNAVAILABLE {
+            Outcome::Failure
+        } else {
+            Outcome::Success
+        });
+        if status.is_retry_safe() {
+            if status.is_stream_refused() {
+                // The connection is fine; the server's stream cap was
+                // reached. Wait for room on it (as h2 queues at its peer's
+                // max concurrent streams) instead of replacing it.
+                // (A connection replaced meanwhile has room.)
+                if let Some(client) = held.client() {
+                    let conn = client.connection();
+                    let room = std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
+                    let waited = within(opts.deadline_at(), room).await;
+                    self.timed_out(waited, Waiting::Room)?;
+                }
+            } else {
+                held.retire();
+            }
+        }
+        drop(held);
+        let retry =
+            self.may_retry(method, opts.idempotency(), &status) && self.shared.budget.withdraw();
+        // Neither a failure nor a retry completes on the poll that failed
+        // (a local failure needs no I/O): a caller's retry loop yields to
+        // the runtime instead of spinning.
+        tokio::task::yield_now().await;
+        if !retry {
+            return Err(status);
+        }
+        tracing::debug!(method, %status, "retrying");
+        match self.lease_now() {
+            Some(lease) => Ok(lease),
+            None => self.wait_for_lease(opts.deadline_at()).await,
         }
     }
 
@@ -602,7 +624,7 @@ impl Channel {
             request,
             _resp: std::marker::PhantomData,
         };
-        self.run(method, self.fix(method, opts), attempt).await
+        self.run(self.fix(method, opts), attempt).await
     }
 
     /// A server-streaming call. Starting it is retried as a unary call is;
