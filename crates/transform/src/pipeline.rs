@@ -1,7 +1,7 @@
 //! The per-frame pipeline: outbound compress then seal, inbound open then
 //! decompress. A disabled pipeline is the frame codec and one branch.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::Decoder;
 use weft_frame::{Flags, Frame, FrameCodec, FrameType, HEADER_LEN, Header, Limits};
 
@@ -379,15 +379,32 @@ impl Inbound {
                 Err(e) => self.fail(e.into()),
             };
         }
+        if let Pending::Batch { left } = self.pending {
+            // The frames of an opened batch, most frames at 64 in flight:
+            // straight to the batch, past the record path's checks (a
+            // poisoned half holds no batch, see `poison`, and the
+            // rejection watch ends at the first frame, before any batch).
+            return match self.next_in_batch(left, src) {
+                Err(e) if e.is_fatal() => self.fail(e),
+                result => result,
+            };
+        }
         self.decode_slow(src)
     }
 
     /// Records a fatal error: this half fails for good from now on.
     #[cold]
     fn fail(&mut self, e: TransformError) -> Result<Option<Frame>, TransformError> {
+        self.poison();
+        Err(e)
+    }
+
+    /// Leaves this half failing for good: off the passthrough, and holding
+    /// no batch, so `decode`'s batch path never runs on a poisoned half.
+    fn poison(&mut self) {
         self.plain = false;
         self.poisoned = true;
-        Err(e)
+        self.pending = Pending::Nothing;
     }
 
     fn decode_slow(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, TransformError> {
@@ -398,8 +415,7 @@ impl Inbound {
         if let Err(e) = &result
             && e.is_fatal()
         {
-            self.plain = false;
-            self.poisoned = true;
+            self.poison();
         }
         result
     }
@@ -498,15 +514,15 @@ impl Inbound {
                 return Ok(Record::KeyUpdate);
             }
         }
-        self.finish(&header, body).map(Record::Frame)
+        self.finish(&header, body.freeze()).map(Record::Frame)
     }
 
     /// Parses an authenticated body and inflates its payload if flagged.
     /// Always inlined: a call returns its large `Result` through memory,
     /// about 65 instructions per frame on the encrypted path.
     #[inline(always)]
-    fn finish(&mut self, header: &Header, body: BytesMut) -> Result<Option<Frame>, TransformError> {
-        let mut frame = Frame::from_body(header, body.freeze())?;
+    fn finish(&mut self, header: &Header, body: Bytes) -> Result<Option<Frame>, TransformError> {
+        let mut frame = Frame::from_body(header, body)?;
         if !frame.flags.contains(Flags::COMPRESSED) {
             return Ok(Some(frame));
         }

@@ -284,8 +284,12 @@ impl Inbound {
         let Some(rest) = left.checked_sub(need) else {
             return Err(bad("frame cut by the end of its batch"));
         };
-        src.advance(HEADER_LEN);
-        let body = src.split_to(need - HEADER_LEN);
+        // One split per frame, its header included, then the header
+        // stepped over on the frozen piece (a pointer bump), as the frame
+        // codec does: consuming the header on its own first was a second
+        // update of the read buffer's view per frame.
+        let mut body = src.split_to(need).freeze();
+        body.advance(HEADER_LEN);
         self.pending = match rest {
             0 => {
                 src.advance(TAG as usize);
