@@ -454,6 +454,25 @@ mod tests {
         fill_within(r, tail, no_window())
     }
 
+    /// A transfer grown to the largest chunk: 32 fills leaving `tail`
+    /// bytes each, the last `keep` of them still held (as stream queues
+    /// hold frames until their tasks take them).
+    fn grown(
+        r: &mut ReadBuf,
+        tail: usize,
+        keep: usize,
+    ) -> std::collections::VecDeque<bytes::Bytes> {
+        let mut held = std::collections::VecDeque::new();
+        for _ in 0..32 {
+            held.push_back(fill(r, tail));
+            if held.len() > keep {
+                held.pop_front();
+            }
+        }
+        assert_eq!(r.chunk(), READ_CHUNK_MAX);
+        held
+    }
+
     /// [`fill`] on a connection whose receive window is `window` bytes:
     /// the read fills the room it gets, like a socket with plenty.
     fn fill_within(r: &mut ReadBuf, tail: usize, window: usize) -> bytes::Bytes {
@@ -472,14 +491,7 @@ mod tests {
     #[test]
     fn a_steady_transfer_cycles_through_its_buffers() {
         let mut r = ReadBuf::new(BytesMut::new());
-        let mut held = std::collections::VecDeque::new();
-        for _ in 0..32 {
-            held.push_back(fill(&mut r, 1000));
-            if held.len() > 2 {
-                held.pop_front();
-            }
-        }
-        assert_eq!(r.chunk(), READ_CHUNK_MAX);
+        let mut held = grown(&mut r, 1000, 2);
         let before = allocations();
         for _ in 0..64 {
             held.push_back(fill(&mut r, 1000));
@@ -571,14 +583,7 @@ mod tests {
     fn a_transfers_buffer_holds_whole_default_frames() {
         const FRAME: usize = HEADER_LEN + DEFAULT_MAX_PAYLOAD as usize;
         let mut r = ReadBuf::new(BytesMut::new());
-        let mut held = std::collections::VecDeque::new();
-        for _ in 0..32 {
-            held.push_back(fill(&mut r, 0));
-            if held.len() > 2 {
-                held.pop_front();
-            }
-        }
-        assert_eq!(r.chunk(), READ_CHUNK_MAX);
+        let _held = grown(&mut r, 0, 2);
         let room = r.make_room(no_window);
         assert_eq!(room % FRAME, 0, "a read of {room} bytes splits a frame");
         assert_eq!(room / FRAME, READ_CHUNK_MAX / DEFAULT_MAX_PAYLOAD as usize);
@@ -592,14 +597,7 @@ mod tests {
     #[test]
     fn one_halving_keeps_the_transfers_spares() {
         let mut r = ReadBuf::new(BytesMut::new());
-        let mut held = std::collections::VecDeque::new();
-        for _ in 0..32 {
-            held.push_back(fill(&mut r, 1000));
-            if held.len() > 4 {
-                held.pop_front();
-            }
-        }
-        assert_eq!(r.chunk(), READ_CHUNK_MAX);
+        let held = grown(&mut r, 1000, 4);
         drop(held);
         let spares = spare_sizes(&r).len();
         assert!(spares >= 4, "{spares} spares");
