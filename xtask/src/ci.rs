@@ -137,7 +137,8 @@ fn steps(t: &mut Times) -> Result<(), String> {
         println!("ci: the --report test uses {browser}");
         cmd::run("cargo", &["test", "--workspace", "--all-features"])
     })?;
-    // The driver's hand-off protocols, every interleaving (loom).
+    // The mux driver's hand-offs and the rpc call entry's end, every
+    // interleaving (loom).
     t.step(Test, "loom", loom)?;
     // Surviving mutants in the last commit's wire-facing code. On CI they
     // are written into the sources in place: no build may read the tree
@@ -224,14 +225,18 @@ fn instr() -> Result<(), String> {
     crate::instr::run(&["--check".to_string()])
 }
 
-/// The loom models of weft-mux's driver: a `--cfg loom` build (as tokio's),
-/// so `--all-features` stays an ordinary build. In its own target directory:
+/// The loom models of weft-mux's driver and of weft-rpc's call entry
+/// (`server/context/touch.rs`): a `--cfg loom` build (as tokio's), so
+/// `--all-features` stays an ordinary build. In its own target directory:
 /// RUSTFLAGS changes every crate's fingerprint, and sharing `target/` would
-/// rebuild the whole workspace after this step.
+/// rebuild the whole workspace after this step. One cargo run for both
+/// crates: weft-rpc builds on weft-mux, so the second costs one crate.
 fn loom() -> Result<(), String> {
     cmd::run_env(
         "cargo",
-        &["test", "-p", "weft-mux", "--lib", "--", "loom"],
+        &[
+            "test", "-p", "weft-mux", "-p", "weft-rpc", "--lib", "--", "loom",
+        ],
         &[
             ("RUSTFLAGS", "--cfg loom"),
             ("CARGO_TARGET_DIR", "target/loom"),

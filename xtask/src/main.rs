@@ -26,7 +26,8 @@ commands:
                         cargo package of each published crate, the GitHub
                         workflow against its schema
               test      the workspace tests with every feature on,
-                        loom tests of weft-mux (--cfg loom, target/loom),
+                        loom models of weft-mux and weft-rpc (--cfg loom,
+                        target/loom),
                         mutants --in-diff, bench --check, instr --check
                         (the instruction gate; after coverage when every
                         group runs)

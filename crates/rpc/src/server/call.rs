@@ -509,7 +509,8 @@ where
     })
 }
 
-#[cfg(test)]
+// Not in the `--cfg loom` build, which has no weft-testkit.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use bytes::Bytes;
     use weft_frame::Metadata;

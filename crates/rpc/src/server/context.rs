@@ -1,8 +1,8 @@
 //! What a handler knows about its call: method, deadline, peer, metadata,
 //! and a cancellation signal.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -14,6 +14,12 @@ use crate::observe::TraceContext;
 use crate::options::CallOptions;
 use crate::options::Entry;
 use crate::server::peer::PeerInfo;
+
+#[cfg(all(test, loom))]
+mod loom_touch;
+mod touch;
+
+use touch::TouchCell;
 
 /// The context of one incoming call, handed to its handler.
 ///
@@ -300,7 +306,8 @@ impl CancelSignal {
 /// context kept past its call) is left to its holders, and the next call
 /// gets a new one. Only the serving task touches this; calls reach their
 /// cells through their own `Arc`s, so there is nothing to model beyond
-/// `Arc` and `Mutex` themselves.
+/// `Arc`, `Mutex` and the one compare-exchange deciding who of a handle
+/// and the call's end uses an entry first (`touch`, model-checked).
 ///
 /// A table of every live call under one lock, entered and left by each
 /// call, cost two lock round trips and a slot search per call (about 200
@@ -315,9 +322,7 @@ impl Calls {
     /// A cell for a call starting now: the last one, if it is free.
     pub(crate) fn begin(&mut self) -> Arc<CallCell> {
         match self.last.as_mut().and_then(Arc::get_mut) {
-            Some(free) => {
-                *free.state.get_mut().unwrap_or_else(|e| e.into_inner()) = CallState::default();
-            }
+            Some(free) => free.entry.renew(),
             // Still held (or the first call): the holders keep theirs.
             None => self.last = Some(Arc::default()),
         }
@@ -326,24 +331,15 @@ impl Calls {
 }
 
 /// One call's entry: its cancellation signal, once asked for, and the
-/// headers and trailers its handler set, until the call ends.
+/// headers and trailers its handler set, until the call ends. Once it
+/// ended, its handles find it over (a header or trailer set is dropped, a
+/// signal asked for reports cancelled).
+///
+/// Most calls never touch their entry (no header, trailer or signal), so
+/// ending one takes no lock ([`TouchCell`]).
 #[derive(Debug, Default)]
 pub(crate) struct CallCell {
-    state: Mutex<CallState>,
-}
-
-/// Whether a call is still on: once it ended, its handles find it over (a
-/// header or trailer set is dropped, a signal asked for reports cancelled).
-#[derive(Debug)]
-enum CallState {
-    Live(Live),
-    Over,
-}
-
-impl Default for CallState {
-    fn default() -> CallState {
-        CallState::Live(Live::default())
-    }
+    entry: TouchCell<Live>,
 }
 
 /// A live call's entry (all empty, allocating nothing, until used).
@@ -378,24 +374,14 @@ impl Headers {
 }
 
 impl CallCell {
-    fn lock(&self) -> std::sync::MutexGuard<'_, CallState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The call's entry while it is live.
     fn with_live<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Option<R> {
-        match &mut *self.lock() {
-            CallState::Live(live) => Some(f(live)),
-            CallState::Over => None,
-        }
+        self.entry.with_live(f)
     }
 
     /// The call's entry, taken: the call is over from here.
     fn take(&self) -> Option<Live> {
-        match std::mem::replace(&mut *self.lock(), CallState::Over) {
-            CallState::Live(live) => Some(live),
-            CallState::Over => None,
-        }
+        self.entry.take()
     }
 
     /// Ends the call unless [`finish`](Self::finish) did, firing its
@@ -462,7 +448,7 @@ impl CallCell {
     /// Whether the call is over.
     #[cfg(test)]
     pub(crate) fn is_over(&self) -> bool {
-        matches!(*self.lock(), CallState::Over)
+        self.entry.is_over()
     }
 }
 
@@ -548,6 +534,52 @@ mod tests {
         let end = third.finish();
         assert!(end.headers.is_empty() && end.trailers.is_empty(), "{end:?}");
         third.end(true);
+    }
+
+    /// A call whose handles never used its entry ends without its lock
+    /// (see `touch`); its handles still find it over afterwards, and its
+    /// reused cell is live and empty for the next call.
+    #[test]
+    fn an_untouched_entry_ends_over_and_is_reused_empty() {
+        const K: Key<weft_frame::metadata::Ascii> = Key::from_static("k");
+        let mut calls = Calls::default();
+        let cell = calls.begin();
+        let ctx = Context::for_test(&cell);
+        let end = cell.finish();
+        assert!(end.headers.is_empty() && end.trailers.is_empty() && end.signal.is_none());
+        assert!(cell.is_over());
+        // Too late: dropped, and the call reads as cancelled.
+        ctx.set_trailer(&K, "late").unwrap();
+        ctx.set_header(&K, "late").unwrap();
+        assert!(ctx.cancellation().is_cancelled());
+        assert!(cell.finish().trailers.is_empty(), "ended once only");
+        let at = Arc::as_ptr(&cell);
+        drop((ctx, cell));
+        let next = calls.begin();
+        assert_eq!(Arc::as_ptr(&next), at, "the free cell is reused");
+        assert!(!next.is_over(), "live again");
+        let ctx = Context::for_test(&next);
+        assert!(!ctx.cancellation().is_cancelled());
+        ctx.set_trailer(&K, "v").unwrap();
+        let end = next.finish();
+        assert_eq!(end.trailers.len(), 1, "{end:?}");
+        assert!(end.headers.is_empty(), "{end:?}");
+    }
+
+    /// A handle racing the call's end on another thread: a header it was
+    /// told went in is in the end, and one refused is not (every
+    /// interleaving: `loom_touch`).
+    #[test]
+    fn a_header_racing_the_end_is_either_in_it_or_refused() {
+        for _ in 0..2_000 {
+            let cell = Arc::new(CallCell::default());
+            let handle = cell.clone();
+            let racer = std::thread::spawn(move || handle.add_header(b"k", b"v"));
+            let end = cell.finish();
+            let accepted = racer.join().unwrap();
+            assert_eq!(accepted, end.headers.len() == 1, "{end:?}");
+            assert!(cell.is_over());
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -28,7 +28,7 @@ use crate::status::Status;
 /// itself, so that the usual request costs it no future of this
 /// function's (about 40 instructions per call); the tests read through
 /// this one.
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) async fn unary_request(
     stream: &mut Stream,
     taken: Option<Bytes>,
@@ -97,7 +97,8 @@ pub(crate) fn whole_side(data: Bytes) -> Chunk {
     }
 }
 
-#[cfg(test)]
+// Not in the `--cfg loom` build, which has no weft-testkit.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use weft_frame::Metadata;
     use weft_mux::Config;
