@@ -735,6 +735,36 @@ mod tests {
         assert_eq!(names, ["Users/Get", "a.b.C/D"]);
     }
 
+    /// A one-endpoint channel's leases hold no handle on its pool; a
+    /// retry-safe refusal (a connection going away) must still retire
+    /// the connection through the pool the channel gives them, or the
+    /// retry would be sent on it again.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_retires_a_one_endpoint_channels_connection_for_the_retry() {
+        let endpoint = Endpoint::from_fn("memory", || async {
+            crate::memory(crate::Router::new(), &crate::Config::new()).await
+        });
+        let ch = Channel::builder().endpoint(endpoint);
+        let lease = ch.lease_within(None).await.unwrap();
+        let first = lease.client.clone();
+        let going_away = Status::unavailable("going away").retry_safe();
+        let retry = ch
+            .recover("m/m", CallOptions::none(), lease, going_away)
+            .await
+            .unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &retry.client),
+            "the retry goes to a new connection"
+        );
+        // Not retry-safe: no retirement, and no retry.
+        let lost = Status::unavailable("lost");
+        let e = ch
+            .recover("m/m", CallOptions::none(), retry, lost)
+            .await
+            .unwrap_err();
+        assert_eq!(e.message(), "lost");
+    }
+
     #[test]
     fn a_nonsense_budget_is_clamped_not_a_panic() {
         let b = Channel::builder()

@@ -569,7 +569,14 @@ mod tests {
     use super::*;
     use crate::{Config, Router};
 
+    /// A pool of `n` connections behind a balancer (with a detector).
     fn pool(n: usize) -> Pool {
+        let census = Arc::new(crate::channel::ejection::Census::default());
+        let detector = Detector::new(census, crate::channel::outlier::Policy::default());
+        pool_with(n, Some(detector))
+    }
+
+    fn pool_with(n: usize, detector: Option<Detector>) -> Pool {
         let endpoint = Endpoint::from_fn("memory", || async {
             crate::memory(Router::new(), &Config::new()).await
         });
@@ -577,9 +584,33 @@ mod tests {
             connections: n,
             ..Settings::default()
         };
-        let census = Arc::new(crate::channel::ejection::Census::default());
-        let detector = Detector::new(census, crate::channel::outlier::Policy::default());
-        Pool::new(endpoint, Arc::new(settings), Some(detector))
+        Pool::new(endpoint, Arc::new(settings), detector)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_one_endpoint_lease_holds_no_pool_and_is_found_through_its_home() {
+        let p = pool_with(1, None);
+        let lease = p.lease(0, false).await.unwrap();
+        assert!(lease.held.counted.is_none(), "no reference count per call");
+        assert_eq!(p.in_flight(), 0, "nothing counts calls without a balancer");
+        // Its failure paths see its connection only through the pool given.
+        assert!(lease.held.client(None).is_none());
+        let again = lease.held.client(Some(&p)).unwrap();
+        assert!(Arc::ptr_eq(&again, &lease.client));
+        lease.held.retire(None);
+        assert!(lease.held.client(Some(&p)).is_some(), "nothing to retire");
+        lease.held.retire(Some(&p));
+        assert!(lease.held.client(Some(&p)).is_none(), "retired");
+        let fresh = p.lease(0, false).await.unwrap();
+        assert!(!Arc::ptr_eq(&fresh.client, &lease.client));
+        // Behind a balancer, the lease holds its pool and counts.
+        let balanced = pool(1);
+        let counted = balanced.lease(0, false).await.unwrap();
+        assert!(counted.held.counted.is_some());
+        assert_eq!(balanced.in_flight(), 1);
+        assert!(counted.held.client(None).is_some());
+        drop(counted);
+        assert_eq!(balanced.in_flight(), 0);
     }
 
     #[tokio::test(start_paused = true)]
