@@ -204,13 +204,18 @@ async fn a_dns_channel_resolves_and_calls() {
 /// (a closure's `async` block holding a handle on the client) awaited
 /// inside the retry loop's, 416 while the retry loop kept the lease in
 /// locals of its own (and a match's temporary), the failure path's status
-/// and waits inline, and the method beside the attempt that holds it too.
-/// The client is now one `Arc`, so the feature no longer shows.
+/// and waits inline, and the method beside the attempt that holds it too,
+/// 360 while the retry loop kept a reference to the options across its
+/// awaits and a lease held its connection's slot index and its pool as a
+/// `Cow`. The client is now one `Arc`, so the feature no longer shows.
+/// (The client's own call future is 232 bytes; the channel's state beside
+/// it is the channel, the options, the method and request kept for a
+/// retry, and the lease.)
 #[tokio::test]
 async fn channel_unary_future_stays_small() {
     let channel = Channel::builder().endpoint(memory(Arc::new(AtomicUsize::new(0))));
     let call = channel.unary("echo", Bytes::from_static(b"hi"));
-    let bound = 360;
+    let bound = 336;
     assert!(
         size_of_val(&call) <= bound,
         "channel unary future: {} bytes",

@@ -77,7 +77,7 @@ impl Picker {
     }
 
     /// A connection on the endpoint the balancer picks.
-    pub(crate) async fn lease(&self, hint: usize) -> Result<Lease<'static>, Status> {
+    pub(crate) async fn lease(&self, hint: usize) -> Result<Lease, Status> {
         loop {
             let mut picks = lock(&self.picks).clone();
             let pool = picks
@@ -87,7 +87,7 @@ impl Picker {
                 .call(())
                 .await
                 .map_err(balancer_failed)?;
-            if let Some(lease) = pool.try_lease_owned(hint) {
+            if let Some(lease) = pool.try_lease(hint) {
                 return Ok(lease);
             }
             // Its connection ended since the pick: pick again, later.

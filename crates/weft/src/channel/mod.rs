@@ -345,7 +345,7 @@ impl Channel {
 
     /// A live connection, waiting for one until `deadline`: a call that
     /// runs out of time here fails naming the last connect error.
-    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease<'_>, Status> {
+    async fn lease_within(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
         match self.lease_now() {
             Some(lease) => Ok(lease),
             None => self.wait_for_lease(deadline).await,
@@ -356,21 +356,21 @@ impl Channel {
     /// common case, taken without a timer or a future of its own (the
     /// call loop tries it before awaiting anything).
     #[inline]
-    fn lease_now(&self) -> Option<Lease<'_>> {
+    fn lease_now(&self) -> Option<Lease> {
         match &self.shared.route {
-            Route::One(pool) => pool.try_lease(thread_hint()),
+            Route::One(pool) => pool.try_lease_with(thread_hint),
             Route::Balanced(_) => None,
         }
     }
 
     /// [`lease`](Self::lease) bounded by `deadline`, its
     /// `DEADLINE_EXCEEDED` naming the last connect error.
-    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease<'_>, Status> {
+    async fn wait_for_lease(&self, deadline: Option<Instant>) -> Result<Lease, Status> {
         let waited = within(deadline, self.lease()).await;
         self.timed_out(waited, Waiting::Connection)
     }
 
-    async fn lease(&self) -> Result<Lease<'_>, Status> {
+    async fn lease(&self) -> Result<Lease, Status> {
         let hint = thread_hint();
         match &self.shared.route {
             Route::One(pool) => pool.lease(hint, self.shared.settings.fail_fast).await,
@@ -461,14 +461,14 @@ impl Channel {
     fn fix_changed<'o>(&self, method: &str, opts: &'o CallOptions) -> Fixed<'o> {
         let opts = match self.intercept.apply(method, Cow::Borrowed(opts)) {
             Ok(opts) => opts,
-            Err(refused) => return Fixed::Refused(Box::new(refused)),
+            Err(refused) => return Fixed::refused(refused),
         };
         match (self.deadline(&opts), opts) {
             (Some(d), opts) if opts.deadline_at() != Some(d) => {
-                Fixed::Changed(Box::new(opts.into_owned().deadline(d)))
+                Fixed::changed(opts.into_owned().deadline(d))
             }
             (_, Cow::Borrowed(opts)) => Fixed::Caller(opts),
-            (_, Cow::Owned(opts)) => Fixed::Changed(Box::new(opts)),
+            (_, Cow::Owned(opts)) => Fixed::changed(opts),
         }
     }
 
@@ -497,6 +497,9 @@ impl Channel {
         A: Attempt,
     {
         async move {
+            // Read before any await only: kept across one, this reference
+            // would take a slot of its own in the future beside `fixed`,
+            // which the tries below read again instead.
             let opts = fixed.options()?;
             self.shared.budget.deposit();
             // The lease lives in one place across every await and the
@@ -511,14 +514,17 @@ impl Channel {
                 None => Box::pin(self.wait_for_lease(opts.deadline_at())).await?,
             };
             loop {
-                let recover = match attempt.attempt(&lease.client, opts).await {
+                let recover = match attempt.attempt(&lease.client, fixed.sent()).await {
                     Ok(v) => {
                         lease.held.record(Outcome::Success);
+                        fixed.finish();
                         return Ok(v);
                     }
                     // Boxed as rare: inline, the failure's status and its
                     // waits would each keep a slot in every call future.
-                    Err(status) => Box::pin(self.recover(attempt.method(), opts, lease, status)),
+                    Err(status) => {
+                        Box::pin(self.recover(attempt.method(), fixed.sent(), lease, status))
+                    }
                 };
                 lease = recover.await?;
             }
@@ -529,15 +535,20 @@ impl Channel {
     /// on a connection at its stream cap or retires one going away, and
     /// gives the lease for the next try, or the status when the call may
     /// not be retried (by its kind or the retry budget).
-    async fn recover<'s>(
-        &'s self,
+    async fn recover(
+        &self,
         method: &str,
         opts: &CallOptions,
-        lease: Lease<'s>,
+        lease: Lease,
         status: Status,
-    ) -> Result<Lease<'s>, Status> {
+    ) -> Result<Lease, Status> {
         let Lease { client, held } = lease;
         drop(client);
+        // A one-endpoint channel's leases do not hold its pool.
+        let home = match &self.shared.route {
+            Route::One(pool) => Some(pool),
+            Route::Balanced(_) => None,
+        };
         held.record(if status.code() == Code::UNAVAILABLE {
             Outcome::Failure
         } else {
@@ -549,14 +560,14 @@ impl Channel {
                 // reached. Wait for room on it (as h2 queues at its peer's
                 // max concurrent streams) instead of replacing it.
                 // (A connection replaced meanwhile has room.)
-                if let Some(client) = held.client() {
+                if let Some(client) = held.client(home) {
                     let conn = client.connection();
                     let room = std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
                     let waited = within(opts.deadline_at(), room).await;
                     self.timed_out(waited, Waiting::Room)?;
                 }
             } else {
-                held.retire();
+                held.retire(home);
             }
         }
         drop(held);
@@ -722,6 +733,36 @@ mod tests {
         let mut names: Vec<&str> = b.settings.idempotent.iter().map(String::as_str).collect();
         names.sort_unstable();
         assert_eq!(names, ["Users/Get", "a.b.C/D"]);
+    }
+
+    /// A one-endpoint channel's leases hold no handle on its pool; a
+    /// retry-safe refusal (a connection going away) must still retire
+    /// the connection through the pool the channel gives them, or the
+    /// retry would be sent on it again.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_retires_a_one_endpoint_channels_connection_for_the_retry() {
+        let endpoint = Endpoint::from_fn("memory", || async {
+            crate::memory(crate::Router::new(), &crate::Config::new()).await
+        });
+        let ch = Channel::builder().endpoint(endpoint);
+        let lease = ch.lease_within(None).await.unwrap();
+        let first = lease.client.clone();
+        let going_away = Status::unavailable("going away").retry_safe();
+        let retry = ch
+            .recover("m/m", CallOptions::none(), lease, going_away)
+            .await
+            .unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &retry.client),
+            "the retry goes to a new connection"
+        );
+        // Not retry-safe: no retirement, and no retry.
+        let lost = Status::unavailable("lost");
+        let e = ch
+            .recover("m/m", CallOptions::none(), retry, lost)
+            .await
+            .unwrap_err();
+        assert_eq!(e.message(), "lost");
     }
 
     #[test]

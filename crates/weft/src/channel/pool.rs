@@ -6,7 +6,6 @@
 //! wait for. A task per ready connection waits for its end and frees the
 //! slot; the next call (or the balancer) reconnects it.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -71,79 +70,104 @@ pub(crate) struct Pool {
 }
 
 /// A connection handed to one call: its client, and the claim on the
-/// slot it came from. The two come apart (`let Lease { client, held }`):
+/// connection it came from. The two come apart (`let Lease { client, held }`):
 /// the call takes the client, the claim stays to report how it went.
 #[derive(Debug)]
-pub(crate) struct Lease<'p> {
+pub(crate) struct Lease {
     pub(crate) client: Arc<Client>,
-    pub(crate) held: Held<'p>,
+    pub(crate) held: Held,
 }
 
-impl<'p> Lease<'p> {
-    /// The lease of a claimed slot (`Pool::claim`'s client, slot and
-    /// generation) on `pool`, borrowed or owned.
+impl Lease {
+    /// The lease of a claimed connection (`Pool::claim`'s client and
+    /// generation) on `pool`.
     #[inline]
-    fn new((client, slot, generation): (Arc<Client>, usize, u64), pool: Cow<'p, Pool>) -> Self {
+    fn new((client, generation): (Arc<Client>, u64), pool: &Pool) -> Self {
         Lease {
             client,
             held: Held {
-                slot,
                 generation,
-                pool,
+                counted: pool.inner.detector.as_ref().map(|_| pool.clone()),
             },
         }
     }
 }
 
-/// Which slot and connection a lease came from (to retire exactly that
-/// one). Counts as one call in flight on the endpoint until dropped.
+/// Which connection a lease came from (to retire exactly that one).
 ///
-/// It borrows the pool where the pool outlives the call (a one-endpoint
-/// channel's, which the call borrows anyway): a reference count taken
-/// and given back on every call is work the common call does not need.
+/// Behind a balancer it holds its pool, and counts as one call in flight
+/// there until dropped. A one-endpoint channel's pool keeps no count and
+/// hears nothing of a call that succeeded, so its leases hold no handle on
+/// it (a reference count taken and given back on every call is work the
+/// common call does not need, and a borrowed pool would cost every call a
+/// test of which it is): the failure paths are given it (`home`).
+///
+/// It keeps no slot index: the generation names the connection, and the
+/// failure paths that need its slot look for it among the few slots
+/// (every call future holds a lease; only a failed call asks).
 #[derive(Debug)]
-pub(crate) struct Held<'p> {
-    slot: usize,
+pub(crate) struct Held {
     generation: u64,
-    pool: Cow<'p, Pool>,
+    /// The pool, where it has an outlier detector (behind a balancer).
+    counted: Option<Pool>,
 }
 
-impl Drop for Held<'_> {
+impl Drop for Held {
+    #[inline]
     fn drop(&mut self) {
-        if self.pool.inner.detector.is_some() {
-            self.pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if let Some(pool) = &self.counted {
+            pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
-impl Held<'_> {
-    /// The connection refused the call retry-safe (it is going away or
-    /// out of stream ids): stop using it and connect a new one.
-    pub(crate) fn retire(&self) {
-        self.pool.retire(self.slot, self.generation);
+impl Held {
+    /// The pool the lease came from: its own handle, or else `home`, the
+    /// one-endpoint channel's pool.
+    fn pool<'a>(&'a self, home: Option<&'a Pool>) -> Option<&'a Pool> {
+        self.counted.as_ref().or(home)
     }
 
-    /// The leased connection's client again, while its slot still holds
-    /// that connection (a rare path's second lock: the call itself took
+    /// The connection refused the call retry-safe (it is going away or
+    /// out of stream ids): stop using it and connect a new one.
+    pub(crate) fn retire(&self, home: Option<&Pool>) {
+        if let Some(pool) = self.pool(home) {
+            pool.retire(self.generation);
+        }
+    }
+
+    /// The leased connection's client again, while a slot still holds
+    /// that connection (a rare path's second look: the call itself took
     /// the lease's client without a clone).
-    pub(crate) fn client(&self) -> Option<Arc<Client>> {
-        match &*lock(&self.pool.inner.slots[self.slot]) {
+    pub(crate) fn client(&self, home: Option<&Pool>) -> Option<Arc<Client>> {
+        let pool = self.pool(home)?;
+        pool.inner.slots.iter().find_map(|m| match &*lock(m) {
             Slot::Ready {
                 client, generation, ..
             } if *generation == self.generation => Some(client.clone()),
             _ => None,
-        }
+        })
+    }
+
+    /// The slot of `pool` holding the leased connection, while one does.
+    #[cfg(test)]
+    fn slot(&self, pool: &Pool) -> Option<usize> {
+        pool.inner.slots.iter().position(
+            |m| matches!(&*lock(m), Slot::Ready { generation, .. } if *generation == self.generation),
+        )
     }
 
     /// Tells the endpoint's outlier detector (if balanced) how the call
     /// ended.
     #[inline]
     pub(crate) fn record(&self, outcome: Outcome) {
-        if let Some(d) = &self.pool.inner.detector {
+        if let Some(pool) = &self.counted
+            && let Some(d) = &pool.inner.detector
+        {
             d.record(outcome);
             if outcome == Outcome::Failure && d.ejected_until().is_some() {
                 // The balancer's waiters re-check their endpoints.
-                self.pool.inner.changed.notify_waiters();
+                pool.inner.changed.notify_waiters();
             }
         }
     }
@@ -241,57 +265,87 @@ impl Pool {
     /// A ready connection, preferring slot `hint % n`; starts connecting
     /// the preferred slot if it is not ready. The lease borrows the pool.
     #[inline]
-    pub(crate) fn try_lease(&self, hint: usize) -> Option<Lease<'_>> {
-        let claimed = self.claim(hint)?;
-        Some(Lease::new(claimed, Cow::Borrowed(self)))
+    pub(crate) fn try_lease(&self, hint: usize) -> Option<Lease> {
+        self.try_lease_with(|| hint)
     }
 
-    /// [`try_lease`](Self::try_lease) for a pool the lease must outlive
-    /// (one the balancer picked): the lease holds its own handle.
-    pub(crate) fn try_lease_owned(self, hint: usize) -> Option<Lease<'static>> {
+    /// [`try_lease`](Self::try_lease) with the preference computed only
+    /// when there is a choice (`hint` is not called for one connection,
+    /// the default): the common call's lease.
+    #[inline]
+    pub(crate) fn try_lease_with(&self, hint: impl FnOnce() -> usize) -> Option<Lease> {
         let claimed = self.claim(hint)?;
-        Some(Lease::new(claimed, Cow::Owned(self)))
+        Some(Lease::new(claimed, self))
     }
 
     /// Claims a ready connection for one call (see `try_lease`): its
-    /// client, slot and generation, counted in flight where a balancer
-    /// reads the count.
-    fn claim(&self, hint: usize) -> Option<(Arc<Client>, usize, u64)> {
+    /// client and generation, counted in flight where a balancer reads
+    /// the count. The preferred slot is tried inline (one lock, one
+    /// reference count); the others only when it is not ready.
+    #[inline]
+    fn claim(&self, hint: impl FnOnce() -> usize) -> Option<(Arc<Client>, u64)> {
         let n = self.inner.slots.len();
-        for i in 0..n {
-            let idx = (hint + i) % n;
-            let mut slot = lock(&self.inner.slots[idx]);
-            let Slot::Ready {
-                client,
-                generation,
-                calls,
-            } = &mut *slot
-            else {
-                continue;
-            };
-            *calls += 1;
-            let (client, generation) = (client.clone(), *generation);
-            let spent = self.inner.settings.max_calls.is_some_and(|m| *calls >= m);
-            if spent {
-                *slot = Slot::Idle { failures: 0 };
-                retire_client(client.clone());
-            }
-            drop(slot);
-            if i != 0 || spent {
-                self.kick();
-            }
-            if self.inner.detector.is_some() {
-                self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
-            }
-            return Some((client, idx, generation));
+        let first = if n == 1 { 0 } else { hint() % n };
+        let claimed = match self.claim_slot(first) {
+            Some(claimed) => claimed,
+            None => self.claim_another(first)?,
+        };
+        if self.inner.detector.is_some() {
+            self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
         }
-        None
+        Some(claimed)
+    }
+
+    /// Claims slot `idx`'s connection if it is ready, counting the call
+    /// against the connection's cap (`max_calls_per_connection`), if any.
+    #[inline(always)]
+    fn claim_slot(&self, idx: usize) -> Option<(Arc<Client>, u64)> {
+        let mut slot = lock(&self.inner.slots[idx]);
+        let Slot::Ready {
+            client,
+            generation,
+            calls,
+        } = &mut *slot
+        else {
+            return None;
+        };
+        let claimed = (client.clone(), *generation);
+        // Only a cap reads the count, so only a capped pool keeps it.
+        if let Some(max) = self.inner.settings.max_calls {
+            *calls += 1;
+            if *calls >= max {
+                *slot = Slot::Idle { failures: 0 };
+                drop(slot);
+                self.spent(&claimed.0);
+            }
+        }
+        Some(claimed)
+    }
+
+    /// A connection reached its call cap with the call just claimed: it
+    /// finishes its calls in flight while its slot reconnects.
+    #[cold]
+    #[inline(never)]
+    fn spent(&self, client: &Arc<Client>) {
+        retire_client(client.clone());
+        self.kick();
+    }
+
+    /// The preferred slot `first` was not ready: the next ready one, in
+    /// order, while the preferred one starts connecting.
+    #[cold]
+    #[inline(never)]
+    fn claim_another(&self, first: usize) -> Option<(Arc<Client>, u64)> {
+        let n = self.inner.slots.len();
+        let claimed = (1..n).find_map(|i| self.claim_slot((first + i) % n))?;
+        self.kick();
+        Some(claimed)
     }
 
     /// A ready connection: waits while one is being made (or, with
     /// `fail_fast`, fails retry-safe when every slot is backing off).
     /// The caller bounds the wait with its deadline.
-    pub(crate) async fn lease(&self, hint: usize, fail_fast: bool) -> Result<Lease<'_>, Status> {
+    pub(crate) async fn lease(&self, hint: usize, fail_fast: bool) -> Result<Lease, Status> {
         loop {
             if let Some(l) = self.try_lease(hint) {
                 return Ok(l);
@@ -387,20 +441,24 @@ impl Pool {
         k
     }
 
-    fn retire(&self, idx: usize, generation: u64) {
-        let mut slot = lock(&self.inner.slots[idx]);
-        if let Slot::Ready {
-            client,
-            generation: g,
-            ..
-        } = &*slot
-            && *g == generation
-        {
-            retire_client(client.clone());
-            *slot = Slot::Idle { failures: 0 };
-            drop(slot);
-            self.inner.changed.notify_waiters();
-            self.kick();
+    /// Retires the connection `generation`, if a slot still holds it.
+    fn retire(&self, generation: u64) {
+        for m in &self.inner.slots {
+            let mut slot = lock(m);
+            if let Slot::Ready {
+                client,
+                generation: g,
+                ..
+            } = &*slot
+                && *g == generation
+            {
+                retire_client(client.clone());
+                *slot = Slot::Idle { failures: 0 };
+                drop(slot);
+                self.inner.changed.notify_waiters();
+                self.kick();
+                return;
+            }
         }
     }
 }
@@ -511,7 +569,14 @@ mod tests {
     use super::*;
     use crate::{Config, Router};
 
+    /// A pool of `n` connections behind a balancer (with a detector).
     fn pool(n: usize) -> Pool {
+        let census = Arc::new(crate::channel::ejection::Census::default());
+        let detector = Detector::new(census, crate::channel::outlier::Policy::default());
+        pool_with(n, Some(detector))
+    }
+
+    fn pool_with(n: usize, detector: Option<Detector>) -> Pool {
         let endpoint = Endpoint::from_fn("memory", || async {
             crate::memory(Router::new(), &Config::new()).await
         });
@@ -519,9 +584,33 @@ mod tests {
             connections: n,
             ..Settings::default()
         };
-        let census = Arc::new(crate::channel::ejection::Census::default());
-        let detector = Detector::new(census, crate::channel::outlier::Policy::default());
-        Pool::new(endpoint, Arc::new(settings), Some(detector))
+        Pool::new(endpoint, Arc::new(settings), detector)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_one_endpoint_lease_holds_no_pool_and_is_found_through_its_home() {
+        let p = pool_with(1, None);
+        let lease = p.lease(0, false).await.unwrap();
+        assert!(lease.held.counted.is_none(), "no reference count per call");
+        assert_eq!(p.in_flight(), 0, "nothing counts calls without a balancer");
+        // Its failure paths see its connection only through the pool given.
+        assert!(lease.held.client(None).is_none());
+        let again = lease.held.client(Some(&p)).unwrap();
+        assert!(Arc::ptr_eq(&again, &lease.client));
+        lease.held.retire(None);
+        assert!(lease.held.client(Some(&p)).is_some(), "nothing to retire");
+        lease.held.retire(Some(&p));
+        assert!(lease.held.client(Some(&p)).is_none(), "retired");
+        let fresh = p.lease(0, false).await.unwrap();
+        assert!(!Arc::ptr_eq(&fresh.client, &lease.client));
+        // Behind a balancer, the lease holds its pool and counts.
+        let balanced = pool(1);
+        let counted = balanced.lease(0, false).await.unwrap();
+        assert!(counted.held.counted.is_some());
+        assert_eq!(balanced.in_flight(), 1);
+        assert!(counted.held.client(None).is_some());
+        drop(counted);
+        assert_eq!(balanced.in_flight(), 0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -529,28 +618,32 @@ mod tests {
         let p = pool(2);
         // The first lease connects every slot.
         let first = p.lease(0, false).await.unwrap();
-        assert_eq!(first.held.slot, 0);
+        assert_eq!(first.held.slot(&p), Some(0));
         while !matches!(*lock(&p.inner.slots[1]), Slot::Ready { .. }) {
             tokio::task::yield_now().await;
         }
         let (a, b) = (p.try_lease(0).unwrap(), p.try_lease(1).unwrap());
-        assert_eq!((a.held.slot, b.held.slot), (0, 1));
+        assert_eq!((a.held.slot(&p), b.held.slot(&p)), (Some(0), Some(1)));
         assert_ne!(a.held.generation, b.held.generation, "two connections");
-        assert_eq!(p.try_lease(2).unwrap().held.slot, 0, "hint modulo n");
+        assert_eq!(
+            p.try_lease(2).unwrap().held.slot(&p),
+            Some(0),
+            "hint modulo n"
+        );
         assert_eq!(p.in_flight(), 3);
         drop((first, b));
         assert_eq!(p.in_flight(), 1);
         // The claim finds its connection again while its slot holds it...
-        assert!(a.held.client().is_some());
+        assert!(a.held.client(None).is_some());
         // Slot 0 retired: hint 0 falls over to slot 1 and slot 0 reconnects.
-        a.held.retire();
+        a.held.retire(None);
         // ... and not once it is gone.
-        assert!(a.held.client().is_none());
-        assert_eq!(p.try_lease(0).unwrap().held.slot, 1);
+        assert!(a.held.client(None).is_none());
+        assert_eq!(p.try_lease(0).unwrap().held.slot(&p), Some(1));
         let again = p.lease(0, false).await.unwrap();
         let fresh = loop {
             let l = p.try_lease(0).unwrap();
-            if l.held.slot == 0 {
+            if l.held.slot(&p) == Some(0) {
                 break l;
             }
             tokio::task::yield_now().await;
