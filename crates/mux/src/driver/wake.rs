@@ -67,8 +67,10 @@ impl Wakers {
     ///
     /// One arm per case: the common one (a reply for a task waiting as
     /// the socket waiter) is a single push, where a chained iterator over
-    /// both options cost about 25 instructions per call.
-    #[inline]
+    /// both options cost about 25 instructions per call. Always inline:
+    /// out of line, passing two options and saving registers around the
+    /// wakers' drops cost about 20 more, once per reply.
+    #[inline(always)]
     pub(super) fn wake_either(&mut self, event: Option<Waker>, socket: Option<Waker>) {
         match (event, socket) {
             (Some(e), Some(s)) => {
@@ -388,6 +390,62 @@ impl Woken {
         };
         if keep.capacity() <= SPARE_KEEP {
             SPARE.set(keep);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// A task that counts its wake-ups.
+    #[derive(Default)]
+    struct Task(AtomicUsize);
+
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn task() -> (Arc<Task>, Waker) {
+        let t = Arc::new(Task::default());
+        (t.clone(), Waker::from(t))
+    }
+
+    fn woken(t: &Task) -> usize {
+        t.0.load(Ordering::Relaxed)
+    }
+
+    /// Every case of a reply's two wakers: a task waiting both as the
+    /// socket waiter and with an event waker is woken once, two tasks
+    /// each once, a lone waker once, and nothing wakes nobody.
+    #[test]
+    fn wake_either_wakes_each_task_once() {
+        let mut wakers = Wakers::new(Arc::new(ReadWake::default()));
+        let (a, wa) = task();
+        let (b, wb) = task();
+        let cases: [(Option<&Waker>, Option<&Waker>, usize, usize); 6] = [
+            (Some(&wa), Some(&wa), 1, 0),
+            (Some(&wa), Some(&wb), 1, 1),
+            (Some(&wa), None, 1, 0),
+            (None, Some(&wb), 0, 1),
+            (None, None, 0, 0),
+            (Some(&wb), Some(&wa), 1, 1),
+        ];
+        for (event, socket, want_a, want_b) in cases {
+            let (before_a, before_b) = (woken(&a), woken(&b));
+            wakers.wake_either(event.cloned(), socket.cloned());
+            wakers.list.take().wake_all();
+            assert_eq!(
+                (woken(&a) - before_a, woken(&b) - before_b),
+                (want_a, want_b),
+                "event {:?}, socket {:?}",
+                event.map(|w| w.will_wake(&wa)),
+                socket.map(|w| w.will_wake(&wa)),
+            );
         }
     }
 }
