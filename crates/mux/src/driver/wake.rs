@@ -209,14 +209,21 @@ impl ReadWake {
     /// `who` waits for socket bytes in the task of `waker`. Returns the
     /// other waiter it displaces, which the caller keeps as that waiter's
     /// event waker (so its data, read by someone else, still wakes it).
+    ///
+    /// The same waiter again (every `recv` poll of a call waiting for its
+    /// reply) displaces nobody and leaves `waiter_code`, which always
+    /// names the registered waiter, as it is.
     fn set_recv(&self, who: Waiter, waker: &Waker) -> Option<(Waiter, Waker)> {
         let mut w = self.waiters();
-        let displaced = match &w.recv {
-            Some((i, old)) if *i == who && old.will_wake(waker) => None,
-            _ => w.recv.replace((who, waker.clone())),
-        };
+        if let Some((i, old)) = &mut w.recv
+            && *i == who
+        {
+            old.clone_from(waker); // a clone only if another task
+            return None;
+        }
+        let displaced = w.recv.replace((who, waker.clone()));
         self.waiter_code.store(who.code(), Ordering::Release);
-        displaced.filter(|(i, _)| *i != who)
+        displaced
     }
 
     /// Whether the socket may hold bytes nobody has read: the last read
@@ -447,5 +454,31 @@ mod tests {
                 socket.map(|w| w.will_wake(&wa)),
             );
         }
+    }
+
+    /// A waiter registering again from another task (a stream polled from
+    /// a new task) moves the socket's wake-up there, displacing nobody;
+    /// from the same task it changes nothing. Another waiter displaces it.
+    #[test]
+    fn registering_again_moves_the_wake_to_the_new_task() {
+        let rw = Arc::new(ReadWake::default());
+        let socket = Waker::from(rw.clone());
+        let (a, wa) = task();
+        let (b, wb) = task();
+        let me = Waiter::Stream(1);
+        assert!(rw.register(me, &wa, true).0.is_none());
+        assert!(rw.register(me, &wa, true).0.is_none(), "same task");
+        assert!(rw.register(me, &wb, true).0.is_none(), "same waiter");
+        socket.wake_by_ref();
+        assert_eq!((woken(&a), woken(&b)), (0, 1), "the latest task is woken");
+
+        assert!(rw.register(me, &wa, true).0.is_none());
+        let displaced = rw.register(Waiter::Acceptor, &wb, true).0;
+        assert!(displaced.is_some_and(|(who, w)| who == me && w.will_wake(&wa)));
+        assert!(rw.take_recv(Some(me)).is_none(), "no longer the waiter");
+        assert!(
+            rw.take_recv(Some(Waiter::Acceptor))
+                .is_some_and(|w| w.will_wake(&wb))
+        );
     }
 }
