@@ -45,6 +45,7 @@ impl<T> Mutex<T> {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn into_inner(self) -> T {
         self.0.into_inner().unwrap_or_else(|e| e.into_inner())
     }
