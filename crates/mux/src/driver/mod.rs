@@ -3,7 +3,8 @@
 //! # Ownership
 //! A connection's state — the sans-I/O [`Session`], the socket, the
 //! record pipeline and the wakers — sits in one [`Inner`] behind one
-//! `std::sync::Mutex`. Whoever holds it is the connection's *owner* for
+//! mutex (`parking_lot`'s, without poisoning: [`sync`](self::sync)).
+//! Whoever holds it is the connection's *owner* for
 //! that moment and does everyone's work: it writes every queued frame
 //! (coalesced into one write), reads and handles every frame the socket
 //! has (for all streams), and completes other callers' operations left in

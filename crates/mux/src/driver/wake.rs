@@ -64,10 +64,23 @@ impl Wakers {
     }
 
     /// Wakes both wakers, or one if they wake the same task.
+    ///
+    /// One arm per case: the common one (a reply for a task waiting as
+    /// the socket waiter) is a single push, where a chained iterator over
+    /// both options cost about 25 instructions per call. Always inline:
+    /// out of line, passing two options and saving registers around the
+    /// wakers' drops cost about 20 more, once per reply.
+    #[inline(always)]
     pub(super) fn wake_either(&mut self, event: Option<Waker>, socket: Option<Waker>) {
         match (event, socket) {
-            (Some(e), Some(s)) if e.will_wake(&s) => self.list.push(s),
-            (e, s) => e.into_iter().chain(s).for_each(|w| self.list.push(w)),
+            (Some(e), Some(s)) => {
+                if !e.will_wake(&s) {
+                    self.list.push(e);
+                }
+                self.list.push(s);
+            }
+            (Some(w), None) | (None, Some(w)) => self.list.push(w),
+            (None, None) => {}
         }
     }
 
@@ -183,7 +196,7 @@ struct ReadWaiters {
 
 impl ReadWake {
     fn waiters(&self) -> MutexGuard<'_, ReadWaiters> {
-        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+        self.waiters.lock()
     }
 
     pub(super) fn set_driver(&self, waker: &Waker) {
@@ -196,14 +209,21 @@ impl ReadWake {
     /// `who` waits for socket bytes in the task of `waker`. Returns the
     /// other waiter it displaces, which the caller keeps as that waiter's
     /// event waker (so its data, read by someone else, still wakes it).
+    ///
+    /// The same waiter again (every `recv` poll of a call waiting for its
+    /// reply) displaces nobody and leaves `waiter_code`, which always
+    /// names the registered waiter, as it is.
     fn set_recv(&self, who: Waiter, waker: &Waker) -> Option<(Waiter, Waker)> {
         let mut w = self.waiters();
-        let displaced = match &w.recv {
-            Some((i, old)) if *i == who && old.will_wake(waker) => None,
-            _ => w.recv.replace((who, waker.clone())),
-        };
+        if let Some((i, old)) = &mut w.recv
+            && *i == who
+        {
+            old.clone_from(waker); // a clone only if another task
+            return None;
+        }
+        let displaced = w.recv.replace((who, waker.clone()));
         self.waiter_code.store(who.code(), Ordering::Release);
-        displaced.filter(|(i, _)| *i != who)
+        displaced
     }
 
     /// Whether the socket may hold bytes nobody has read: the last read
@@ -378,5 +398,87 @@ impl Woken {
         if keep.capacity() <= SPARE_KEEP {
             SPARE.set(keep);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// A task that counts its wake-ups.
+    #[derive(Default)]
+    struct Task(AtomicUsize);
+
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn task() -> (Arc<Task>, Waker) {
+        let t = Arc::new(Task::default());
+        (t.clone(), Waker::from(t))
+    }
+
+    fn woken(t: &Task) -> usize {
+        t.0.load(Ordering::Relaxed)
+    }
+
+    /// Every case of a reply's two wakers: a task waiting both as the
+    /// socket waiter and with an event waker is woken once, two tasks
+    /// each once, a lone waker once, and nothing wakes nobody.
+    #[test]
+    fn wake_either_wakes_each_task_once() {
+        let mut wakers = Wakers::new(Arc::new(ReadWake::default()));
+        let (a, wa) = task();
+        let (b, wb) = task();
+        let cases: [(Option<&Waker>, Option<&Waker>, usize, usize); 6] = [
+            (Some(&wa), Some(&wa), 1, 0),
+            (Some(&wa), Some(&wb), 1, 1),
+            (Some(&wa), None, 1, 0),
+            (None, Some(&wb), 0, 1),
+            (None, None, 0, 0),
+            (Some(&wb), Some(&wa), 1, 1),
+        ];
+        for (event, socket, want_a, want_b) in cases {
+            let (before_a, before_b) = (woken(&a), woken(&b));
+            wakers.wake_either(event.cloned(), socket.cloned());
+            wakers.list.take().wake_all();
+            assert_eq!(
+                (woken(&a) - before_a, woken(&b) - before_b),
+                (want_a, want_b),
+                "event {:?}, socket {:?}",
+                event.map(|w| w.will_wake(&wa)),
+                socket.map(|w| w.will_wake(&wa)),
+            );
+        }
+    }
+
+    /// A waiter registering again from another task (a stream polled from
+    /// a new task) moves the socket's wake-up there, displacing nobody;
+    /// from the same task it changes nothing. Another waiter displaces it.
+    #[test]
+    fn registering_again_moves_the_wake_to_the_new_task() {
+        let rw = Arc::new(ReadWake::default());
+        let socket = Waker::from(rw.clone());
+        let (a, wa) = task();
+        let (b, wb) = task();
+        let me = Waiter::Stream(1);
+        assert!(rw.register(me, &wa, true).0.is_none());
+        assert!(rw.register(me, &wa, true).0.is_none(), "same task");
+        assert!(rw.register(me, &wb, true).0.is_none(), "same waiter");
+        socket.wake_by_ref();
+        assert_eq!((woken(&a), woken(&b)), (0, 1), "the latest task is woken");
+
+        assert!(rw.register(me, &wa, true).0.is_none());
+        let displaced = rw.register(Waiter::Acceptor, &wb, true).0;
+        assert!(displaced.is_some_and(|(who, w)| who == me && w.will_wake(&wa)));
+        assert!(rw.take_recv(Some(me)).is_none(), "no longer the waiter");
+        assert!(
+            rw.take_recv(Some(Waiter::Acceptor))
+                .is_some_and(|w| w.will_wake(&wb))
+        );
     }
 }
