@@ -100,7 +100,7 @@ where
 }
 
 /// A typed service's unary method `M` on the service `S`, by codec `C`.
-pub(crate) struct ServiceMethod<S, M, C>(pub(crate) Arc<S>, PhantomData<fn() -> (M, C)>);
+pub(crate) struct ServiceMethod<S, M, C>(Arc<S>, PhantomData<fn() -> (M, C)>);
 
 impl<S, M, C> ServiceMethod<S, M, C> {
     pub(crate) fn new(service: Arc<S>) -> Self {
