@@ -60,8 +60,24 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T
     {
         return Ok(value);
     }
-    serde_json::from_slice(body)
-        .map_err(|e| Status::invalid_argument(format!("malformed JSON message: {e}")))
+    serde_json::from_slice(body).map_err(malformed)
+}
+
+/// The status of a message serde_json could not read. Out of line, as
+/// [`cannot_encode`]: the formatting stays out of every call's path.
+#[cfg(feature = "json")]
+#[cold]
+#[inline(never)]
+fn malformed(e: serde_json::Error) -> Status {
+    Status::invalid_argument(format!("malformed JSON message: {e}"))
+}
+
+/// The status of a value serde_json could not write.
+#[cfg(feature = "json")]
+#[cold]
+#[inline(never)]
+fn cannot_encode(e: serde_json::Error) -> Status {
+    Status::internal(format!("cannot encode JSON: {e}"))
 }
 
 /// Encodes a value as one framed JSON message, written into the framing
@@ -77,7 +93,7 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
         return codec::check_len(nil::NULL.len(), max).map(|_| nil::null_message());
     }
     codec::frame_with(max, |buf| serde_json::to_writer(buf.writer(), value))
-        .map_err(|e| Status::internal(format!("cannot encode JSON: {e}")))?
+        .map_err(cannot_encode)?
 }
 
 #[cfg(all(test, feature = "json"))]
