@@ -3,8 +3,6 @@
 
 use bytes::Bytes;
 
-#[cfg(feature = "json")]
-use crate::codec::nil;
 use crate::codec::{self, Framed};
 use crate::status::Status;
 
@@ -50,16 +48,10 @@ impl<T: serde::Serialize + Send + 'static> Encode for Json<T> {
 }
 
 /// Decodes a JSON message; malformed input is `INVALID_ARGUMENT`. An empty
-/// message reads as `null` (a nil request: `()` and `Option<T>` accept it);
-/// a `null` a nil type takes is read without serde_json (`nil.rs`).
+/// message reads as `null` (a nil request: `()` and `Option<T>` accept it).
 #[cfg(feature = "json")]
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Status> {
-    let body = if body.is_empty() { nil::NULL } else { body };
-    if body == nil::NULL
-        && let Some(value) = nil::from_null()
-    {
-        return Ok(value);
-    }
+    let body = if body.is_empty() { b"null" } else { body };
     serde_json::from_slice(body).map_err(malformed)
 }
 
@@ -81,17 +73,13 @@ fn cannot_encode(e: serde_json::Error) -> Status {
 }
 
 /// Encodes a value as one framed JSON message, written into the framing
-/// arena (no allocation in steady state); a nil value (`null`) is a
-/// static message (`nil.rs`).
+/// arena (no allocation in steady state).
 #[cfg(feature = "json")]
 pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
     value: &T,
     max: usize,
 ) -> Result<Bytes, Status> {
     use bytes::BufMut as _;
-    if nil::is_null(value) {
-        return codec::check_len(nil::NULL.len(), max).map(|_| nil::null_message());
-    }
     codec::frame_with(max, |buf| serde_json::to_writer(buf.writer(), value))
         .map_err(cannot_encode)?
 }
@@ -123,21 +111,6 @@ mod tests {
         let nil: Option<u32> = from_json(b"").unwrap();
         assert_eq!(nil, None);
         from_json::<()>(b"").unwrap();
-        // The nil message: static, the same bytes, the same limit and the
-        // same errors as through serde_json.
-        let nil = to_json(&(), 64).unwrap();
-        assert_eq!(&nil[..], b"\0\0\0\x04null");
-        assert_eq!(
-            to_json(&(), 3).unwrap_err().code(),
-            Code::RESOURCE_EXHAUSTED
-        );
-        from_json::<()>(b"null").unwrap();
-        assert_eq!(from_json::<Option<u32>>(b"null").unwrap(), None);
-        let e = from_json::<()>(b"5").unwrap_err();
-        assert_eq!(e.code(), Code::INVALID_ARGUMENT);
-        let e = from_json::<u32>(b"null").unwrap_err();
-        assert_eq!(e.code(), Code::INVALID_ARGUMENT);
-        assert!(e.message().contains("invalid type: null"), "{e}");
         assert!(from_json::<u32>(b"").is_err());
         let Json(n) = <Json<u32>>::decode(Bytes::from_static(b"5")).unwrap();
         assert_eq!(n, 5);

@@ -7,8 +7,6 @@
 //! encoder functions return the bytes to send.
 
 pub(crate) mod message;
-#[cfg(feature = "json")]
-pub(crate) mod nil;
 pub(crate) mod pool;
 pub(crate) mod typed;
 pub(crate) mod wire;
