@@ -31,7 +31,7 @@ pub(crate) fn expand(mut item: ItemTrait, opts: &Options) -> syn::Result<TokenSt
     let names = format_ident!("{}Methods", name);
     let checks = codec_checks(&methods, &rpc);
     let client_fns = methods.iter().map(|m| client_fn(m, &rpc, vis, &names));
-    let routes = methods.iter().map(|m| route(m, &rpc, &names));
+    let routes = methods.iter().map(|m| route(m, &rpc, &names, name));
     let carried = methods.iter().map(|m| carried(m, &rpc));
     let konsts = methods.iter().map(|m| {
         let (konst, wire) = (&m.konst, &m.wire);
@@ -402,7 +402,7 @@ fn client_fn(
 
 /// Registers one method on `router`: the closure holds the service and
 /// clones its `Arc` per call (no allocation).
-fn route(m: &Method, rpc: &TokenStream, names: &syn::Ident) -> TokenStream {
+fn route(m: &Method, rpc: &TokenStream, names: &syn::Ident, service: &syn::Ident) -> TokenStream {
     let Method {
         ident,
         konst,
@@ -415,11 +415,27 @@ fn route(m: &Method, rpc: &TokenStream, names: &syn::Ident) -> TokenStream {
     let ctx = quote!(#rpc::Context);
     let span = m.span;
     let register = match &m.shape {
+        // The method itself is the handler: its future borrows the service,
+        // which each call holds once (`UnaryMethod`), where a closure
+        // cloned the service again and wrapped the future in an `async`
+        // block.
         Shape::Unary => quote_spanned! {span=>
-            router.unary_codec::<_, _, _, #request, #response>(#wire, #codec, move |ctx: #ctx, request: #request| {
-                let s = s.clone();
-                async move { s.#ident(ctx, request).await }
-            })
+            {
+                struct __WeftMethod;
+
+                impl<S: #service> #rpc::UnaryMethod<S, #request, #response> for __WeftMethod {
+                    fn call(
+                        service: &S,
+                        ctx: #ctx,
+                        request: #request,
+                    ) -> impl ::core::future::Future<Output = ::core::result::Result<#response, #rpc::Status>>
+                           + ::core::marker::Send + '_ {
+                        S::#ident(service, ctx, request)
+                    }
+                }
+
+                router.unary_method::<_, _, _, #request, #response>(#wire, #codec, s, __WeftMethod)
+            }
         },
         Shape::ServerStreaming { sink } => quote_spanned! {span=>
             router.server_streaming_codec::<_, _, _, #request, #response>(#wire, #codec, move |ctx: #ctx, request: #request, sink: #sink| {

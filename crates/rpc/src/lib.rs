@@ -65,7 +65,7 @@ pub use client::{
 pub use client::{OpenRequest, OpenService, TowerCaller};
 #[cfg(feature = "postcard")]
 pub use codec::typed::Postcard;
-pub use codec::typed::{CODEC_KEY, Codec, Json, Raw, Requests, Responses};
+pub use codec::typed::{CODEC_KEY, Codec, Json, Raw, Requests, Responses, UnaryMethod};
 pub use observe::meter::Metrics;
 pub use observe::{TRACEPARENT, TraceContext};
 pub use options::{CallOptions, Idempotency};

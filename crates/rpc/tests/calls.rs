@@ -392,3 +392,77 @@ async fn a_unary_call_past_its_deadline_resets_its_stream_at_once() {
     assert_eq!(reset.reason(), Some(weft_mux::Reason::CANCEL), "{reset:?}");
     // `call` (pinned on this stack) lives until here.
 }
+
+/// A typed service for [`a_service_method_borrows_its_service_held_once_per_call`]:
+/// a running total, and a way to count who holds the service.
+struct Tally {
+    total: std::sync::atomic::AtomicU32,
+    me: std::sync::OnceLock<std::sync::Weak<Tally>>,
+}
+
+impl Tally {
+    async fn add(&self, n: u32) -> Result<u32, Status> {
+        // Suspended once, so the call's future outlives its first poll
+        // (boxed and polled again) while it borrows the service.
+        tokio::task::yield_now().await;
+        let holders = self.me.get().expect("set").strong_count() as u32;
+        let total = self.total.fetch_add(n, std::sync::atomic::Ordering::SeqCst) + n;
+        Ok(total * 10 + holders)
+    }
+}
+
+/// [`Tally::add`] as a unary method of the service.
+struct AddTo;
+
+impl weft_rpc::UnaryMethod<Tally, u32, u32> for AddTo {
+    fn call(
+        service: &Tally,
+        _ctx: weft_rpc::Context,
+        request: u32,
+    ) -> impl std::future::Future<Output = Result<u32, Status>> + Send + '_ {
+        service.add(request)
+    }
+}
+
+/// A typed service's unary method runs on the service itself: its future
+/// borrows the service, which each call holds once (the test's own
+/// reference, the router's and the call's: three), and lets go of after.
+/// Its request and reply go through the codec, with the usual errors.
+#[tokio::test]
+async fn a_service_method_borrows_its_service_held_once_per_call() {
+    use std::sync::Arc;
+    let service = Arc::new(Tally {
+        total: Default::default(),
+        me: Default::default(),
+    });
+    service.me.set(Arc::downgrade(&service)).unwrap();
+    let router = Router::new().unary_method("tally/add", weft_rpc::Json, service.clone(), AddTo);
+    let p = pair(router).await;
+    let opts = CallOptions::new();
+    let call = |n: u32| {
+        p.client
+            .unary_codec::<_, u32, u32>("tally/add", weft_rpc::Json, &n, &opts)
+    };
+    assert_eq!(call(2).await.unwrap(), 23);
+    assert_eq!(call(3).await.unwrap(), 53);
+    assert_eq!(
+        Arc::strong_count(&service),
+        2,
+        "the test's and the router's"
+    );
+    // Not a number: the peer's fault.
+    let e = p
+        .client
+        .unary("tally/add", Bytes::from_static(b"\"x\""))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::INVALID_ARGUMENT, "{e}");
+    // Another codec than the method's: refused before the handler.
+    let e = p
+        .client
+        .unary_codec::<_, Bytes, Bytes>("tally/add", Upper, &Bytes::from_static(b"1"), &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::UNIMPLEMENTED, "{e}");
+    assert_eq!(service.total.load(std::sync::atomic::Ordering::SeqCst), 5);
+}

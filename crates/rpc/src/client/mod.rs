@@ -354,11 +354,15 @@ impl Client {
         F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     {
         let (obs, opts) = self.observed(method, opts);
-        let prepared = opts.and_then(|opts| {
-            let framed = framed?;
-            let (meta, deadline) = self.prepare(method, &opts, codec)?;
-            Ok((meta, framed, deadline))
-        });
+        // Matched here, not through a closure: the typed calls' larger
+        // bodies left such a closure out of line, moving its result
+        // through memory on every call.
+        let prepared = match (opts, framed) {
+            (Ok(opts), Ok(framed)) => self
+                .prepare(method, &opts, codec)
+                .map(|(meta, deadline)| (meta, framed, deadline)),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
         let (deadline, phase) = match prepared {
             Err(e) => (None, Phase::Failed(e)),
             Ok((meta, framed, deadline)) => {

@@ -70,7 +70,7 @@ impl PlainCache {
         for i in 0..PROBES {
             let slot = &slots[start.wrapping_add(i) & (SLOTS - 1)];
             match slot.get() {
-                Some(p) if p.codec == codec && *p.method == *method => {
+                Some(p) if same_codec(p.codec, codec) && *p.method == *method => {
                     return Ok(p.metadata.clone());
                 }
                 Some(_) => {}
@@ -89,6 +89,18 @@ impl PlainCache {
             }
         }
         build(method, codec)
+    }
+}
+
+/// Whether two calls name the same codec. The names are the codecs'
+/// constants, so the one a method was cached with is almost always the
+/// very same string: comparing where they point first saves a `memcmp`
+/// call per typed call.
+fn same_codec(a: Option<&'static str>, b: Option<&'static str>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+        _ => false,
     }
 }
 
@@ -133,6 +145,25 @@ mod tests {
         assert_eq!(cache.metadata("svc/echo", None).unwrap(), raw);
         assert_eq!(cache.metadata("svc/echo", Some("json")).unwrap(), json);
         assert_eq!(cached(&cache), 2);
+    }
+
+    /// The same name from two strings is the same codec; another name
+    /// is not (the pointer is only a shortcut).
+    #[test]
+    fn codecs_are_compared_by_name() {
+        let json = String::from("json");
+        let leaked: &'static str = Box::leak(json.into_boxed_str());
+        assert!(same_codec(Some("json"), Some(leaked)));
+        assert!(same_codec(Some(leaked), Some(leaked)));
+        assert!(!same_codec(Some("json"), Some("jso")));
+        assert!(!same_codec(Some("json"), Some("postcard")));
+        assert!(!same_codec(Some("json"), None));
+        assert!(!same_codec(None, Some("json")));
+        assert!(same_codec(None, None));
+        let cache = PlainCache::default();
+        let json = cache.metadata("svc/echo", Some("json")).unwrap();
+        assert_eq!(cache.metadata("svc/echo", Some(leaked)).unwrap(), json);
+        assert_eq!(cached(&cache), 1, "one entry for one codec");
     }
 
     #[test]

@@ -52,11 +52,28 @@ impl<T: serde::Serialize + Send + 'static> Encode for Json<T> {
 #[cfg(feature = "json")]
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Status> {
     let body = if body.is_empty() { b"null" } else { body };
-    serde_json::from_slice(body)
-        .map_err(|e| Status::invalid_argument(format!("malformed JSON message: {e}")))
+    serde_json::from_slice(body).map_err(malformed)
 }
 
-/// Encodes a value as one framed JSON message (one allocation).
+/// The status of a message serde_json could not read. Out of line, as
+/// [`cannot_encode`]: the formatting stays out of every call's path.
+#[cfg(feature = "json")]
+#[cold]
+#[inline(never)]
+fn malformed(e: serde_json::Error) -> Status {
+    Status::invalid_argument(format!("malformed JSON message: {e}"))
+}
+
+/// The status of a value serde_json could not write.
+#[cfg(feature = "json")]
+#[cold]
+#[inline(never)]
+fn cannot_encode(e: serde_json::Error) -> Status {
+    Status::internal(format!("cannot encode JSON: {e}"))
+}
+
+/// Encodes a value as one framed JSON message, written into the framing
+/// arena (no allocation in steady state).
 #[cfg(feature = "json")]
 pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
     value: &T,
@@ -64,7 +81,7 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
 ) -> Result<Bytes, Status> {
     use bytes::BufMut as _;
     codec::frame_with(max, |buf| serde_json::to_writer(buf.writer(), value))
-        .map_err(|e| Status::internal(format!("cannot encode JSON: {e}")))?
+        .map_err(cannot_encode)?
 }
 
 #[cfg(all(test, feature = "json"))]

@@ -32,6 +32,10 @@ pub fn empty_message() -> Bytes {
     Bytes::from_static(&[0; PREFIX_LEN])
 }
 
+/// Out of line: the framing of every message checks its length, and the
+/// formatting would otherwise be inlined into each caller.
+#[cold]
+#[inline(never)]
 fn too_large(len: usize, max: usize) -> Status {
     Status::resource_exhausted(format!(
         "message of {len} bytes exceeds the {max}-byte limit"
@@ -39,6 +43,7 @@ fn too_large(len: usize, max: usize) -> Status {
 }
 
 /// Checks a message to send against the limit.
+#[inline]
 pub fn check_len(len: usize, max: usize) -> Result<u32, Status> {
     match u32::try_from(len) {
         Ok(n) if len <= max => Ok(n),

@@ -189,6 +189,53 @@ impl<C: Codec<T>, T: Send + 'static> Encode for With<C, T> {
     }
 }
 
+/// One unary method of a typed service `S`, taking `Req` and answering
+/// `Resp`: a marker type whose [`call`](Self::call) calls the method on
+/// the service. `#[weft::service]` implements it for each unary method
+/// and registers it with [`Router::unary_method`](crate::Router::unary_method);
+/// by hand it reads:
+///
+/// ```
+/// use std::future::Future;
+/// use std::sync::Arc;
+/// use weft_rpc::{Context, Json, Router, Status, UnaryMethod};
+///
+/// struct Calc;
+///
+/// impl Calc {
+///     async fn double(&self, _ctx: Context, n: i64) -> Result<i64, Status> {
+///         Ok(n * 2)
+///     }
+/// }
+///
+/// struct Double;
+///
+/// impl UnaryMethod<Calc, i64, i64> for Double {
+///     fn call(
+///         service: &Calc,
+///         ctx: Context,
+///         request: i64,
+///     ) -> impl Future<Output = Result<i64, Status>> + Send + '_ {
+///         service.double(ctx, request)
+///     }
+/// }
+///
+/// let router = Router::new().unary_method("calc/double", Json, Arc::new(Calc), Double);
+/// assert!(router.has_method("calc/double"));
+/// ```
+///
+/// The method's future borrows the service, which each call holds (one
+/// `Arc` clone per call): no closure owning a clone of its own, and no
+/// `async` block around the method's future.
+pub trait UnaryMethod<S, Req, Resp>: Send + Sync + 'static {
+    /// Calls the method on `service`.
+    fn call(
+        service: &S,
+        ctx: crate::Context,
+        request: Req,
+    ) -> impl Future<Output = Result<Resp, Status>> + Send + '_;
+}
+
 pin_project_lite::pin_project! {
     /// A typed unary handler's future, its value wrapped for the codec: a
     /// combinator, not `async move { fut.await }`, which would hold the

@@ -9,10 +9,10 @@ use bytes::Bytes;
 
 #[cfg(feature = "json")]
 use crate::codec::typed::Json;
-use crate::codec::typed::{Codec, Requests, Responses, With, Wrap};
+use crate::codec::typed::{Codec, Requests, Responses, UnaryMethod, With, Wrap};
 use crate::hash::FastHash;
 use crate::method;
-use crate::server::call::{Bidi, ClientStreaming, Handler, ServerStreaming, Unary};
+use crate::server::call::{Bidi, ClientStreaming, Handler, ServerStreaming, ServiceMethod, Unary};
 use crate::server::context::Context;
 use crate::server::route::{RouteId, Shape};
 use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
@@ -124,7 +124,7 @@ impl Router {
         self.add(
             name,
             Shape::Unary,
-            Arc::new(Unary::<F, Bytes, Bytes>::new(handler)),
+            Arc::new(Unary::<_, Bytes, Bytes>::new(Arc::new(handler))),
         )
     }
 
@@ -145,7 +145,7 @@ impl Router {
             let fut = handler(ctx, req);
             async move { fut.await.map(Json) }
         };
-        self.add(name, Shape::Unary, Arc::new(Unary::new(h)))
+        self.add(name, Shape::Unary, Arc::new(Unary::new(Arc::new(h))))
     }
 
     /// Registers a server-streaming handler: one request, then messages sent
@@ -336,7 +336,34 @@ impl Router {
             _c: PhantomData,
         };
         let codec = Some(<C as Codec<Req>>::NAME);
-        self.add_coded(name, Shape::Unary, Arc::new(Unary::new(h)), codec)
+        self.add_coded(name, Shape::Unary, Arc::new(Unary::new(Arc::new(h))), codec)
+    }
+
+    /// Registers the unary method `M` of a typed service, on values carried
+    /// by `codec`: what `#[weft::service]` servers register (see
+    /// [`UnaryMethod`]). A call's handler is the service's method itself,
+    /// its future borrowing the service, which the call holds once.
+    ///
+    /// # Panics
+    /// As [`unary`](Self::unary).
+    pub fn unary_method<C, S, M, Req, Resp>(
+        self,
+        name: &str,
+        _codec: C,
+        service: Arc<S>,
+        _method: M,
+    ) -> Router
+    where
+        C: Codec<Req> + Codec<Resp>,
+        S: Send + Sync + 'static,
+        M: UnaryMethod<S, Req, Resp>,
+        Req: Send + 'static,
+        Resp: Send + 'static,
+    {
+        let h = ServiceMethod::<S, M, C>::new(service);
+        let handler = Unary::<_, With<C, Req>, With<C, Resp>>::new(h);
+        let codec = Some(<C as Codec<Req>>::NAME);
+        self.add_coded(name, Shape::Unary, Arc::new(handler), codec)
     }
 
     /// Registers a server-streaming handler on values carried by `codec`.
