@@ -89,7 +89,7 @@ impl<'a> Future for Call<'a> {
                 return Poll::Pending;
             }
             let (metadata, payload) = args.take().expect("call polled after it completed");
-            let id = match inner.open(metadata.clone(), payload, true) {
+            let id = match inner.open_call(metadata.clone(), payload) {
                 Ok(id) => id,
                 Err(e) => {
                     me.state = State::Done;

@@ -129,7 +129,26 @@ impl Inner {
         payload: Bytes,
         end: bool,
     ) -> Result<u32, MuxError> {
-        let id = match self.session.open_unclocked(metadata, payload, end) {
+        let opened = self.session.open_unclocked(metadata, payload, end);
+        self.opened(opened)
+    }
+
+    /// Opens a unary call's stream (see `Connection::call`): its request
+    /// whole with `END_STREAM`, waiting for the reply in a slot when the
+    /// request fits the `OPEN` (`Session::open_call`); returns its id.
+    pub(crate) fn open_call(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+    ) -> Result<u32, MuxError> {
+        let opened = self.session.open_call(metadata, payload);
+        self.opened(opened)
+    }
+
+    /// An open's outcome, as the handles see it.
+    #[inline(always)]
+    fn opened(&mut self, opened: Result<u32, OpenError>) -> Result<u32, MuxError> {
+        let id = match opened {
             Ok(id) => id,
             Err(OpenError::GoingAway) => {
                 self.pump_app();
