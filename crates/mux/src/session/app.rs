@@ -91,7 +91,13 @@ impl Session {
             .min(credit)
             .min(self.limits.max_payload.min(IMMEDIATE_MAX));
         let mut first = payload;
-        let rest = first.split_off(n);
+        // The whole request in the OPEN (the common case) splits nothing:
+        // `split_off` at the end still cost a call.
+        let rest = if n == first.len() {
+            Bytes::new()
+        } else {
+            first.split_off(n)
+        };
         window.debit_with(&mut self.conn_send, n);
         let all = rest.is_empty();
         let ended = end && all;
