@@ -96,7 +96,7 @@ impl<V> IdMap<V> {
                     // Not an assignment: that ran the old value's drop
                     // glue, a call per insert (a `None`, so nothing to
                     // drop) once the values were an enum of boxes.
-                    let was = std::mem::replace(empty, Some((id, value)));
+                    let was = empty.replace((id, value));
                     debug_assert!(was.is_none());
                     std::mem::forget(was);
                     self.len += 1;
