@@ -91,8 +91,15 @@ impl Session {
         if delta != 0 {
             let ids: Vec<u32> = self.streams.keys().copied().collect();
             for id in ids {
-                if let Some(s) = self.streams.get_mut(&id) {
-                    s.send.window.resize(delta);
+                // A call opened before the peer's settings stays a slot:
+                // only its window changes, and it has nothing to send.
+                match self.streams.lookup(id) {
+                    Some(EntryMut::Full(s)) => s.send.window.resize(delta),
+                    Some(EntryMut::Unary(slot)) => {
+                        slot.send_window.resize(delta);
+                        continue;
+                    }
+                    None => {}
                 }
                 self.mark_ready(id);
             }

@@ -45,6 +45,9 @@ enum Step {
     Wait(Duration),
     /// The transform could not deliver a frame of the call's stream.
     Unreadable,
+    /// The peer's settings, with its stream window; as a first step, the
+    /// call is opened before them.
+    Settings(u32),
     /// The application opens another stream (`OTHER`), not ending it.
     OpenOther,
 }
@@ -88,10 +91,12 @@ fn run(
     let start = Instant::now();
     let mut now = start;
     let mut s = Session::new(crate::session::Role::Client, config, now);
-    s.handle_frame(
-        settings_frame_with_cap(1024 * 1024 - 64 * 1024, BASELINE_WINDOW, cap),
-        now,
-    );
+    if !matches!(steps.first(), Some(Step::Settings(_))) {
+        s.handle_frame(
+            settings_frame_with_cap(1024 * 1024 - 64 * 1024, BASELINE_WINDOW, cap),
+            now,
+        );
+    }
     while s.poll_transmit().is_some() {}
     while s.poll_event().is_some() {}
     let md = Metadata::builder().custom(b"method", b"echo").finish();
@@ -142,6 +147,13 @@ fn run(
             Step::Unreadable => {
                 s.reset_unreadable(FrameType::DATA, ID, Reason::COMPRESSION_ERROR, &mut || now);
                 "unreadable".into()
+            }
+            Step::Settings(window) => {
+                s.handle_frame(
+                    settings_frame_with_cap(1024 * 1024 - 64 * 1024, *window, cap),
+                    now,
+                );
+                format!("settings {window}")
             }
             Step::OpenOther => {
                 let id = s.open(Metadata::new(), Bytes::from_static(b"o"), false, now);
@@ -363,6 +375,31 @@ fn a_second_frame_after_the_reply_is_a_stream_closed_error() {
 fn an_unreadable_reply_resets_the_call_as_it_resets_a_stream() {
     let steps = [Unreadable, Take, Release];
     assert_eq!(same(&plain(), 100, 5, &steps), [Slot, Full, Full, Gone]);
+}
+
+#[test]
+fn a_call_opened_before_the_peers_settings_stays_a_slot_with_their_window() {
+    let steps = [
+        Settings(BASELINE_WINDOW * 4),
+        Feed(reply(b"pong", true)),
+        Take,
+    ];
+    assert_eq!(same(&plain(), 100, 5, &steps), [Slot, Slot, Slot, Gone]);
+    // The window the settings gave counts: this update overflows it only
+    // if the resize was applied.
+    let over = (crate::config::MAX_WINDOW - BASELINE_WINDOW * 4 + 6) as u32;
+    for window in [BASELINE_WINDOW, BASELINE_WINDOW * 4] {
+        let steps = [
+            Settings(window),
+            Feed(Frame::window_update(ID, over)),
+            Take,
+            Release,
+        ];
+        assert_eq!(
+            same(&plain(), 100, 5, &steps),
+            [Slot, Slot, Full, Full, Gone]
+        );
+    }
 }
 
 #[test]
