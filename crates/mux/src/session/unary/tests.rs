@@ -387,7 +387,7 @@ fn a_call_opened_before_the_peers_settings_stays_a_slot_with_their_window() {
     assert_eq!(same(&plain(), 100, 5, &steps), [Slot, Slot, Slot, Gone]);
     // The window the settings gave counts: this update overflows it only
     // if the resize was applied.
-    let over = (crate::config::MAX_WINDOW - BASELINE_WINDOW * 4 + 6) as u32;
+    let over = crate::config::MAX_WINDOW - BASELINE_WINDOW * 4 + 6;
     for window in [BASELINE_WINDOW, BASELINE_WINDOW * 4] {
         let steps = [
             Settings(window),
