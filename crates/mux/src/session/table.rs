@@ -201,7 +201,11 @@ impl StreamTable {
     /// How many spare slot boxes are kept (tests).
     #[cfg(test)]
     pub(crate) fn spare_slot_count(&self) -> usize {
-        std::iter::successors(self.spare_slots.as_deref(), |b| b.spare_link.as_deref()).count()
+        self.slot_spares().count()
+    }
+
+    fn slot_spares(&self) -> impl Iterator<Item = &UnarySlot> {
+        std::iter::successors(self.spare_slots.as_deref(), |b| b.spare_link.as_deref())
     }
 
     fn spares(&self) -> impl Iterator<Item = &StreamState> {
@@ -316,6 +320,7 @@ impl std::fmt::Debug for StreamTable {
         f.debug_struct("StreamTable")
             .field("streams", &self.map)
             .field("spare", &self.spares().count())
+            .field("spare_slots", &self.slot_spares().count())
             .finish()
     }
 }
