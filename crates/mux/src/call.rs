@@ -84,12 +84,13 @@ impl<'a> Future for Call<'a> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let me = self.get_mut();
         let mut inner = me.conn.shared.lock();
+        let opened = matches!(me.state, State::Opening { .. });
         if let State::Opening { args, ticket } = &mut me.state {
             if inner.must_wait_to_open(cx, ticket) {
                 return Poll::Pending;
             }
             let (metadata, payload) = args.take().expect("call polled after it completed");
-            let id = match inner.open(metadata.clone(), payload, true) {
+            let id = match inner.open_call(metadata.clone(), payload) {
                 Ok(id) => id,
                 Err(e) => {
                     me.state = State::Done;
@@ -110,7 +111,11 @@ impl<'a> Future for Call<'a> {
         else {
             panic!("call polled after it completed");
         };
-        let first = inner.poll_recv(*id, cx, true, life);
+        let first = if opened {
+            inner.poll_reply_fresh(*id, cx, life)
+        } else {
+            inner.poll_recv(*id, cx, true, life)
+        };
         drop(inner);
         let Poll::Ready(first) = first else {
             *waiting = true;

@@ -93,7 +93,12 @@ impl<V> IdMap<V> {
                 Some((k, v)) if *k == id => return Some(std::mem::replace(v, value)),
                 Some(_) => i = (i + 1) & mask,
                 empty @ None => {
-                    *empty = Some((id, value));
+                    // Not an assignment: that ran the old value's drop
+                    // glue, a call per insert (a `None`, so nothing to
+                    // drop) once the values were an enum of boxes.
+                    let was = empty.replace((id, value));
+                    debug_assert!(was.is_none());
+                    std::mem::forget(was);
                     self.len += 1;
                     return None;
                 }

@@ -12,6 +12,8 @@ use bytes::Bytes;
 use weft_mux::{Answer, Config, Connection, Incoming, Metadata, Stream};
 use weft_testkit::duplex_pair;
 
+mod support;
+
 fn md(method: &str) -> Metadata {
     Metadata::builder().method(method).finish()
 }
@@ -272,4 +274,51 @@ async fn a_call_stops_the_idle_clock_which_restarts_at_its_end() {
     );
     client.closed().await;
     assert!(ended.elapsed() >= idle, "{:?}", ended.elapsed());
+}
+
+/// The call's `OPEN` is written inline, in the call's own first poll, and
+/// that write fails: the connection closes under the call, which must
+/// then answer with the close at once (it waits for nothing: nobody
+/// will ever read for it), not wait for a reply.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_open_cannot_be_written_fails_with_the_close() {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let io = support::io::TestIo::new(a);
+    let reset = io.reset_writes();
+    let mux = tokio::spawn(weft_mux::connect(
+        io,
+        weft_mux::Role::Client,
+        Config::default(),
+    ));
+    let mut peer = weft_testkit::RawPeer::facing(b, weft_mux::Role::Client).await;
+    let (client, _incoming) = mux.await.unwrap().unwrap();
+    // A first call answered, so the socket is quiet (nothing unread that
+    // would make the next call read before it looks at its stream).
+    let first = client.call(md("first"), Bytes::from_static(b"ping"));
+    let answer = async {
+        let open = peer.recv().await.frame().expect("the OPEN");
+        let reply = weft_frame::Frame::new(
+            weft_frame::FrameType::DATA,
+            weft_frame::Flags::END_STREAM,
+            open.stream_id,
+            Bytes::from_static(b"pong"),
+        );
+        peer.send(&reply).await.unwrap();
+    };
+    let (first, ()) = tokio::join!(first, answer);
+    assert_eq!(first.unwrap().first().unwrap().unwrap().data, &b"pong"[..]);
+    reset.store(true, std::sync::atomic::Ordering::SeqCst);
+    let call = client.call(md("lost"), Bytes::from_static(b"ping"));
+    let answer = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the call waits for a reply that cannot come");
+    let failed = match answer {
+        Ok(answer) => answer.first().map(|c| c.cloned()).map_err(|e| e.clone()),
+        Err(e) => {
+            assert!(e.is_closed(), "{e:?}");
+            return;
+        }
+    };
+    let e = failed.expect_err("an answer on a connection that closed");
+    assert!(e.is_closed(), "{e:?}");
 }

@@ -41,6 +41,16 @@ pub(crate) enum Request {
     Taken,
 }
 
+/// Whether a receive looks at its stream before it reads the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// At once.
+    Now,
+    /// Only after a read (or the socket's watch) could have brought
+    /// something: the stream was just opened.
+    AfterReading,
+}
+
 /// Whether a `Stream` handle still names a stream in the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Life {
@@ -129,7 +139,26 @@ impl Inner {
         payload: Bytes,
         end: bool,
     ) -> Result<u32, MuxError> {
-        let id = match self.session.open_unclocked(metadata, payload, end) {
+        let opened = self.session.open_unclocked(metadata, payload, end);
+        self.opened(opened)
+    }
+
+    /// Opens a unary call's stream (see `Connection::call`): its request
+    /// whole with `END_STREAM`, waiting for the reply in a slot when the
+    /// request fits the `OPEN` (`Session::open_call`); returns its id.
+    pub(crate) fn open_call(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+    ) -> Result<u32, MuxError> {
+        let opened = self.session.open_call(metadata, payload);
+        self.opened(opened)
+    }
+
+    /// An open's outcome, as the handles see it.
+    #[inline(always)]
+    fn opened(&mut self, opened: Result<u32, OpenError>) -> Result<u32, MuxError> {
+        let id = match opened {
             Ok(id) => id,
             Err(OpenError::GoingAway) => {
                 self.pump_app();
@@ -336,6 +365,7 @@ impl Inner {
     /// The next chunk of stream `id` (see `Stream::recv`). With
     /// `read_inline` the caller's task reads the socket itself while it
     /// waits.
+    #[inline]
     pub(crate) fn poll_recv(
         &mut self,
         id: u32,
@@ -343,16 +373,55 @@ impl Inner {
         read_inline: bool,
         life: &mut Life,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
+        self.poll_recv_from(id, cx, read_inline, life, Look::Now)
+    }
+
+    /// [`poll_recv`](Self::poll_recv) for a call opened in this same take
+    /// of the state: nothing can have arrived for it yet (nothing was read
+    /// since; only the close changes a stream without a read, and a
+    /// closed session is looked at), so the first look at its stream is
+    /// skipped.
+    pub(crate) fn poll_reply_fresh(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+        life: &mut Life,
+    ) -> Poll<Result<Option<Chunk>, StreamError>> {
+        let look = if self.session.is_closed() {
+            Look::Now
+        } else {
+            Look::AfterReading
+        };
+        self.poll_recv_from(id, cx, true, life, look)
+    }
+
+    #[inline(always)]
+    fn poll_recv_from(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+        read_inline: bool,
+        life: &mut Life,
+        mut look: Look,
+    ) -> Poll<Result<Option<Chunk>, StreamError>> {
         let me = Waiter::Stream(id);
         let mut tried = !read_inline;
         if read_inline && self.read_wake_fired() {
             // Woken by the socket: read before looking at our queue.
             tried = true;
             self.read_inline(me);
+            look = Look::Now;
         }
         loop {
             let mut released = false;
-            let out = match self.session.recv_releasing(id, &mut now, &mut released) {
+            let recv = match look {
+                Look::Now => self.session.recv_releasing(id, &mut now, &mut released),
+                Look::AfterReading => {
+                    look = Look::Now;
+                    Recv::Pending
+                }
+            };
+            let out = match recv {
                 Recv::Chunk(c) => Ok(Some(c)),
                 Recv::End => Ok(None),
                 Recv::Failed(e) => Err(e),

@@ -9,6 +9,15 @@ use super::*;
 /// frame goes out whole, ahead of every stream's queue).
 const IMMEDIATE_MAX: usize = 16 * 1024;
 
+/// What an open is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// A stream for a `Stream` handle.
+    Stream,
+    /// A unary call: a slot when the request goes whole.
+    Call,
+}
+
 impl Session {
     /// Opens a stream: one `OPEN` frame with `metadata` and as much of
     /// `payload` as the peer's windows allow (the rest follows as `DATA`);
@@ -37,6 +46,33 @@ impl Session {
         payload: Bytes,
         end: bool,
     ) -> Result<u32, OpenError> {
+        self.open_as(metadata, payload, end, Opening::Stream)
+    }
+
+    /// [`open_unclocked`](Self::open_unclocked) with `end`, for a unary
+    /// call (`Connection::call`): when the request goes whole in the
+    /// `OPEN`, the stream waits for its reply as a slot (`unary.rs`)
+    /// instead of a full stream state, with the same semantics. Not while
+    /// a progress deadline watches the streams: it would have to watch
+    /// slots too, and the full stream already does.
+    pub(crate) fn open_call(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+    ) -> Result<u32, OpenError> {
+        self.open_as(metadata, payload, true, Opening::Call)
+    }
+
+    /// Always inline: each caller is one call path, and `opening` is a
+    /// constant there.
+    #[inline(always)]
+    fn open_as(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+        end: bool,
+        opening: Opening,
+    ) -> Result<u32, OpenError> {
         if let State::Closed(c) = &self.state {
             return Err(OpenError::Closed(CloseCause::clone(c)));
         }
@@ -48,45 +84,57 @@ impl Session {
         }
         let id = self.next_stream_id()?;
         self.outbound += 1;
-        let mut st = self.streams.fresh(
-            false,
-            self.peer.stream_window,
-            RecvWindow::new(self.limits.stream_window),
-        );
-        let credit = st.send.window.room_with(self.conn_send);
+        let mut window = SendWindow::new(self.peer.stream_window);
+        let credit = window.room_with(self.conn_send);
         let n = payload
             .len()
             .min(credit)
             .min(self.limits.max_payload.min(IMMEDIATE_MAX));
         let mut first = payload;
-        let rest = first.split_off(n);
-        st.send.window.debit_with(&mut self.conn_send, n);
-        let all = rest.is_empty();
-        let flags = if end && all {
-            st.send.state = SendState::EndSent;
-            Flags::END_STREAM
+        // The whole request in the OPEN (the common case) splits nothing:
+        // `split_off` at the end still cost a call.
+        let rest = if n == first.len() {
+            Bytes::new()
         } else {
-            Flags::NONE
+            first.split_off(n)
         };
+        window.debit_with(&mut self.conn_send, n);
+        let all = rest.is_empty();
+        let ended = end && all;
         self.push_control_in_order(Frame {
             ty: FrameType::OPEN,
-            flags,
+            flags: if ended {
+                Flags::END_STREAM
+            } else {
+                Flags::NONE
+            },
             stream_id: id,
             metadata,
             payload: first,
         });
-        if !all || (end && st.send.state != SendState::EndSent) {
-            st.send.push(Pending {
-                metadata: Metadata::new(),
-                data: rest,
-                end,
-            });
+        let recv_window = RecvWindow::new(self.limits.stream_window);
+        if opening == Opening::Call && ended && self.limits.progress_timeout.is_none() {
+            self.streams.insert_slot(id, window, recv_window);
+        } else {
+            let mut st = self
+                .streams
+                .fresh(false, self.peer.stream_window, recv_window);
+            st.send.window = window;
+            if ended {
+                st.send.state = SendState::EndSent;
+            } else if !all {
+                st.send.push(Pending {
+                    metadata: Metadata::new(),
+                    data: rest,
+                    end,
+                });
+            }
+            // Scheduled before it goes in: no lookup for it.
+            if st.enter_ready(self.conn_send) {
+                self.ready.push_back(id);
+            }
+            self.streams.insert(id, st);
         }
-        // Scheduled before it goes in: no lookup for it.
-        if st.enter_ready(self.conn_send) {
-            self.ready.push_back(id);
-        }
-        self.streams.insert(id, st);
         self.timers.idle_since = None;
         self.goaway_before_ids_run_out();
         Ok(id)
@@ -251,6 +299,8 @@ impl Session {
     /// credit to the peer.
     #[inline]
     pub fn recv(&mut self, id: u32) -> Recv {
+        // A unary call's slot becomes its stream: it is read as one.
+        let _ = self.streams.get_mut(&id);
         self.recv_then_release(id, None)
     }
 
@@ -275,11 +325,21 @@ impl Session {
         id: u32,
         release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
     ) -> Recv {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Recv::Failed(StreamError::new(match &self.state {
-                State::Closed(c) => StreamKind::Closed(CloseCause::clone(c)),
-                State::Open => StreamKind::SendClosed,
-            }));
+        let s = match self.streams.lookup(id) {
+            Some(EntryMut::Full(s)) => s,
+            // A slot meets only a releasing receive (`recv` promotes it).
+            Some(EntryMut::Unary(slot)) => {
+                return match slot.take_reply() {
+                    Some((chunk, len)) => self.finish_call(id, chunk, len, release),
+                    None => Recv::Pending,
+                };
+            }
+            None => {
+                return Recv::Failed(StreamError::new(match &self.state {
+                    State::Closed(c) => StreamKind::Closed(CloseCause::clone(c)),
+                    State::Open => StreamKind::SendClosed,
+                }));
+            }
         };
         if let Some(chunk) = s.recv.queue.pop_front() {
             let n = fc_len(&chunk);
@@ -323,6 +383,32 @@ impl Session {
             return Recv::Failed(StreamError::new(StreamKind::Closed(CloseCause::clone(c))));
         }
         Recv::Pending
+    }
+
+    /// A unary call's reply taken from its slot: what a full stream's
+    /// releasing receive of its last chunk does (the credit returned, the
+    /// handle released, the stream out of the table, the idle clock), in
+    /// one step, the slot having no windows to update or queue to empty.
+    #[inline(always)]
+    fn finish_call(
+        &mut self,
+        id: u32,
+        chunk: Chunk,
+        len: u32,
+        release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
+    ) -> Recv {
+        self.release_conn(len);
+        if let Some((now, released)) = release {
+            if self.streams.len() == 1 {
+                self.clock = now();
+            }
+            self.remove_finished(id, false);
+            *released = true;
+        }
+        if chunk.data.is_empty() && chunk.metadata.is_empty() {
+            return Recv::End; // a bare END_STREAM
+        }
+        Recv::Chunk(chunk)
     }
 
     /// How many more streams we may open before reaching the cap the peer
@@ -375,7 +461,10 @@ impl Session {
 
     /// The driver's wakers of stream `id`, while it is in the table.
     pub(crate) fn wakers_mut(&mut self, id: u32) -> Option<&mut StreamWakers> {
-        self.streams.get_mut(&id).map(|s| &mut s.wakers)
+        Some(match self.streams.lookup(id)? {
+            EntryMut::Full(s) => &mut s.wakers,
+            EntryMut::Unary(slot) => &mut slot.wakers,
+        })
     }
 
     /// Takes the `OPEN` metadata of a stream the peer opened (the accepted

@@ -35,6 +35,8 @@ impl Session {
         let cause = self.peer_ended(
             CloseCause::peer(Reason::NO_ERROR, "transport closed by peer").into_transport(),
         );
+        // The rules below walk full streams.
+        self.streams.promote_all();
         if !self.peer.settings_received {
             // A peer processes no stream before it has sent its settings
             // frame, and a clean end of file comes after all it sent: it

@@ -91,8 +91,15 @@ impl Session {
         if delta != 0 {
             let ids: Vec<u32> = self.streams.keys().copied().collect();
             for id in ids {
-                if let Some(s) = self.streams.get_mut(&id) {
-                    s.send.window.resize(delta);
+                // A call opened before the peer's settings stays a slot:
+                // only its window changes, and it has nothing to send.
+                match self.streams.lookup(id) {
+                    Some(EntryMut::Full(s)) => s.send.window.resize(delta),
+                    Some(EntryMut::Unary(slot)) => {
+                        slot.send_window.resize(delta);
+                        continue;
+                    }
+                    None => {}
                 }
                 self.mark_ready(id);
             }
@@ -168,12 +175,40 @@ impl Session {
         if len == 0 && !end {
             self.spend(Spend::Empty, now, "empty frame flood")?;
         }
-        let Some(s) = self.streams.get_mut(&id) else {
-            self.release_conn(len);
-            if !self.role.owns(id) && self.refused.data(id, len, end) == Verdict::Drop {
+        let s = match self
+            .streams
+            .lookup_keeping(id, |slot| end && slot.takes_reply(len))
+        {
+            Some(EntryMut::Full(s)) => s,
+            Some(EntryMut::Unary(slot)) => {
+                // A unary call's reply, whole: kept in its slot, as a full
+                // stream's queue would keep it, with the same window debit,
+                // bandwidth sample and event.
+                let _ = slot.recv_window.debit(len);
+                let pressure = bdp::transfer_under_way(len, slot.recv_window, self.conn_recv);
+                let chunk = Chunk {
+                    data: frame.payload,
+                    metadata: frame.metadata,
+                    end,
+                };
+                slot.reply = Reply::Replied(chunk, len);
+                let (cap, configured) = (self.limits.adaptive_window, self.limits.stream_window);
+                if self.bdp.on_data(len, pressure, cap, configured, now) {
+                    self.control
+                        .push_back(Frame::ping(bdp::PROBE_PAYLOAD, false));
+                }
+                if id != reader {
+                    self.events.push_back(Event::Readable(id));
+                }
                 return Ok(());
             }
-            return self.unknown_stream(id, now);
+            None => {
+                self.release_conn(len);
+                if !self.role.owns(id) && self.refused.data(id, len, end) == Verdict::Drop {
+                    return Ok(());
+                }
+                return self.unknown_stream(id, now);
+            }
         };
         if s.failed.is_some() {
             self.release_conn(len);
@@ -442,6 +477,7 @@ impl Session {
             self.events.push_back(Event::GoingAway);
         }
         // Our streams above `last` were never processed: retry-safe.
+        self.streams.promote_all();
         let refused: Vec<u32> = self
             .streams
             .iter()

@@ -21,6 +21,7 @@ mod refused;
 mod settings;
 mod stream;
 mod table;
+mod unary;
 mod unreadable;
 mod window;
 
@@ -41,6 +42,8 @@ pub use settings::{MAX_STREAMS_KEY, STREAM_WINDOW_KEY, settings_frame, settings_
 pub use stream::Chunk;
 pub(crate) use stream::StreamWakers;
 use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, Released, SendState, StreamState};
+use table::EntryMut;
+use unary::Reply;
 use window::{RecvWindow, SendWindow};
 
 /// Which side of the connection this is.

@@ -5,24 +5,104 @@
 //! stream and side), and a steady stream of calls allocates nothing.
 
 use super::stream::StreamState;
-use super::window::RecvWindow;
+use super::unary::UnarySlot;
+use super::window::{RecvWindow, SendWindow};
 use crate::idmap::IdMap;
 
+/// What the table holds for one stream id: a full stream, or a unary
+/// call's slot (`unary.rs`) standing for one until anything but its
+/// one-frame reply happens. Two boxes, so an entry stays a tag and a
+/// pointer.
+#[derive(Debug)]
+pub(crate) enum Entry {
+    Full(Box<StreamState>),
+    Unary(Box<UnarySlot>),
+}
+
+/// An entry looked up as it is, without promoting a slot: for the two
+/// paths that know slots (a reply's arrival and its taking) and the
+/// wakers.
+pub(crate) enum EntryMut<'a> {
+    Full(&'a mut StreamState),
+    Unary(&'a mut UnarySlot),
+}
+
 /// Stream id to state, with spare boxes: a list threaded through the
-/// boxes themselves (`StreamState::spare_link`), so the table costs the
-/// connection one pointer for them. Spares never outnumber the streams the
-/// connection had in flight at once (a new stream takes a spare before it
-/// allocates), the memory the map's buckets kept before the states were
-/// boxed; a quiet connection gives them all back
-/// ([`release_spare`](Self::release_spare)).
+/// boxes themselves (`StreamState::spare_link`, `UnarySlot::spare_link`),
+/// so the table costs the connection one pointer for each kind. Spares
+/// never outnumber the streams the connection had in flight at once (a
+/// new stream takes a spare before it allocates), the memory the map's
+/// buckets kept before the states were boxed; a quiet connection gives
+/// them all back ([`release_spare`](Self::release_spare)).
+///
+/// [`get_mut`](Self::get_mut) and [`get`](Self::get) see full streams:
+/// `get_mut` first promotes a slot it finds (so every rule written for a
+/// full stream applies to a slot's stream unchanged), `get` does not see
+/// slots, nor do [`iter`](Self::iter) and [`iter_mut`](Self::iter_mut)
+/// (call [`promote_all`](Self::promote_all) first where a slot matters).
+/// `len`, `keys` and `contains_key` count both kinds.
 ///
 /// `fresh`, `insert` and `recycle` are inline (`recycle` always: the
 /// compiler kept it a call): each runs once per stream and side, and as
 /// calls their register saves cost instructions on every call.
 #[derive(Default)]
 pub(crate) struct StreamTable {
-    map: IdMap<Box<StreamState>>,
+    map: IdMap<Entry>,
     spare: Option<Box<StreamState>>,
+    spare_slots: Option<Box<UnarySlot>>,
+}
+
+/// A new stream's state from the spares (a blank box started in place),
+/// or a new one.
+#[inline(always)]
+fn fresh_in(
+    spare: &mut Option<Box<StreamState>>,
+    remote: bool,
+    send_window: u32,
+    recv_window: RecvWindow,
+) -> Box<StreamState> {
+    match spare.take() {
+        Some(mut b) => {
+            // `spare` is empty after the take: the swap moves the next
+            // box up without the drop call an assignment made.
+            std::mem::swap(spare, &mut b.spare_link);
+            b.start(remote, send_window, recv_window);
+            b
+        }
+        None => Box::new(StreamState::new(remote, send_window, recv_window)),
+    }
+}
+
+#[inline(always)]
+fn recycle_slot_in(spare: &mut Option<Box<UnarySlot>>, mut b: Box<UnarySlot>) {
+    b.blank();
+    if let Some(stray) = std::mem::replace(&mut b.spare_link, spare.take()) {
+        drop(stray);
+    }
+    *spare = Some(b);
+}
+
+/// Makes slot entry `e` the full stream it stands for (see
+/// `UnarySlot::promote_into`); the slot's box goes to the spares. Out of
+/// line: only what is not a unary call's common case promotes.
+#[cold]
+#[inline(never)]
+fn promote<'a>(
+    e: &'a mut Entry,
+    spare: &mut Option<Box<StreamState>>,
+    spare_slots: &mut Option<Box<UnarySlot>>,
+) -> &'a mut StreamState {
+    if let Entry::Unary(slot) = e {
+        let mut st = fresh_in(spare, false, 0, RecvWindow::new(0));
+        slot.promote_into(&mut st);
+        if let Entry::Unary(b) = std::mem::replace(e, Entry::Full(st)) {
+            recycle_slot_in(spare_slots, b);
+        }
+    }
+    match e {
+        Entry::Full(b) => b,
+        Entry::Unary(_) => unreachable!("promoted above"),
+    }
 }
 
 impl StreamTable {
@@ -36,22 +116,38 @@ impl StreamTable {
         send_window: u32,
         recv_window: RecvWindow,
     ) -> Box<StreamState> {
-        match self.spare.take() {
-            Some(mut b) => {
-                // `spare` is empty after the take: the swap moves the next
-                // box up without the drop call an assignment made.
-                std::mem::swap(&mut self.spare, &mut b.spare_link);
-                b.start(remote, send_window, recv_window);
-                b
-            }
-            None => Box::new(StreamState::new(remote, send_window, recv_window)),
-        }
+        fresh_in(&mut self.spare, remote, send_window, recv_window)
     }
 
     /// Puts a [`fresh`](Self::fresh) state in the table as stream `id`.
     #[inline]
     pub(crate) fn insert(&mut self, id: u32, state: Box<StreamState>) {
-        if let Some(old) = self.map.insert(id, state) {
+        self.insert_entry(id, Entry::Full(state));
+    }
+
+    /// Puts a new unary call's slot in the table as stream `id`, with the
+    /// windows its stream has after the request.
+    #[inline(always)]
+    pub(crate) fn insert_slot(
+        &mut self,
+        id: u32,
+        send_window: SendWindow,
+        recv_window: RecvWindow,
+    ) {
+        let slot = match self.spare_slots.take() {
+            Some(mut b) => {
+                std::mem::swap(&mut self.spare_slots, &mut b.spare_link);
+                b.start(send_window, recv_window);
+                b
+            }
+            None => Box::new(UnarySlot::new(send_window, recv_window)),
+        };
+        self.insert_entry(id, Entry::Unary(slot));
+    }
+
+    #[inline(always)]
+    fn insert_entry(&mut self, id: u32, e: Entry) {
+        if let Some(old) = self.map.insert(id, e) {
             // Ids are never reused while listed; keep the box regardless.
             self.recycle(old);
         }
@@ -60,13 +156,17 @@ impl StreamTable {
     /// Removes stream `id`: what its state holds is dropped now, the box
     /// kept for a later stream.
     pub(crate) fn remove(&mut self, id: u32) {
-        if let Some(b) = self.map.remove(&id) {
-            self.recycle(b);
+        if let Some(e) = self.map.remove(&id) {
+            self.recycle(e);
         }
     }
 
     #[inline(always)]
-    fn recycle(&mut self, mut b: Box<StreamState>) {
+    fn recycle(&mut self, e: Entry) {
+        let mut b = match e {
+            Entry::Full(b) => b,
+            Entry::Unary(b) => return recycle_slot_in(&mut self.spare_slots, b),
+        };
         // Blank now: what it held is dropped at once, and `fresh` only
         // sets what differs between streams.
         b.renew(false, 0, RecvWindow::new(0));
@@ -86,6 +186,10 @@ impl StreamTable {
         while let Some(mut b) = next {
             next = b.spare_link.take();
         }
+        let mut next = self.spare_slots.take();
+        while let Some(mut b) = next {
+            next = b.spare_link.take();
+        }
     }
 
     /// How many spare boxes are kept (tests).
@@ -94,16 +198,87 @@ impl StreamTable {
         self.spares().count()
     }
 
+    /// How many spare slot boxes are kept (tests).
+    #[cfg(test)]
+    pub(crate) fn spare_slot_count(&self) -> usize {
+        self.slot_spares().count()
+    }
+
+    fn slot_spares(&self) -> impl Iterator<Item = &UnarySlot> {
+        std::iter::successors(self.spare_slots.as_deref(), |b| b.spare_link.as_deref())
+    }
+
     fn spares(&self) -> impl Iterator<Item = &StreamState> {
         std::iter::successors(self.spare.as_deref(), |b| b.spare_link.as_deref())
     }
 
+    /// Full stream `id` (a slot is not seen: see the type's doc).
     pub(crate) fn get(&self, id: &u32) -> Option<&StreamState> {
-        self.map.get(id).map(|b| &**b)
+        match self.map.get(id)? {
+            Entry::Full(b) => Some(b),
+            Entry::Unary(_) => None,
+        }
     }
 
+    /// Stream `id`, a slot promoted to its full stream first.
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: &u32) -> Option<&mut StreamState> {
-        self.map.get_mut(id).map(|b| &mut **b)
+        let StreamTable {
+            map,
+            spare,
+            spare_slots,
+        } = self;
+        match map.get_mut(id)? {
+            Entry::Full(b) => Some(b),
+            e @ Entry::Unary(_) => Some(promote(e, spare, spare_slots)),
+        }
+    }
+
+    /// Entry `id` as it is (a slot stays one).
+    #[inline(always)]
+    pub(crate) fn lookup(&mut self, id: u32) -> Option<EntryMut<'_>> {
+        self.lookup_keeping(id, |_| true)
+    }
+
+    /// Entry `id`, a slot promoted to its full stream first unless `keep`
+    /// says it stays one (what comes next is its common case): one lookup
+    /// either way.
+    #[inline(always)]
+    pub(crate) fn lookup_keeping(
+        &mut self,
+        id: u32,
+        keep: impl FnOnce(&UnarySlot) -> bool,
+    ) -> Option<EntryMut<'_>> {
+        let StreamTable {
+            map,
+            spare,
+            spare_slots,
+        } = self;
+        let e = map.get_mut(&id)?;
+        if let Entry::Unary(slot) = e
+            && !keep(slot)
+        {
+            promote(e, spare, spare_slots);
+        }
+        Some(match e {
+            Entry::Full(b) => EntryMut::Full(b),
+            Entry::Unary(b) => EntryMut::Unary(b),
+        })
+    }
+
+    /// Promotes every slot to its full stream (before a rule that walks
+    /// the streams: a `GOAWAY`, the peer's end of file).
+    pub(crate) fn promote_all(&mut self) {
+        let StreamTable {
+            map,
+            spare,
+            spare_slots,
+        } = self;
+        for (_, e) in map.iter_mut() {
+            if matches!(e, Entry::Unary(_)) {
+                promote(e, spare, spare_slots);
+            }
+        }
     }
 
     pub(crate) fn contains_key(&self, id: &u32) -> bool {
@@ -122,12 +297,20 @@ impl StreamTable {
         self.map.keys()
     }
 
+    /// The full streams (slots are not seen: see the type's doc).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&u32, &StreamState)> {
-        self.map.iter().map(|(id, b)| (id, &**b))
+        self.map.iter().filter_map(|(id, e)| match e {
+            Entry::Full(b) => Some((id, &**b)),
+            Entry::Unary(_) => None,
+        })
     }
 
+    /// The full streams (slots are not seen: see the type's doc).
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&u32, &mut StreamState)> {
-        self.map.iter_mut().map(|(id, b)| (id, &mut **b))
+        self.map.iter_mut().filter_map(|(id, e)| match e {
+            Entry::Full(b) => Some((id, &mut **b)),
+            Entry::Unary(_) => None,
+        })
     }
 }
 
@@ -137,6 +320,7 @@ impl std::fmt::Debug for StreamTable {
         f.debug_struct("StreamTable")
             .field("streams", &self.map)
             .field("spare", &self.spares().count())
+            .field("spare_slots", &self.slot_spares().count())
             .finish()
     }
 }

@@ -52,7 +52,7 @@ impl Session {
             }
             return self.peer_caused_reset(id, reason);
         }
-        match self.streams.get(&id) {
+        match self.streams.get_mut(&id) {
             Some(s) if s.failed.is_none() => self.peer_caused_reset(id, reason),
             Some(_) => self.spend(Spend::Late, now, "late frame flood"),
             None => self.unknown_stream(id, now),
