@@ -219,13 +219,13 @@ impl Outbound {
         }
         let start = dst.len();
         dst.reserve(frame.encoded_len() + TAG_LEN);
-        let mut header = self.put_plain(frame, header, dst);
+        let overhead = if self.seal.is_some() { TAG } else { 0 };
+        let header = self.put_plain(frame, header, overhead, dst);
         let Some(seal) = &mut self.seal else {
             return Ok(());
         };
-        header.payload_len += TAG;
+        // The header as written, the tag counted: the record's AAD.
         let raw = header.to_bytes();
-        header_slot(dst, start).copy_from_slice(&raw);
         match seal.seal(&raw, &mut dst[start + HEADER_LEN..]) {
             Ok(tag) => {
                 dst.put_slice(&tag);
@@ -240,23 +240,28 @@ impl Outbound {
     }
 
     /// Appends `frame` (its `header` from [`checked_header`]) to `dst` as a
-    /// plain frame: the header, the metadata, the payload (deflated when
-    /// that is negotiated and worth it, the header then rewritten with
-    /// `COMPRESSED` and the deflated length). Returns the header as written;
-    /// a record's caller rewrites it with the tag counted, a batch's keeps
-    /// it. Always inlined: with a batch's `push` as a second caller, LTO
+    /// plain frame: the header with `overhead` bytes added to its payload
+    /// length (a record's tag, which its caller appends), the metadata, the
+    /// payload (deflated when that is negotiated and worth it, the header
+    /// then rewritten with `COMPRESSED` and the deflated length). Returns
+    /// the header as written. Always inlined: with a batch's `push` as a second caller, LTO
     /// stopped inlining it into `encode`, which cost a sequential call about
     /// 118 instructions.
     #[inline(always)]
-    fn put_plain(&mut self, frame: &Frame, mut header: Header, dst: &mut BytesMut) -> Header {
+    fn put_plain(
+        &mut self,
+        frame: &Frame,
+        mut header: Header,
+        overhead: u32,
+        dst: &mut BytesMut,
+    ) -> Header {
         let at = dst.len();
+        // `checked_header` bounded the payload far below `u32::MAX`.
+        header.payload_len += overhead;
         // The final header right away (most frames go uncompressed), rather
         // than a zeroed slot filled in after: one write of it per frame.
         dst.put_slice(&header.to_bytes());
-        if !frame.metadata.is_empty() {
-            // Most frames carry none: skip the empty copy, as the codec does.
-            dst.put_slice(frame.metadata.as_bytes());
-        }
+        dst.put_slice(frame.metadata.as_bytes());
         let payload = &frame.payload[..];
         let compressed = match &mut self.compressor {
             Some(c)
@@ -271,7 +276,7 @@ impl Outbound {
         match compressed {
             Some(len) => {
                 header.flags = header.flags.with(Flags::COMPRESSED);
-                header.payload_len = len as u32;
+                header.payload_len = len as u32 + overhead;
                 header.write(header_slot(dst, at));
             }
             None => dst.put_slice(payload),
@@ -526,22 +531,13 @@ impl Inbound {
 
     /// Parses an authenticated body and inflates its payload if flagged.
     /// Always inlined: a call returns its large `Result` through memory,
-    /// about 65 instructions per frame on the encrypted path. The inflating
-    /// is a call of its own (a compressed frame costs far more than the
-    /// call), so the frame path inlined into the batch's stays small.
+    /// about 65 instructions per frame on the encrypted path.
     #[inline(always)]
     fn finish(&mut self, header: &Header, body: Bytes) -> Result<Option<Frame>, TransformError> {
-        let frame = Frame::from_body(header, body)?;
+        let mut frame = Frame::from_body(header, body)?;
         if !frame.flags.contains(Flags::COMPRESSED) {
             return Ok(Some(frame));
         }
-        self.inflate(frame).map(Some)
-    }
-
-    /// Inflates the payload of `frame`, which carries `COMPRESSED`, within
-    /// our max message and max ratio.
-    #[inline(never)]
-    fn inflate(&mut self, mut frame: Frame) -> Result<Frame, TransformError> {
         let Some(d) = &mut self.decompressor else {
             return Err(fatal(TransformErrorKind::UnexpectedCompression));
         };
@@ -558,7 +554,7 @@ impl Inbound {
             })
         })?;
         frame.flags = frame.flags.without(Flags::COMPRESSED);
-        Ok(frame)
+        Ok(Some(frame))
     }
 
     /// Records opened so far in this direction, `KEY_UPDATE` records

@@ -14,7 +14,7 @@
 //! never receives one.
 
 use bytes::{Buf, BufMut, BytesMut};
-use weft_frame::{Flags, Frame, FrameError, FrameType, HEADER_LEN, Header, Metadata};
+use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header};
 
 use super::{Inbound, Outbound, Pending, Record, TAG, checked_header, fatal, header_slot};
 use crate::error::{TransformError, TransformErrorKind};
@@ -129,7 +129,7 @@ impl Outbound {
             return Ok(false);
         }
         dst.reserve(frame.encoded_len() + TAG as usize);
-        self.put_plain(frame, header, dst);
+        self.put_plain(frame, header, 0, dst);
         Ok(true)
     }
 
@@ -286,8 +286,8 @@ impl Inbound {
         // stepped over on the frozen piece (a pointer bump), as the frame
         // codec does: consuming the header on its own first was a second
         // update of the read buffer's view per frame.
-        let mut payload = src.split_to(need).freeze();
-        payload.advance(HEADER_LEN);
+        let mut body = src.split_to(need).freeze();
+        body.advance(HEADER_LEN);
         self.pending = match rest {
             0 => {
                 src.advance(TAG as usize);
@@ -296,22 +296,7 @@ impl Inbound {
             // `rest` < `left`, a u32.
             _ => Pending::Batch { left: rest as u32 },
         };
-        // The frame is built right in the returned value rather than by
-        // `Frame::from_body`: its `Result` came back through memory and was
-        // copied twice more on the way out, about 30 instructions a frame.
-        let metadata = payload.split_to(header.metadata_len as usize);
-        let metadata = Metadata::from_bytes(metadata).map_err(FrameError::from)?;
-        let frame = Frame {
-            ty: header.ty,
-            flags: header.flags,
-            stream_id: header.stream_id,
-            metadata,
-            payload,
-        };
-        if header.flags.contains(Flags::COMPRESSED) {
-            return self.inflate(frame).map(Some);
-        }
-        Ok(Some(frame))
+        self.finish(&header, body)
     }
 }
 
