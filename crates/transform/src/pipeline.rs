@@ -219,14 +219,13 @@ impl Outbound {
         }
         let start = dst.len();
         dst.reserve(frame.encoded_len() + TAG_LEN);
-        let mut header = self.put_plain(frame, header, dst);
+        let overhead = if self.seal.is_some() { TAG } else { 0 };
+        let header = self.put_plain(frame, header, overhead, dst);
         let Some(seal) = &mut self.seal else {
-            header.write(header_slot(dst, start));
             return Ok(());
         };
-        header.payload_len += TAG;
+        // The header as written, the tag counted: the record's AAD.
         let raw = header.to_bytes();
-        header_slot(dst, start).copy_from_slice(&raw);
         match seal.seal(&raw, &mut dst[start + HEADER_LEN..]) {
             Ok(tag) => {
                 dst.put_slice(&tag);
@@ -241,15 +240,27 @@ impl Outbound {
     }
 
     /// Appends `frame` (its `header` from [`checked_header`]) to `dst` as a
-    /// plain frame: a zeroed header slot, the metadata, the payload (deflated
-    /// when that is negotiated and worth it). Returns the header the slot
-    /// must get (`COMPRESSED` and the payload length as written); the caller
-    /// writes it, a record's with the tag counted. Always inlined: with a
-    /// batch's `push` as a second caller, LTO stopped inlining it into
-    /// `encode`, which cost a sequential call about 118 instructions.
+    /// plain frame: the header with `overhead` bytes added to its payload
+    /// length (a record's tag, which its caller appends), the metadata, the
+    /// payload (deflated when that is negotiated and worth it, the header
+    /// then rewritten with `COMPRESSED` and the deflated length). Returns
+    /// the header as written. Always inlined: with a batch's `push` as a second caller, LTO
+    /// stopped inlining it into `encode`, which cost a sequential call about
+    /// 118 instructions.
     #[inline(always)]
-    fn put_plain(&mut self, frame: &Frame, mut header: Header, dst: &mut BytesMut) -> Header {
-        dst.put_slice(&[0; HEADER_LEN]);
+    fn put_plain(
+        &mut self,
+        frame: &Frame,
+        mut header: Header,
+        overhead: u32,
+        dst: &mut BytesMut,
+    ) -> Header {
+        let at = dst.len();
+        // `checked_header` bounded the payload far below `u32::MAX`.
+        header.payload_len += overhead;
+        // The final header right away (most frames go uncompressed), rather
+        // than a zeroed slot filled in after: one write of it per frame.
+        dst.put_slice(&header.to_bytes());
         dst.put_slice(frame.metadata.as_bytes());
         let payload = &frame.payload[..];
         let compressed = match &mut self.compressor {
@@ -265,7 +276,8 @@ impl Outbound {
         match compressed {
             Some(len) => {
                 header.flags = header.flags.with(Flags::COMPRESSED);
-                header.payload_len = len as u32;
+                header.payload_len = len as u32 + overhead;
+                header.write(header_slot(dst, at));
             }
             None => dst.put_slice(payload),
         }

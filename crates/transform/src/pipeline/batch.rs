@@ -129,9 +129,7 @@ impl Outbound {
             return Ok(false);
         }
         dst.reserve(frame.encoded_len() + TAG as usize);
-        let at = dst.len();
-        let header = self.put_plain(frame, header, dst);
-        header.write(header_slot(dst, at));
+        self.put_plain(frame, header, 0, dst);
         Ok(true)
     }
 
