@@ -53,6 +53,7 @@ pub(crate) trait Handler: Send + Sync + 'static {
 /// boxes it only if still pending. The call is passed on by value, not
 /// captured by `make`: a closure holding it was a copy of it (a few
 /// hundred bytes) per call.
+#[inline(always)]
 fn run_inline<T>(
     pool: &Arc<Pool>,
     call: ServerCall,
@@ -341,6 +342,9 @@ fn panicked() -> Status {
 const IN_HANDLER: &str = "deadline exceeded in the handler";
 
 /// Calls the handler function itself, turning a panic into `INTERNAL`.
+// Inlined: out of line, the handler's future was built in its frame and
+// then copied, as a `Result`, into the call's future.
+#[inline(always)]
 fn call_handler<R>(f: impl FnOnce() -> R) -> Result<R, Status> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|_| panicked())
 }
