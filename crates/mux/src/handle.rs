@@ -178,6 +178,12 @@ impl Incoming {
     /// reaches its server this way without a receive of its own. Anything
     /// else (more frames to come, a stream reset before the accept) is
     /// left for `recv`, and [`Accepted::request`] is `None`. Cancel safe.
+    ///
+    /// The future may be polled again after it resolved: each `Ready` is
+    /// the next stream (or `None` once the connection is done), as a
+    /// stream of accepted streams would give them, so a server can keep
+    /// one such future for a connection's life. It holds no state between
+    /// polls but its watch of the socket.
     pub fn accept_with_request(&mut self) -> impl Future<Output = Option<Accepted>> + '_ {
         SocketWait {
             waiter: TakingRequests(self),

@@ -74,3 +74,23 @@ async fn a_stream_reset_before_its_accept_keeps_its_data_for_recv() {
     let err = stream.recv().await.unwrap_err();
     assert!(err.is_reset(), "{err}");
 }
+
+#[tokio::test]
+async fn one_accept_future_yields_each_stream_in_turn() {
+    let ((client, _), (_server, mut incoming)) =
+        duplex_pair(1 << 16, Config::default(), Config::default()).await;
+    let mut accept = std::pin::pin!(incoming.accept_with_request());
+    let (mut calls, mut seen) = (Vec::new(), Vec::new());
+    for ask in [&b"one"[..], b"two", b"three"] {
+        calls.push(
+            client
+                .open(Metadata::new(), Bytes::copy_from_slice(ask), true)
+                .await
+                .unwrap(),
+        );
+        // The same future, polled again after each stream it gave.
+        let a = accept.as_mut().await.expect("the connection is open");
+        seen.push(a.request.expect("whole in its OPEN"));
+    }
+    assert_eq!(seen, [&b"one"[..], b"two", b"three"]);
+}
