@@ -195,8 +195,8 @@ impl Server {
         };
         // A request whole in its `OPEN` comes with its stream: no receive
         // of its own. One accept future for the connection's life, polled
-        // again after each stream it yields (it keeps no state between
-        // polls but whether it waits on the socket).
+        // again after each stream it yields (as `accept_with_request`
+        // documents it may be).
         let mut accept = pin!(incoming.accept_with_request());
         // One poll function for every call of the connection, not one
         // future per call: each call's first poll runs in the poll that
