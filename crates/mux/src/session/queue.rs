@@ -68,6 +68,16 @@ impl<T> InlineQueue<T> {
         head
     }
 
+    /// Takes the head when it is the only item, known to be the last
+    /// (it ended its stream: nothing can follow it). Without
+    /// [`pop_front`](Self::pop_front)'s refill from the overflow it is
+    /// small enough to stay inline on the accept path.
+    #[inline(always)]
+    pub(crate) fn take_last(&mut self) -> Option<T> {
+        debug_assert!(self.rest.as_ref().is_none_or(VecDeque::is_empty));
+        self.first.take()
+    }
+
     /// Empty, the overflow buffer freed too.
     #[inline]
     pub(crate) fn reset(&mut self) {

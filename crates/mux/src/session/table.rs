@@ -349,7 +349,7 @@ mod tests {
     /// A state with every field moved away from a new stream's.
     fn dirty(s: &mut StreamState, held: &Bytes) {
         s.handle = Handle::Released;
-        s.open_metadata = Metadata::from_bytes(held.clone()).unwrap();
+        s.open_metadata = Some(Metadata::from_bytes(held.clone()).unwrap());
         s.send.state = SendState::EndSent;
         s.send
             .window
