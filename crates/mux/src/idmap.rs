@@ -107,7 +107,9 @@ impl<V> IdMap<V> {
     }
 
     /// Takes `id`'s value out. The entries probed past it move back into
-    /// the hole, so the table never holds a tombstone.
+    /// the hole, so the table never holds a tombstone. Always inline: it
+    /// runs once per stream and side, from one place (`StreamTable`).
+    #[inline(always)]
     pub(crate) fn remove(&mut self, id: &u32) -> Option<V> {
         let mut hole = self.find(*id)?;
         let (_, value) = self.slots[hole].take()?;

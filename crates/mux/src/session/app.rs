@@ -456,7 +456,10 @@ impl Session {
 
     /// The `OPEN` metadata of a stream the peer opened.
     pub fn open_metadata(&self, id: u32) -> Option<&Metadata> {
-        self.streams.get(&id).map(|s| &s.open_metadata)
+        static NONE: Metadata = Metadata::new();
+        self.streams
+            .get(&id)
+            .map(|s| s.open_metadata.as_ref().unwrap_or(&NONE))
     }
 
     /// The driver's wakers of stream `id`, while it is in the table.
@@ -474,7 +477,7 @@ impl Session {
     pub fn take_open_metadata(&mut self, id: u32) -> Metadata {
         self.streams
             .get_mut(&id)
-            .map(|s| std::mem::take(&mut s.open_metadata))
+            .and_then(|s| s.open_metadata.take())
             .unwrap_or_default()
     }
 
@@ -493,7 +496,7 @@ impl Session {
         let id = self.accept_queue.pop_front()?;
         let metadata = self
             .mark_accepted(id)
-            .map(|s| std::mem::take(&mut s.open_metadata))
+            .and_then(|s| s.open_metadata.take())
             .unwrap_or_default();
         Some((id, metadata))
     }
@@ -517,7 +520,7 @@ impl Session {
         let Some(s) = self.mark_accepted(id) else {
             return Some((id, Metadata::new(), None));
         };
-        let metadata = std::mem::take(&mut s.open_metadata);
+        let metadata = s.open_metadata.take().unwrap_or_default();
         let request = s.take_whole_side().map(|c| c.data);
         if let Some(data) = &request {
             self.release_conn(data.len() as u32);

@@ -298,7 +298,8 @@ impl Session {
         }
         let end = frame.is_end_stream();
         let mut st = self.streams.fresh(true, self.peer.stream_window, window);
-        st.open_metadata = frame.metadata;
+        // A fresh state holds none: the assignment drops nothing (a test).
+        st.open_metadata = Some(frame.metadata);
         // The first chunk goes in before the state does: no lookup for it,
         // and a stream waiting to be accepted is never finished, so there
         // is nothing to remove. `Incoming` stands for its `Readable`: no

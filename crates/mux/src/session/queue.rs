@@ -68,8 +68,20 @@ impl<T> InlineQueue<T> {
         head
     }
 
-    /// Empty, the overflow buffer freed too.
-    #[inline]
+    /// Takes the head when it is the only item, known to be the last
+    /// (it ended its stream: nothing can follow it). Without
+    /// [`pop_front`](Self::pop_front)'s refill from the overflow it is
+    /// small enough to stay inline on the accept path.
+    #[inline(always)]
+    pub(crate) fn take_last(&mut self) -> Option<T> {
+        debug_assert!(self.rest.as_ref().is_none_or(VecDeque::is_empty));
+        self.first.take()
+    }
+
+    /// Empty, the overflow buffer freed too. Always inline: a recycled
+    /// state's two queues are blanked with it, and as calls the two tests
+    /// cost a call each.
+    #[inline(always)]
     pub(crate) fn reset(&mut self) {
         self.first = None;
         // Tested first: assigning drops in place, a call even for `None`.
