@@ -3,6 +3,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
+use crate::metadata::LastValid;
 use crate::{Frame, FrameError, HEADER_LEN, Header, Limits};
 
 /// Payloads at least this long are chained rather than copied by
@@ -22,6 +23,10 @@ pub struct FrameCodec {
     limits: Limits,
     overhead: u32,
     head: Option<Header>,
+    /// The last metadata block this decoder validated: a connection's
+    /// calls repeat a few `OPEN` blocks, and a repeat is compared, not
+    /// walked (see [`LastValid`] for the bounds).
+    last: LastValid,
 }
 
 impl Default for FrameCodec {
@@ -37,6 +42,7 @@ impl FrameCodec {
             limits,
             overhead: 0,
             head: None,
+            last: LastValid::new(),
         }
     }
 
@@ -65,6 +71,15 @@ impl FrameCodec {
         let mut body = src.split_to(HEADER_LEN + header.body_len());
         body.advance(HEADER_LEN);
         Ok(Some((header, body)))
+    }
+
+    /// Builds a frame out of what [`decode_raw`](Self::decode_raw)
+    /// returned (once the record layer has opened the body), checking its
+    /// metadata as [`decode`](Decoder::decode) does: against this
+    /// decoder's last valid block first. Allocates nothing.
+    #[inline]
+    pub fn frame_from_body(&mut self, header: &Header, body: Bytes) -> Result<Frame, FrameError> {
+        Frame::from_body_after(header, body, &mut self.last)
     }
 
     /// The header of the frame at the front of `src` once all of it is
@@ -157,7 +172,7 @@ impl Decoder for FrameCodec {
         // on the `Bytes` rather than a `BytesMut` view update.
         let mut body = src.split_to(HEADER_LEN + header.body_len()).freeze();
         body.advance(HEADER_LEN);
-        Frame::from_body(&header, body).map(Some)
+        Frame::from_body_after(&header, body, &mut self.last).map(Some)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
