@@ -8,9 +8,9 @@
 //! passes too: one length test and one compare of a few dozen bytes
 //! stand in for the walk of its entries.
 //!
-//! Bounds: one block of at most [`REPEAT_MAX`] bytes, held inline (no
-//! allocation, ever), per decoder, so per connection and never shared
-//! between peers. Only a block that passed is kept; a block that differs
+//! Bounds: one block of at most [`REPEAT_MAX`] bytes per decoder (its
+//! room allocated once, when the first block is kept; nothing per call),
+//! so per connection and never shared between peers. Only a block that passed is kept; a block that differs
 //! in any byte, or is longer, is validated in full. Worst case per block
 //! (a peer alternating blocks): today's walk plus a length test, a
 //! compare of at most [`REPEAT_MAX`] bytes when the lengths match, and a
@@ -27,39 +27,41 @@ use crate::MetadataError;
 pub const REPEAT_MAX: usize = 64;
 
 /// The last block a decoder validated (see the [module docs](self)).
-#[derive(Clone)]
+///
+/// One pointer wide: it sits in every connection's decoder, and in the
+/// connection state the decoder is part of; the block's room is
+/// allocated when the first block that passes is kept (once per
+/// connection, never on a decoder that sees no metadata).
+#[derive(Clone, Default)]
 pub struct LastValid {
-    /// The kept block is `block[..n]` when `kept` is `Some(n)`.
-    kept: Option<usize>,
+    kept: Option<Box<Kept>>,
+}
+
+/// A kept block: `block[..len]`.
+#[derive(Clone)]
+struct Kept {
+    len: usize,
     block: [u8; REPEAT_MAX],
 }
 
 impl std::fmt::Debug for LastValid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LastValid")
-            .field("kept", &self.kept)
+            .field("kept_len", &self.kept_len())
             .finish_non_exhaustive()
-    }
-}
-
-impl Default for LastValid {
-    fn default() -> Self {
-        LastValid::new()
     }
 }
 
 impl LastValid {
     /// Nothing kept yet.
     pub const fn new() -> LastValid {
-        LastValid {
-            kept: None,
-            block: [0; REPEAT_MAX],
-        }
+        LastValid { kept: None }
     }
 
     /// Wraps and validates an encoded block, as [`Metadata::from_bytes`]
     /// does (same result, same errors), skipping the walk when `raw`
-    /// equals the last block that passed here. Allocates nothing.
+    /// equals the last block that passed here. Allocates nothing, except
+    /// the block's room the first time one is kept.
     #[inline(always)]
     pub fn metadata(&mut self, raw: Bytes) -> Result<Metadata, MetadataError> {
         if Metadata::needs_walk(&raw) && !self.is_kept(&raw) {
@@ -69,20 +71,34 @@ impl LastValid {
         Ok(Metadata { raw })
     }
 
+    /// The kept block's length, if one is kept.
+    fn kept_len(&self) -> Option<usize> {
+        self.kept.as_ref().map(|k| k.len)
+    }
+
     /// Whether `raw` is the kept block: lengths first, then every byte.
     #[inline(always)]
     fn is_kept(&self, raw: &[u8]) -> bool {
-        self.kept == Some(raw.len()) && *raw == self.block[..raw.len()]
+        self.kept
+            .as_ref()
+            .is_some_and(|k| k.len == raw.len() && *raw == k.block[..raw.len()])
     }
 
     /// Keeps a block that passed, if it fits; a longer one leaves the
     /// kept block in place (it is still valid).
     #[inline]
     fn keep(&mut self, raw: &[u8]) {
-        if let Some(slot) = self.block.get_mut(..raw.len()) {
-            slot.copy_from_slice(raw);
-            self.kept = Some(raw.len());
+        if raw.len() > REPEAT_MAX {
+            return;
         }
+        let kept = self.kept.get_or_insert_with(|| {
+            Box::new(Kept {
+                len: 0,
+                block: [0; REPEAT_MAX],
+            })
+        });
+        kept.block[..raw.len()].copy_from_slice(raw);
+        kept.len = raw.len();
     }
 }
 
@@ -107,7 +123,7 @@ mod tests {
         for _ in 0..2 {
             assert!(check(&mut last, &good).is_ok());
         }
-        assert_eq!(last.kept, Some(good.len()));
+        assert_eq!(last.kept_len(), Some(good.len()));
         // The method entry retagged as a timeout: 5 bytes, not 8.
         let mut bad_len = good.clone();
         bad_len[0] = tag::TIMEOUT;
@@ -138,7 +154,7 @@ mod tests {
         let mut last = LastValid::new();
         let short = Metadata::builder().method("svc/a").finish();
         assert!(last.metadata(short.as_bytes().clone()).is_ok());
-        assert_eq!(last.kept, Some(short.len()));
+        assert_eq!(last.kept_len(), Some(short.len()));
         let long = Metadata::builder()
             .method("svc/a")
             .custom(b"trace", &[7; REPEAT_MAX])
@@ -146,21 +162,21 @@ mod tests {
         for _ in 0..2 {
             assert_eq!(last.metadata(long.as_bytes().clone()), Ok(long.clone()));
         }
-        assert_eq!(last.kept, Some(short.len()));
+        assert_eq!(last.kept_len(), Some(short.len()));
         let dup = Metadata::builder().method("a").method("b").finish();
         let dup = dup.as_bytes().clone();
         assert_eq!(last.metadata(dup).err(), Some(MetadataError::Duplicate));
-        assert_eq!(last.kept, Some(short.len()));
+        assert_eq!(last.kept_len(), Some(short.len()));
         // Empty and ok-status blocks never reach the walk nor the slot.
         assert_eq!(last.metadata(Bytes::new()), Ok(Metadata::new()));
         let ok = Metadata::ok_status();
         assert_eq!(last.metadata(ok.as_bytes().clone()), Ok(ok));
-        assert_eq!(last.kept, Some(short.len()));
+        assert_eq!(last.kept_len(), Some(short.len()));
         let timed = Metadata::builder()
             .method("svc/a")
             .timeout(Duration::from_secs(1))
             .finish();
         assert_eq!(last.metadata(timed.as_bytes().clone()), Ok(timed.clone()));
-        assert_eq!(last.kept, Some(timed.len()));
+        assert_eq!(last.kept_len(), Some(timed.len()));
     }
 }
