@@ -1,8 +1,11 @@
 //! `FrameCodec`: the tokio-util `Decoder` and `Encoder` for frames.
 
+use std::num::NonZeroUsize;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
+use crate::metadata::LastValid;
 use crate::{Frame, FrameError, HEADER_LEN, Header, Limits};
 
 /// Payloads at least this long are chained rather than copied by
@@ -21,7 +24,16 @@ pub const CHAIN_THRESHOLD: usize = 1024;
 pub struct FrameCodec {
     limits: Limits,
     overhead: u32,
-    head: Option<Header>,
+    /// `Some(n)` while the frame at the front of the read buffer, its
+    /// header checked, is `n` bytes long and not all there yet. Its
+    /// length rather than its header: the codec sits in every
+    /// connection's state, twice, and this keeps it at 32 bytes with
+    /// `last` beside it.
+    waiting: Option<NonZeroUsize>,
+    /// The last metadata block this decoder validated: a connection's
+    /// calls repeat a few `OPEN` blocks, and a repeat is compared, not
+    /// walked (see [`LastValid`] for the bounds).
+    last: LastValid,
 }
 
 impl Default for FrameCodec {
@@ -36,7 +48,8 @@ impl FrameCodec {
         FrameCodec {
             limits,
             overhead: 0,
-            head: None,
+            waiting: None,
+            last: LastValid::new(),
         }
     }
 
@@ -67,37 +80,49 @@ impl FrameCodec {
         Ok(Some((header, body)))
     }
 
+    /// Builds a frame out of what [`decode_raw`](Self::decode_raw)
+    /// returned (once the record layer has opened the body), checking its
+    /// metadata as [`decode`](Decoder::decode) does: against this
+    /// decoder's last valid block first. Allocates nothing.
+    #[inline]
+    pub fn frame_from_body(&mut self, header: &Header, body: Bytes) -> Result<Frame, FrameError> {
+        Frame::from_body_after(header, body, &mut self.last)
+    }
+
     /// The header of the frame at the front of `src` once all of it is
     /// buffered; until then `None`, with room reserved for the rest.
     ///
-    /// The header stays in `src` until the frame is whole (a header
-    /// already parsed is kept in `head`, so it is parsed and checked once):
-    /// the whole frame then leaves the buffer in one split, and the header
-    /// is stepped over on that piece. Consuming the header on its own
-    /// first cost a second update of the read buffer's view per frame
-    /// (about 20 instructions, two frames per call).
+    /// The header stays in `src` until the frame is whole (its length is
+    /// kept in `waiting`, so a read that still falls short costs one
+    /// comparison): the whole frame then leaves the buffer in one split,
+    /// and the header is stepped over on that piece. Consuming the header
+    /// on its own first cost a second update of the read buffer's view
+    /// per frame (about 20 instructions, two frames per call).
     #[inline(always)]
     fn whole_frame(&mut self, src: &mut BytesMut) -> Result<Option<Header>, FrameError> {
-        let header = match self.head {
-            Some(h) => h,
-            None => {
-                let Some(raw) = src.first_chunk::<HEADER_LEN>() else {
-                    src.reserve(HEADER_LEN - src.len());
-                    return Ok(None);
-                };
-                let h = Header::parse(raw)?;
-                h.check(&self.limits, self.overhead)?;
-                h
+        if let Some(need) = self.waiting {
+            let need = need.get();
+            if src.len() < need {
+                src.reserve(need - src.len());
+                return Ok(None);
             }
+            // Whole now: the header, checked when the frame began, is
+            // read again below (a frame split across reads only).
+            self.waiting = None;
+        }
+        let Some(raw) = src.first_chunk::<HEADER_LEN>() else {
+            src.reserve(HEADER_LEN - src.len());
+            return Ok(None);
         };
+        let header = Header::parse(raw)?;
+        header.check(&self.limits, self.overhead)?;
         // No overflow: `check` bounded both lengths far below `usize::MAX`.
         let need = HEADER_LEN + header.body_len();
         if src.len() < need {
-            self.head = Some(header);
+            self.waiting = NonZeroUsize::new(need);
             src.reserve(need - src.len());
             return Ok(None);
         }
-        self.head = None;
         Ok(Some(header))
     }
 
@@ -157,7 +182,7 @@ impl Decoder for FrameCodec {
         // on the `Bytes` rather than a `BytesMut` view update.
         let mut body = src.split_to(HEADER_LEN + header.body_len()).freeze();
         body.advance(HEADER_LEN);
-        Frame::from_body(&header, body).map(Some)
+        Frame::from_body_after(&header, body, &mut self.last).map(Some)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {

@@ -2,6 +2,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::metadata::LastValid;
 use crate::{Flags, FrameError, FrameType, HEADER_LEN, Header, Metadata, Reason};
 
 /// A decoded (or to-be-encoded) frame. Metadata and payload are `Bytes`
@@ -42,6 +43,30 @@ impl Frame {
             flags: header.flags,
             stream_id: header.stream_id,
             metadata: Metadata::from_bytes(metadata)?,
+            payload: body,
+        })
+    }
+
+    /// Like [`from_body`](Self::from_body), with the metadata checked
+    /// through a connection's [`LastValid`]: a block equal to the last one
+    /// that passed there is not walked again. Same result, same errors.
+    ///
+    /// Its own body rather than a shared one taking the check as a
+    /// closure: with the closure, `from_body`'s callers in the record
+    /// layer were inlined differently, 31 to 36 instructions dearer per
+    /// call at 64 in flight.
+    #[inline]
+    pub fn from_body_after(
+        header: &Header,
+        mut body: Bytes,
+        last: &mut LastValid,
+    ) -> Result<Frame, FrameError> {
+        let metadata = body.split_to(header.metadata_len as usize);
+        Ok(Frame {
+            ty: header.ty,
+            flags: header.flags,
+            stream_id: header.stream_id,
+            metadata: last.metadata(metadata)?,
             payload: body,
         })
     }

@@ -24,8 +24,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::MetadataError;
 
 pub mod key;
+pub mod repeat;
 
 pub use key::{Ascii, Binary, InvalidMetadata, Key, Kind, MAX_VALUE};
+pub use repeat::LastValid;
 
 /// The custom key naming a typed call's codec (PROTOCOL 7.3.1).
 pub const CODEC_KEY: &[u8] = b"weft-codec";
@@ -121,13 +123,18 @@ impl Metadata {
     /// Wraps and validates an encoded block. Allocates nothing.
     #[inline]
     pub fn from_bytes(raw: Bytes) -> Result<Metadata, MetadataError> {
-        // Most frames carry none, and a successful call's trailers are
-        // the ok status, whole (a 7-byte compare): no call into the
-        // validating walk for either.
-        if !raw.is_empty() && raw != OK_STATUS {
+        if Metadata::needs_walk(&raw) {
             validate(&raw)?;
         }
         Ok(Metadata { raw })
+    }
+
+    /// Whether validating `raw` takes a walk of its entries. Most frames
+    /// carry no block, and a successful call's trailers are the ok status,
+    /// whole (a 7-byte compare): no call into the walk for either.
+    #[inline(always)]
+    fn needs_walk(raw: &[u8]) -> bool {
+        !raw.is_empty() && raw != OK_STATUS
     }
 
     /// The encoded bytes.
