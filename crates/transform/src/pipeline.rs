@@ -534,7 +534,7 @@ impl Inbound {
     /// about 65 instructions per frame on the encrypted path.
     #[inline(always)]
     fn finish(&mut self, header: &Header, body: Bytes) -> Result<Option<Frame>, TransformError> {
-        let mut frame = Frame::from_body(header, body)?;
+        let mut frame = self.codec.frame_from_body(header, body)?;
         if !frame.flags.contains(Flags::COMPRESSED) {
             return Ok(Some(frame));
         }
