@@ -259,3 +259,38 @@ fn metadata_on_the_wire_must_be_valid() {
     ));
     assert_eq!(FrameCodec::default().limits(), &Limits::default());
 }
+
+#[test]
+fn a_frame_from_a_checked_header_and_its_body() {
+    // What a record layer does with an opened body: the metadata split
+    // off and validated, the rest the payload.
+    let meta = Metadata::builder().method("svc/m").finish();
+    let mut body = BytesMut::from(meta.as_bytes().as_ref());
+    body.extend_from_slice(b"payload");
+    let h = Header {
+        ty: FrameType::OPEN,
+        flags: Flags::END_STREAM,
+        stream_id: 7,
+        metadata_len: meta.len() as u32,
+        payload_len: 7,
+    };
+    let frame = Frame::from_body(&h, body.freeze()).unwrap();
+    assert_eq!(
+        (frame.ty, frame.flags, frame.stream_id),
+        (FrameType::OPEN, Flags::END_STREAM, 7)
+    );
+    assert_eq!(frame.metadata.method(), Some("svc/m"));
+    assert_eq!(&frame.payload[..], b"payload");
+    // A duplicate entry in the block is the metadata's typed error.
+    let dup = [tag::STATUS, 0, 4, 0, 0, 0, 1, tag::STATUS, 0, 4, 0, 0, 0, 2];
+    let h = Header {
+        metadata_len: dup.len() as u32,
+        payload_len: 0,
+        ..h
+    };
+    let err = Frame::from_body(&h, Bytes::copy_from_slice(&dup)).unwrap_err();
+    assert!(matches!(
+        err,
+        FrameError::BadMetadata(MetadataError::Duplicate)
+    ));
+}

@@ -147,6 +147,21 @@ mod tests {
         }
     }
 
+    /// Its debug view says how much it keeps, not the bytes themselves.
+    #[test]
+    fn debug_shows_the_kept_length_only() {
+        let mut last = LastValid::new();
+        assert_eq!(format!("{last:?}"), "LastValid { kept_len: None, .. }");
+        let m = Metadata::builder().method("svc/a").finish();
+        assert!(last.metadata(m.as_bytes().clone()).is_ok());
+        let shown = format!("{last:?}");
+        assert_eq!(
+            shown,
+            format!("LastValid {{ kept_len: Some({}), .. }}", m.len())
+        );
+        assert!(!shown.contains("svc/a"), "{shown}");
+    }
+
     /// Only blocks that passed and fit are kept; a long block or an
     /// invalid one leaves the kept block as it was.
     #[test]
