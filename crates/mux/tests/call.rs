@@ -282,16 +282,7 @@ async fn a_call_stops_the_idle_clock_which_restarts_at_its_end() {
 /// will ever read for it), not wait for a reply.
 #[tokio::test(start_paused = true)]
 async fn a_call_whose_open_cannot_be_written_fails_with_the_close() {
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let io = support::io::TestIo::new(a);
-    let reset = io.reset_writes();
-    let mux = tokio::spawn(weft_mux::connect(
-        io,
-        weft_mux::Role::Client,
-        Config::default(),
-    ));
-    let mut peer = weft_testkit::RawPeer::facing(b, weft_mux::Role::Client).await;
-    let (client, _incoming) = mux.await.unwrap().unwrap();
+    let (client, _incoming, mut peer, reset) = support::io::client_with_failing_writes().await;
     // A first call answered, so the socket is quiet (nothing unread that
     // would make the next call read before it looks at its stream).
     let first = client.call(md("first"), Bytes::from_static(b"ping"));

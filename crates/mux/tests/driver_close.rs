@@ -179,16 +179,7 @@ async fn a_write_failing_after_the_peers_goaway_reports_the_goaway() {
     // the connection. Our next write fails before any task has read that
     // `GOAWAY`: the close must still be the peer's, with its reason, not
     // our "write failed" with no reason given.
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let io = TestIo::new(a);
-    let reset = io.reset_writes();
-    let mux = tokio::spawn(weft_mux::connect(
-        io,
-        weft_mux::Role::Client,
-        Config::default(),
-    ));
-    let mut peer = weft_testkit::RawPeer::facing(b, weft_mux::Role::Client).await;
-    let (client, _incoming) = mux.await.unwrap().unwrap();
+    let (client, _incoming, mut peer, reset) = support::io::client_with_failing_writes().await;
     let mut s = client
         .open(Metadata::new(), Bytes::from_static(b"first"), false)
         .await

@@ -185,3 +185,25 @@ impl AsyncWrite for TestIo {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+/// A client connection over a [`TestIo`] whose writes can be made to fail
+/// (the switch returned, see [`TestIo::reset_writes`]), facing a raw peer
+/// that already answered the handshake.
+pub async fn client_with_failing_writes() -> (
+    weft_mux::Connection,
+    weft_mux::Incoming,
+    weft_testkit::RawPeer<DuplexStream>,
+    Arc<AtomicBool>,
+) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let io = TestIo::new(a);
+    let reset = io.reset_writes();
+    let mux = tokio::spawn(weft_mux::connect(
+        io,
+        weft_mux::Role::Client,
+        weft_mux::Config::default(),
+    ));
+    let peer = weft_testkit::RawPeer::facing(b, weft_mux::Role::Client).await;
+    let (client, incoming) = mux.await.unwrap().unwrap();
+    (client, incoming, peer, reset)
+}
