@@ -10,8 +10,9 @@
 //!
 //! Bounds: one block of at most [`REPEAT_MAX`] bytes per decoder (its
 //! room allocated once, when the first block is kept; nothing per call),
-//! so per connection and never shared between peers. Only a block that passed is kept; a block that differs
-//! in any byte, or is longer, is validated in full. Worst case per block
+//! so per connection and never shared between peers. Only a block that
+//! passed is kept; a block that differs in any byte, or is longer, is
+//! validated in full. Worst case per block
 //! (a peer alternating blocks): today's walk plus a length test, a
 //! compare of at most [`REPEAT_MAX`] bytes when the lengths match, and a
 //! copy of at most [`REPEAT_MAX`] bytes when it passes.
