@@ -83,3 +83,74 @@ async fn a_stream_alone_writes_inline() {
     assert_eq!(writes.load(Ordering::Relaxed), before + 1, "written inline");
     assert_eq!(answer(st).await, b"now");
 }
+
+/// Opens `calls` streams together (one task, joined, as `join_all` does)
+/// and checks every answer; returns the writes they took.
+async fn joined_burst(client: &Connection, writes: &AtomicUsize, calls: usize) -> usize {
+    let before = writes.load(Ordering::Relaxed);
+    let mut burst: Vec<_> = (0..calls)
+        .map(|i| {
+            Some(Box::pin(async move {
+                let body = Bytes::from(format!("call {i}"));
+                let st = client.open(Metadata::new(), body, true).await.unwrap();
+                assert_eq!(answer(st).await, format!("call {i}").as_bytes());
+            }))
+        })
+        .collect();
+    // Polled in turn from one task, as `join_all` does.
+    std::future::poll_fn(|cx| {
+        for call in burst.iter_mut() {
+            if call
+                .as_mut()
+                .is_some_and(|f| f.as_mut().poll(cx).is_ready())
+            {
+                *call = None;
+            }
+        }
+        if burst.iter().all(Option::is_none) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    writes.load(Ordering::Relaxed) - before
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_first_call_of_a_burst_after_a_burst_waits_for_the_rest() {
+    const CALLS: usize = 16;
+    let (client, writes) = setup().await;
+    warm_up(&client).await;
+    // The first burst's first call is alone when it opens: it writes at
+    // once, the other fifteen together.
+    assert_eq!(joined_burst(&client, &writes, CALLS).await, 2);
+    // Every stream of the first burst has ended: the second burst's first
+    // call is alone too, but the connection's last write carried a burst,
+    // so it waits for the rest: one write for all sixteen.
+    for round in 0..3 {
+        let n = joined_burst(&client, &writes, CALLS).await;
+        assert_eq!(n, 1, "round {round}: {n} writes for {CALLS} calls");
+    }
+    // A lone call after a burst goes through the connection task once
+    // (nothing written while `open` runs) ...
+    let before = writes.load(Ordering::Relaxed);
+    let st = client
+        .open(Metadata::new(), Bytes::from_static(b"one"), true)
+        .await
+        .unwrap();
+    assert_eq!(writes.load(Ordering::Relaxed), before, "written inline");
+    assert_eq!(answer(st).await, b"one");
+    // ... and that write found it alone: the next lone call writes inline.
+    let before = writes.load(Ordering::Relaxed);
+    let st = client
+        .open(Metadata::new(), Bytes::from_static(b"two"), true)
+        .await
+        .unwrap();
+    assert_eq!(
+        writes.load(Ordering::Relaxed),
+        before + 1,
+        "not written inline"
+    );
+    assert_eq!(answer(st).await, b"two");
+}

@@ -22,6 +22,9 @@ use crate::error::CloseCause;
 pub(super) struct Link {
     /// Who writes queued frames now.
     pub(super) turn: Turn,
+    /// Whether the connection task's last write found calls in flight
+    /// together (see `Inner::defer_write`).
+    pub(super) pace: Pace,
     /// Whether the task is owed a wake-up once the state is released.
     owed: Owed,
     /// The deadline the connection task's timer is armed at: the task arms
@@ -41,6 +44,7 @@ impl Link {
     pub(super) fn new() -> Link {
         Link {
             turn: Turn::Inline,
+            pace: Pace::Alone,
             owed: Owed::No,
             armed: None,
         }
@@ -76,6 +80,33 @@ pub(super) enum Turn {
     Owed,
     /// The connection task holds the state: it writes whatever is queued.
     Driver,
+}
+
+/// What the connection task's last write of queued frames found: one
+/// stream open, or several. After a burst of calls the next burst is
+/// likely (callers woken by one read of replies call again together), so
+/// even its first call leaves its frames for the connection task rather
+/// than write them alone: one write for the whole burst, not one for the
+/// first call and one for the rest (on TCP, a segment and its
+/// acknowledgement fewer per burst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pace {
+    /// A call alone on the connection writes at once.
+    Alone,
+    /// Calls come in bursts: every call's frames wait for the task's write.
+    Burst,
+}
+
+impl Pace {
+    /// The pace a write that found `streams` open streams sets.
+    #[inline]
+    pub(super) fn of(streams: usize) -> Pace {
+        if streams < 2 {
+            Pace::Alone
+        } else {
+            Pace::Burst
+        }
+    }
 }
 
 /// Whether the connection task's last poll only yielded before writing

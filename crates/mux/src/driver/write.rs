@@ -16,7 +16,7 @@ use weft_frame::Reason;
 
 use super::Inner;
 use super::batch::Batching;
-use super::task::Turn;
+use super::task::{Pace, Turn};
 use super::wbuf::WriteBuf;
 use crate::error::CloseCause;
 use crate::pipeline::Outbound;
@@ -153,6 +153,9 @@ impl Inner {
     /// [`write`](Self::write) past its tests: encodes and writes.
     #[inline(never)]
     fn write_now(&mut self) -> bool {
+        if self.link.turn == Turn::Driver {
+            self.link.pace = Pace::of(self.session.stream_count());
+        }
         let Err(e) = self.write_out() else {
             return true;
         };
@@ -316,16 +319,20 @@ impl Inner {
     /// Whether an application call should leave its frames for the
     /// connection task rather than write them itself. Alone on the
     /// connection, a call writes at once (lowest latency). With other
-    /// streams in flight, the first call to queue something wakes the
-    /// connection task, which yields once (so the tasks already runnable —
-    /// typically the callers one read of replies woke — queue theirs too)
-    /// and then writes everything in one go: one syscall for many calls.
+    /// streams in flight, or right after the task's last write found
+    /// several ([`Pace::Burst`]: the first call of the next burst), the
+    /// first call to queue something wakes the connection task, which
+    /// yields once (so the tasks already runnable — typically the callers
+    /// one read of replies woke — queue theirs too) and then writes
+    /// everything in one go: one syscall for many calls. A call that
+    /// turns out alone costs one hop through the task once: that write
+    /// finds one stream and sets [`Pace::Alone`] again.
     #[inline]
     fn defer_write(&mut self) -> bool {
         if self.link.turn == Turn::Owed {
             return true;
         }
-        if self.session.stream_count() < 2 {
+        if self.link.pace == Pace::Alone && self.session.stream_count() < 2 {
             return false;
         }
         self.link.turn = Turn::Owed;
