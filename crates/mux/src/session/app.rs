@@ -210,8 +210,8 @@ impl Session {
         mut release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
     ) -> Result<bool, StreamError> {
         let (cap, conn) = (self.limits.max_send_buffer, self.conn_send);
-        let s = match self.streams.lookup(id) {
-            Some(EntryMut::Serve(slot)) => {
+        let s = match self.streams.lookup_at(id) {
+            Some((at, EntryMut::Serve(slot))) => {
                 if let Some((now, released)) = release.as_mut()
                     && end
                     && slot.serving == Serving::Handling
@@ -226,7 +226,7 @@ impl Session {
                 {
                     let total = data.len() + metadata.len();
                     slot.send_window.debit_with(&mut self.conn_send, total);
-                    self.reply_at_once(id, (metadata, data), &mut **now);
+                    self.reply_at_once((id, at), (metadata, data), &mut **now);
                     **released = true;
                     return Ok(true);
                 }
@@ -303,7 +303,7 @@ impl Session {
     #[inline(always)]
     fn reply_at_once(
         &mut self,
-        id: u32,
+        (id, at): (u32, crate::idmap::At),
         (metadata, data): (&mut Metadata, &mut Bytes),
         now: &mut dyn FnMut() -> Instant,
     ) {
@@ -317,7 +317,7 @@ impl Session {
         if self.streams.len() == 1 {
             self.clock = now();
         }
-        self.remove_finished(id, true);
+        self.remove_finished_at(at, true);
     }
 
     /// Queues data (and optional metadata, sent with the last frame of it);
@@ -377,18 +377,18 @@ impl Session {
         id: u32,
         release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
     ) -> Recv {
-        let s = match self.streams.lookup(id) {
-            Some(EntryMut::Full(s)) => s,
+        let s = match self.streams.lookup_at(id) {
+            Some((_, EntryMut::Full(s))) => s,
             // A served request's stream is read as the full stream it
             // stands for (the request, if not taken, is its one chunk).
-            Some(EntryMut::Serve(_)) => match self.streams.get_mut(&id) {
+            Some((_, EntryMut::Serve(_))) => match self.streams.get_mut(&id) {
                 Some(s) => s,
                 None => return Recv::Pending,
             },
             // A slot meets only a releasing receive (`recv` promotes it).
-            Some(EntryMut::Unary(slot)) => {
+            Some((at, EntryMut::Unary(slot))) => {
                 return match slot.take_reply() {
-                    Some((chunk, len)) => self.finish_call(id, chunk, len, release),
+                    Some((chunk, len)) => self.finish_call(at, chunk, len, release),
                     None => Recv::Pending,
                 };
             }
@@ -450,7 +450,7 @@ impl Session {
     #[inline(always)]
     fn finish_call(
         &mut self,
-        id: u32,
+        at: crate::idmap::At,
         chunk: Chunk,
         len: u32,
         release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
@@ -460,7 +460,7 @@ impl Session {
             if self.streams.len() == 1 {
                 self.clock = now();
             }
-            self.remove_finished(id, false);
+            self.remove_finished_at(at, false);
             *released = true;
         }
         if chunk.data.is_empty() && chunk.metadata.is_empty() {

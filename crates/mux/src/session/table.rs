@@ -11,7 +11,7 @@ use super::serving::ServeSlot;
 use super::stream::StreamState;
 use super::unary::UnarySlot;
 use super::window::{RecvWindow, SendWindow};
-use crate::idmap::IdMap;
+use crate::idmap::{At, IdMap};
 
 /// What the table holds for one stream id: a full stream, or a unary
 /// exchange's slot standing for one until anything but its common case
@@ -343,6 +343,30 @@ impl StreamTable {
             Entry::Unary(b) => EntryMut::Unary(b),
             Entry::Serve(b) => EntryMut::Serve(b),
         })
+    }
+
+    /// [`lookup`](Self::lookup), and where the entry sits, for a
+    /// [`remove_at`](Self::remove_at) in the same step (no second probe).
+    #[inline(always)]
+    pub(crate) fn lookup_at(&mut self, id: u32) -> Option<(At, EntryMut<'_>)> {
+        let (at, e) = self.map.get_at(id)?;
+        Some((
+            at,
+            match e {
+                Entry::Full(b) => EntryMut::Full(b),
+                Entry::Unary(b) => EntryMut::Unary(b),
+                Entry::Serve(b) => EntryMut::Serve(b),
+            },
+        ))
+    }
+
+    /// [`remove`](Self::remove) of the entry [`lookup_at`](Self::lookup_at)
+    /// found, the table unchanged since.
+    #[inline(always)]
+    pub(crate) fn remove_at(&mut self, at: At) {
+        if let Some(e) = self.map.remove_at(at) {
+            self.recycle(e);
+        }
     }
 
     /// Entry `id`, a call's slot promoted to its full stream first unless
