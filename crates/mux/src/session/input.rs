@@ -326,7 +326,7 @@ impl Session {
     #[inline(always)]
     fn serve_slots(&self) -> bool {
         #[cfg(test)]
-        return self.limits.serve_slots;
+        return super::serving::SLOTS.with(std::cell::Cell::get) == super::serving::Slots::On;
         #[cfg(not(test))]
         true
     }

@@ -28,10 +28,6 @@ pub(crate) struct Limits {
     pub(crate) progress_timeout: Option<Duration>,
     /// How long a half-closed peer's owed answers may take.
     pub(crate) half_close_drain: Duration,
-    /// Whether a unary request the peer sends waits in a slot (tests turn
-    /// it off to compare the slot with the full stream it stands for).
-    #[cfg(test)]
-    pub(crate) serve_slots: bool,
 }
 
 impl Limits {
@@ -51,8 +47,6 @@ impl Limits {
             idle_timeout: config.idle_timeout,
             progress_timeout: config.progress_timeout,
             half_close_drain: config.half_close_drain,
-            #[cfg(test)]
-            serve_slots: true,
         }
     }
 }

@@ -162,5 +162,20 @@ impl ServeSlot {
     }
 }
 
+/// Whether a session keeps requests in slots (tests compare the slot with
+/// the full stream it stands for). Per thread rather than a field: the
+/// connection state's size is checked in the test build.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slots {
+    On,
+    Off,
+}
+
+#[cfg(test)]
+thread_local! {
+    pub(crate) static SLOTS: std::cell::Cell<Slots> = const { std::cell::Cell::new(Slots::On) };
+}
+
 #[cfg(test)]
 mod tests;

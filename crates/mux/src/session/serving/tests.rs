@@ -13,6 +13,7 @@ use weft_frame::{Flags, Frame, FrameType, Metadata, Reason};
 
 use crate::config::{BASELINE_WINDOW, Config};
 use crate::error::CloseCause;
+use crate::session::serving::{SLOTS, Slots};
 use crate::session::table::EntryMut;
 use crate::session::{Session, settings_frame};
 
@@ -91,11 +92,11 @@ fn kind(s: &mut Session) -> Kind {
     }
 }
 
-fn run(slots: bool, config: &Config, steps: &[Step]) -> (Vec<String>, Vec<Kind>) {
+fn run(slots: Slots, config: &Config, steps: &[Step]) -> (Vec<String>, Vec<Kind>) {
+    SLOTS.with(|s| s.set(slots));
     let start = Instant::now();
     let mut now = start;
     let mut s = Session::new(crate::session::Role::Server, config, now);
-    s.limits.serve_slots = slots;
     s.handle_frame(
         settings_frame(1024 * 1024 - 64 * 1024, BASELINE_WINDOW),
         now,
@@ -227,8 +228,9 @@ fn same(config: &Config, steps: &[Step]) -> Vec<Kind> {
 
 /// [`same`], with the trace.
 fn same_traced(config: &Config, steps: &[Step]) -> (Vec<Kind>, Vec<String>) {
-    let (full, full_kinds) = run(false, config, steps);
-    let (slot, kinds) = run(true, config, steps);
+    let (full, full_kinds) = run(Slots::Off, config, steps);
+    let (slot, kinds) = run(Slots::On, config, steps);
+    SLOTS.with(|s| s.set(Slots::On));
     assert!(
         full_kinds.iter().all(|k| *k != Kind::Slot),
         "slots off: never a slot"
@@ -457,4 +459,14 @@ fn a_steady_stream_of_requests_reuses_one_slot_box() {
         assert_eq!((s.stream_count(), s.streams.spare_serve_count()), (0, 1));
         while s.poll_transmit().is_some() {}
     }
+}
+
+#[test]
+fn a_slot_holds_well_under_half_what_a_stream_state_does() {
+    let (slot, full) = (
+        std::mem::size_of::<super::ServeSlot>(),
+        std::mem::size_of::<crate::session::stream::StreamState>(),
+    );
+    println!("ServeSlot {slot} bytes, StreamState {full} bytes");
+    assert!(slot * 2 < full, "ServeSlot {slot}, StreamState {full}");
 }
