@@ -27,6 +27,11 @@ const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Slots of the first table (a power of two).
 const FIRST_SLOTS: usize = 16;
 
+/// Where an entry sits in an [`IdMap`], from [`IdMap::get_at`]: valid
+/// until the map is next changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct At(usize);
+
 /// Map from a stream id to `V`.
 pub(crate) struct IdMap<V> {
     /// A power of two many slots (none before the first insert), at most
@@ -111,8 +116,25 @@ impl<V> IdMap<V> {
     /// runs once per stream and side, from one place (`StreamTable`).
     #[inline(always)]
     pub(crate) fn remove(&mut self, id: &u32) -> Option<V> {
-        let mut hole = self.find(*id)?;
-        let (_, value) = self.slots[hole].take()?;
+        let at = self.find(*id)?;
+        self.remove_at(At(at))
+    }
+
+    /// Where `id`'s value is, and the value: [`remove_at`](Self::remove_at)
+    /// then takes it out without probing again, as long as nothing was
+    /// inserted or removed in between (the caller holds the map borrowed
+    /// or changes it only through that removal).
+    #[inline]
+    pub(crate) fn get_at(&mut self, id: u32) -> Option<(At, &mut V)> {
+        let i = self.find(id)?;
+        self.slots[i].as_mut().map(|(_, v)| (At(i), v))
+    }
+
+    /// Takes the value at `at` out (see [`get_at`](Self::get_at)).
+    #[inline(always)]
+    pub(crate) fn remove_at(&mut self, at: At) -> Option<V> {
+        let mut hole = at.0;
+        let (_, value) = self.slots.get_mut(hole)?.take()?;
         self.len -= 1;
         let mask = self.mask();
         let mut j = hole;
@@ -256,6 +278,14 @@ mod tests {
                 if let Some(v) = m.get_mut(&id) {
                     *v += 1;
                     *model.get_mut(&id).expect("present in both") += 1;
+                }
+                // A removal where a lookup found the entry, now and then.
+                if rng.next().is_multiple_of(8)
+                    && let Some((at, v)) = m.get_at(id)
+                {
+                    let v = *v;
+                    assert_eq!(m.remove_at(at), Some(v));
+                    assert_eq!(model.remove(&id), Some(v));
                 }
                 assert_eq!(m.contains_key(&id), model.contains_key(&id));
             }

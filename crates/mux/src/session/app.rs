@@ -207,10 +207,34 @@ impl Session {
         &mut self,
         id: u32,
         (metadata, data, end): (&mut Metadata, &mut Bytes, bool),
-        release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
+        mut release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
     ) -> Result<bool, StreamError> {
         let (cap, conn) = (self.limits.max_send_buffer, self.conn_send);
-        let s = sendable(&self.state, &mut self.streams, id)?;
+        let s = match self.streams.lookup_at(id) {
+            Some((at, EntryMut::Serve(slot))) => {
+                if let Some((now, released)) = release.as_mut()
+                    && end
+                    && slot.serving == Serving::Handling
+                    && metadata.len() <= self.limits.max_metadata
+                    && data.len() <= cap.saturating_sub(PENDING_OVERHEAD)
+                    && data.len() <= self.limits.max_payload.min(IMMEDIATE_MAX)
+                    && self.immediate.admits(true, self.limits.max_concurrent)
+                    && self.ready.is_empty()
+                    && slot
+                        .send_window
+                        .fits_with(conn, data.len() + metadata.len())
+                {
+                    let total = data.len() + metadata.len();
+                    slot.send_window.debit_with(&mut self.conn_send, total);
+                    self.reply_at_once((id, at), (metadata, data), &mut **now);
+                    **released = true;
+                    return Ok(true);
+                }
+                // Anything else is the full stream's case.
+                sendable(&self.state, &mut self.streams, id)?
+            }
+            _ => sendable(&self.state, &mut self.streams, id)?,
+        };
         if metadata.len() > self.limits.max_metadata {
             return Err(StreamError::new(StreamKind::MetadataTooLarge));
         }
@@ -266,6 +290,34 @@ impl Session {
             *released = true;
         }
         Ok(last)
+    }
+
+    /// A served request's reply, all of it, made at once with
+    /// `END_STREAM` (the caller checked that the slot is handling and that
+    /// the frame fits every limit the full stream's fast path checks, and
+    /// debited its credit): what that path and the release after it do to
+    /// a stream whose request was taken whole — the frame queued behind
+    /// the ones made before it, the stream out of the table (the clock
+    /// read if it was the last) — in one step, with nothing to update or
+    /// empty.
+    #[inline(always)]
+    fn reply_at_once(
+        &mut self,
+        (id, at): (u32, crate::idmap::At),
+        (metadata, data): (&mut Metadata, &mut Bytes),
+        now: &mut dyn FnMut() -> Instant,
+    ) {
+        self.immediate.push(Frame {
+            ty: FrameType::DATA,
+            flags: Flags::END_STREAM,
+            stream_id: id,
+            metadata: std::mem::take(metadata),
+            payload: std::mem::take(data),
+        });
+        if self.streams.len() == 1 {
+            self.clock = now();
+        }
+        self.remove_finished_at(at, true);
     }
 
     /// Queues data (and optional metadata, sent with the last frame of it);
@@ -325,12 +377,18 @@ impl Session {
         id: u32,
         release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
     ) -> Recv {
-        let s = match self.streams.lookup(id) {
-            Some(EntryMut::Full(s)) => s,
+        let s = match self.streams.lookup_at(id) {
+            Some((_, EntryMut::Full(s))) => s,
+            // A served request's stream is read as the full stream it
+            // stands for (the request, if not taken, is its one chunk).
+            Some((_, EntryMut::Serve(_))) => match self.streams.get_mut(&id) {
+                Some(s) => s,
+                None => return Recv::Pending,
+            },
             // A slot meets only a releasing receive (`recv` promotes it).
-            Some(EntryMut::Unary(slot)) => {
+            Some((at, EntryMut::Unary(slot))) => {
                 return match slot.take_reply() {
-                    Some((chunk, len)) => self.finish_call(id, chunk, len, release),
+                    Some((chunk, len)) => self.finish_call(at, chunk, len, release),
                     None => Recv::Pending,
                 };
             }
@@ -392,7 +450,7 @@ impl Session {
     #[inline(always)]
     fn finish_call(
         &mut self,
-        id: u32,
+        at: crate::idmap::At,
         chunk: Chunk,
         len: u32,
         release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
@@ -402,7 +460,7 @@ impl Session {
             if self.streams.len() == 1 {
                 self.clock = now();
             }
-            self.remove_finished(id, false);
+            self.remove_finished_at(at, false);
             *released = true;
         }
         if chunk.data.is_empty() && chunk.metadata.is_empty() {
@@ -457,9 +515,12 @@ impl Session {
     /// The `OPEN` metadata of a stream the peer opened.
     pub fn open_metadata(&self, id: u32) -> Option<&Metadata> {
         static NONE: Metadata = Metadata::new();
-        self.streams
-            .get(&id)
-            .map(|s| s.open_metadata.as_ref().unwrap_or(&NONE))
+        let metadata = match self.streams.entry(&id)? {
+            Entry::Full(s) => s.open_metadata.as_ref(),
+            Entry::Serve(slot) => slot.metadata.as_ref(),
+            Entry::Unary(_) => None,
+        };
+        Some(metadata.unwrap_or(&NONE))
     }
 
     /// The driver's wakers of stream `id`, while it is in the table.
@@ -467,6 +528,7 @@ impl Session {
         Some(match self.streams.lookup(id)? {
             EntryMut::Full(s) => &mut s.wakers,
             EntryMut::Unary(slot) => &mut slot.wakers,
+            EntryMut::Serve(slot) => &mut slot.wakers,
         })
     }
 
@@ -517,6 +579,14 @@ impl Session {
     #[inline(always)]
     pub fn accept_with_request(&mut self) -> Option<(u32, Metadata, Option<Bytes>)> {
         let id = self.accept_queue.pop_front()?;
+        if let Some(EntryMut::Serve(slot)) = self.streams.lookup(id)
+            && slot.serving == Serving::Unaccepted
+        {
+            // A served request's slot: the request is its whole content.
+            let (metadata, request) = slot.accept();
+            self.release_conn(request.len() as u32);
+            return Some((id, metadata, Some(request)));
+        }
         let Some(s) = self.mark_accepted(id) else {
             return Some((id, Metadata::new(), None));
         };

@@ -99,6 +99,10 @@ impl Session {
                         slot.send_window.resize(delta);
                         continue;
                     }
+                    Some(EntryMut::Serve(slot)) => {
+                        slot.send_window.resize(delta);
+                        continue;
+                    }
                     None => {}
                 }
                 self.mark_ready(id);
@@ -202,6 +206,8 @@ impl Session {
                 }
                 return Ok(());
             }
+            // `lookup_keeping` promotes a served request's slot.
+            Some(EntryMut::Serve(_)) => unreachable!("promoted by the lookup"),
             None => {
                 self.release_conn(len);
                 if !self.role.owns(id) && self.refused.data(id, len, end) == Verdict::Drop {
@@ -297,6 +303,37 @@ impl Session {
             return self.peer_caused_reset(id, Reason::FLOW_CONTROL_ERROR);
         }
         let end = frame.is_end_stream();
+        if end && self.limits.progress_timeout.is_none() && self.serve_slots() {
+            // The peer's whole side in one frame (a unary request): a slot
+            // until anything but its accept and one-frame reply happens
+            // (`serving.rs`). Not while a progress deadline watches the
+            // streams: it would have to watch slots too.
+            let request = (frame.metadata, frame.payload);
+            self.streams
+                .insert_serve(id, request, window, self.peer.stream_window);
+        } else {
+            self.open_stream(id, frame, (len, end), window);
+        }
+        self.inbound += 1;
+        self.ids.last_processed = id;
+        self.timers.idle_since = None;
+        self.accept_queue.push_back(id);
+        self.events.push_back(Event::Incoming);
+        Ok(())
+    }
+
+    /// Whether requests may wait in slots (always, outside tests).
+    #[inline(always)]
+    fn serve_slots(&self) -> bool {
+        #[cfg(test)]
+        return super::serving::SLOTS.with(std::cell::Cell::get) == super::serving::Slots::On;
+        #[cfg(not(test))]
+        true
+    }
+
+    /// A full stream for the peer's `OPEN` of `len` bytes.
+    #[inline]
+    fn open_stream(&mut self, id: u32, frame: Frame, (len, end): (u32, bool), window: RecvWindow) {
         let mut st = self.streams.fresh(true, self.peer.stream_window, window);
         // A fresh state holds none: the assignment drops nothing (a test).
         st.open_metadata = Some(frame.metadata);
@@ -315,12 +352,6 @@ impl Session {
             );
         }
         self.streams.insert(id, st);
-        self.inbound += 1;
-        self.ids.last_processed = id;
-        self.timers.idle_since = None;
-        self.accept_queue.push_back(id);
-        self.events.push_back(Event::Incoming);
-        Ok(())
     }
 
     /// The peer's `OPEN` of `len` bytes was not processed: unless it ended

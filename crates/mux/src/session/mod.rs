@@ -18,6 +18,7 @@ mod limits;
 mod progress;
 mod queue;
 mod refused;
+mod serving;
 mod settings;
 mod stream;
 mod table;
@@ -38,11 +39,12 @@ use crate::pipeline::{BATCH_SETTING, BATCH_SETTING_VALUE};
 use budget::{Guards, Spend};
 use limits::Limits;
 use refused::{Refused, Verdict};
+use serving::Serving;
 pub use settings::{MAX_STREAMS_KEY, STREAM_WINDOW_KEY, settings_frame, settings_frame_with_cap};
 pub use stream::Chunk;
 pub(crate) use stream::StreamWakers;
 use stream::{Handle, PENDING_OVERHEAD, Pending, RecvState, Released, SendState, StreamState};
-use table::EntryMut;
+use table::{Entry, EntryMut};
 use unary::Reply;
 use window::{RecvWindow, SendWindow};
 
@@ -746,6 +748,23 @@ impl Session {
     /// the table (its boxed state goes back to the spares).
     fn remove_finished(&mut self, id: u32, remote: bool) {
         self.streams.remove(id);
+        self.after_removal(remote);
+    }
+
+    /// [`remove_finished`](Self::remove_finished) of the entry a
+    /// `lookup_at` found, the table unchanged since: a unary exchange's
+    /// slot, freed in the step that looked it up (no second probe, and
+    /// inline, where the call saved and restored registers around it).
+    #[inline(always)]
+    fn remove_finished_at(&mut self, at: crate::idmap::At, remote: bool) {
+        self.streams.remove_at(at);
+        self.after_removal(remote);
+    }
+
+    /// The session's side of a stream leaving the table: the count it was
+    /// under, the idle clock, a drain that was waiting for it.
+    #[inline(always)]
+    fn after_removal(&mut self, remote: bool) {
         if remote {
             self.inbound -= 1;
         } else {

@@ -4,27 +4,35 @@
 //! (about 370 bytes: a `memcpy` into the table and one out of it, per
 //! stream and side), and a steady stream of calls allocates nothing.
 
+use bytes::Bytes;
+use weft_frame::Metadata;
+
+use super::serving::ServeSlot;
 use super::stream::StreamState;
 use super::unary::UnarySlot;
 use super::window::{RecvWindow, SendWindow};
-use crate::idmap::IdMap;
+use crate::idmap::{At, IdMap};
 
 /// What the table holds for one stream id: a full stream, or a unary
-/// call's slot (`unary.rs`) standing for one until anything but its
-/// one-frame reply happens. Two boxes, so an entry stays a tag and a
-/// pointer.
+/// exchange's slot standing for one until anything but its common case
+/// happens: a call's (`unary.rs`, the client's: the request sent, the
+/// one-frame reply awaited) or a served request's (`serving.rs`, the
+/// server's: the request received, the one-frame reply owed). Boxes, so
+/// an entry stays a tag and a pointer.
 #[derive(Debug)]
 pub(crate) enum Entry {
     Full(Box<StreamState>),
     Unary(Box<UnarySlot>),
+    Serve(Box<ServeSlot>),
 }
 
-/// An entry looked up as it is, without promoting a slot: for the two
-/// paths that know slots (a reply's arrival and its taking) and the
-/// wakers.
+/// An entry looked up as it is, without promoting a slot: for the paths
+/// that know slots (a reply's arrival and its taking, a request's accept
+/// and its reply) and the wakers.
 pub(crate) enum EntryMut<'a> {
     Full(&'a mut StreamState),
     Unary(&'a mut UnarySlot),
+    Serve(&'a mut ServeSlot),
 }
 
 /// Stream id to state, with spare boxes: a list threaded through the
@@ -50,6 +58,14 @@ pub(crate) struct StreamTable {
     map: IdMap<Entry>,
     spare: Option<Box<StreamState>>,
     spare_slots: Option<Box<UnarySlot>>,
+    spare_serve: Option<Box<ServeSlot>>,
+}
+
+/// The spare lists, borrowed apart from the map.
+struct Spares<'a> {
+    full: &'a mut Option<Box<StreamState>>,
+    unary: &'a mut Option<Box<UnarySlot>>,
+    serve: &'a mut Option<Box<ServeSlot>>,
 }
 
 /// A new stream's state from the spares (a blank box started in place),
@@ -82,26 +98,52 @@ fn recycle_slot_in(spare: &mut Option<Box<UnarySlot>>, mut b: Box<UnarySlot>) {
     *spare = Some(b);
 }
 
+#[inline(always)]
+fn recycle_serve_in(spare: &mut Option<Box<ServeSlot>>, mut b: Box<ServeSlot>) {
+    b.blank();
+    if let Some(stray) = std::mem::replace(&mut b.spare_link, spare.take()) {
+        drop(stray);
+    }
+    *spare = Some(b);
+}
+
 /// Makes slot entry `e` the full stream it stands for (see
-/// `UnarySlot::promote_into`); the slot's box goes to the spares. Out of
-/// line: only what is not a unary call's common case promotes.
+/// `UnarySlot::promote_into`, `ServeSlot::promote_into`); the slot's box
+/// goes to the spares. Out of line: only what is not a unary exchange's
+/// common case promotes.
 #[cold]
 #[inline(never)]
-fn promote<'a>(
-    e: &'a mut Entry,
-    spare: &mut Option<Box<StreamState>>,
-    spare_slots: &mut Option<Box<UnarySlot>>,
-) -> &'a mut StreamState {
-    if let Entry::Unary(slot) = e {
-        let mut st = fresh_in(spare, false, 0, RecvWindow::new(0));
-        slot.promote_into(&mut st);
-        if let Entry::Unary(b) = std::mem::replace(e, Entry::Full(st)) {
-            recycle_slot_in(spare_slots, b);
+fn promote<'a>(e: &'a mut Entry, spares: Spares<'_>) -> &'a mut StreamState {
+    match e {
+        Entry::Full(_) => {}
+        Entry::Unary(slot) => {
+            let mut st = fresh_in(spares.full, false, 0, RecvWindow::new(0));
+            slot.promote_into(&mut st);
+            if let Entry::Unary(b) = std::mem::replace(e, Entry::Full(st)) {
+                recycle_slot_in(spares.unary, b);
+            }
+        }
+        Entry::Serve(slot) => {
+            let mut st = fresh_in(spares.full, true, 0, RecvWindow::new(0));
+            slot.promote_into(&mut st);
+            if let Entry::Serve(b) = std::mem::replace(e, Entry::Full(st)) {
+                recycle_serve_in(spares.serve, b);
+            }
         }
     }
     match e {
         Entry::Full(b) => b,
-        Entry::Unary(_) => unreachable!("promoted above"),
+        Entry::Unary(_) | Entry::Serve(_) => unreachable!("promoted above"),
+    }
+}
+
+impl Spares<'_> {
+    fn reborrow(&mut self) -> Spares<'_> {
+        Spares {
+            full: self.full,
+            unary: self.unary,
+            serve: self.serve,
+        }
     }
 }
 
@@ -145,6 +187,28 @@ impl StreamTable {
         self.insert_entry(id, Entry::Unary(slot));
     }
 
+    /// Puts a served request's slot in the table as stream `id` (the
+    /// peer's, opened and ended by one `OPEN` carrying `request`), with
+    /// the windows its stream has after the request.
+    #[inline(always)]
+    pub(crate) fn insert_serve(
+        &mut self,
+        id: u32,
+        request: (Metadata, Bytes),
+        recv_window: RecvWindow,
+        send_window: u32,
+    ) {
+        let slot = match self.spare_serve.take() {
+            Some(mut b) => {
+                std::mem::swap(&mut self.spare_serve, &mut b.spare_link);
+                b.start(request, recv_window, send_window);
+                b
+            }
+            None => Box::new(ServeSlot::new(request, recv_window, send_window)),
+        };
+        self.insert_entry(id, Entry::Serve(slot));
+    }
+
     #[inline(always)]
     fn insert_entry(&mut self, id: u32, e: Entry) {
         if let Some(old) = self.map.insert(id, e) {
@@ -170,6 +234,7 @@ impl StreamTable {
         let mut b = match e {
             Entry::Full(b) => b,
             Entry::Unary(b) => return recycle_slot_in(&mut self.spare_slots, b),
+            Entry::Serve(b) => return recycle_serve_in(&mut self.spare_serve, b),
         };
         // Blank now: what it held is dropped at once, and `fresh` only
         // sets what differs between streams.
@@ -194,6 +259,10 @@ impl StreamTable {
         while let Some(mut b) = next {
             next = b.spare_link.take();
         }
+        let mut next = self.spare_serve.take();
+        while let Some(mut b) = next {
+            next = b.spare_link.take();
+        }
     }
 
     /// How many spare boxes are kept (tests).
@@ -208,6 +277,16 @@ impl StreamTable {
         self.slot_spares().count()
     }
 
+    /// How many spare served-request slot boxes are kept (tests).
+    #[cfg(test)]
+    pub(crate) fn spare_serve_count(&self) -> usize {
+        self.serve_spares().count()
+    }
+
+    fn serve_spares(&self) -> impl Iterator<Item = &ServeSlot> {
+        std::iter::successors(self.spare_serve.as_deref(), |b| b.spare_link.as_deref())
+    }
+
     fn slot_spares(&self) -> impl Iterator<Item = &UnarySlot> {
         std::iter::successors(self.spare_slots.as_deref(), |b| b.spare_link.as_deref())
     }
@@ -220,67 +299,111 @@ impl StreamTable {
     pub(crate) fn get(&self, id: &u32) -> Option<&StreamState> {
         match self.map.get(id)? {
             Entry::Full(b) => Some(b),
-            Entry::Unary(_) => None,
+            Entry::Unary(_) | Entry::Serve(_) => None,
         }
+    }
+
+    /// Entry `id` as it is, read only (a slot is seen as one).
+    pub(crate) fn entry(&self, id: &u32) -> Option<&Entry> {
+        self.map.get(id)
+    }
+
+    /// The map and the spare lists, apart.
+    fn parts(&mut self) -> (&mut IdMap<Entry>, Spares<'_>) {
+        let StreamTable {
+            map,
+            spare,
+            spare_slots,
+            spare_serve,
+        } = self;
+        let spares = Spares {
+            full: spare,
+            unary: spare_slots,
+            serve: spare_serve,
+        };
+        (map, spares)
     }
 
     /// Stream `id`, a slot promoted to its full stream first.
     #[inline]
     pub(crate) fn get_mut(&mut self, id: &u32) -> Option<&mut StreamState> {
-        let StreamTable {
-            map,
-            spare,
-            spare_slots,
-        } = self;
+        let (map, spares) = self.parts();
         match map.get_mut(id)? {
             Entry::Full(b) => Some(b),
-            e @ Entry::Unary(_) => Some(promote(e, spare, spare_slots)),
+            e @ (Entry::Unary(_) | Entry::Serve(_)) => Some(promote(e, spares)),
         }
     }
 
     /// Entry `id` as it is (a slot stays one).
     #[inline(always)]
     pub(crate) fn lookup(&mut self, id: u32) -> Option<EntryMut<'_>> {
-        self.lookup_keeping(id, |_| true)
+        let (map, _) = self.parts();
+        Some(match map.get_mut(&id)? {
+            Entry::Full(b) => EntryMut::Full(b),
+            Entry::Unary(b) => EntryMut::Unary(b),
+            Entry::Serve(b) => EntryMut::Serve(b),
+        })
     }
 
-    /// Entry `id`, a slot promoted to its full stream first unless `keep`
-    /// says it stays one (what comes next is its common case): one lookup
-    /// either way.
+    /// [`lookup`](Self::lookup), and where the entry sits, for a
+    /// [`remove_at`](Self::remove_at) in the same step (no second probe).
+    #[inline(always)]
+    pub(crate) fn lookup_at(&mut self, id: u32) -> Option<(At, EntryMut<'_>)> {
+        let (at, e) = self.map.get_at(id)?;
+        Some((
+            at,
+            match e {
+                Entry::Full(b) => EntryMut::Full(b),
+                Entry::Unary(b) => EntryMut::Unary(b),
+                Entry::Serve(b) => EntryMut::Serve(b),
+            },
+        ))
+    }
+
+    /// [`remove`](Self::remove) of the entry [`lookup_at`](Self::lookup_at)
+    /// found, the table unchanged since.
+    #[inline(always)]
+    pub(crate) fn remove_at(&mut self, at: At) {
+        if let Some(e) = self.map.remove_at(at) {
+            self.recycle(e);
+        }
+    }
+
+    /// Entry `id`, a call's slot promoted to its full stream first unless
+    /// `keep` says it stays one (what comes next is its common case), a
+    /// served request's slot always (the peer has ended that stream, and
+    /// only the full stream's rules know what else it may send): one
+    /// lookup either way. Never [`EntryMut::Serve`].
     #[inline(always)]
     pub(crate) fn lookup_keeping(
         &mut self,
         id: u32,
         keep: impl FnOnce(&UnarySlot) -> bool,
     ) -> Option<EntryMut<'_>> {
-        let StreamTable {
-            map,
-            spare,
-            spare_slots,
-        } = self;
+        let (map, spares) = self.parts();
         let e = map.get_mut(&id)?;
-        if let Entry::Unary(slot) = e
-            && !keep(slot)
-        {
-            promote(e, spare, spare_slots);
+        let promoted = match e {
+            Entry::Full(_) => false,
+            Entry::Unary(slot) => !keep(slot),
+            Entry::Serve(_) => true,
+        };
+        if promoted {
+            promote(e, spares);
         }
         Some(match e {
             Entry::Full(b) => EntryMut::Full(b),
             Entry::Unary(b) => EntryMut::Unary(b),
+            Entry::Serve(b) => EntryMut::Serve(b),
         })
     }
 
     /// Promotes every slot to its full stream (before a rule that walks
     /// the streams: a `GOAWAY`, the peer's end of file).
     pub(crate) fn promote_all(&mut self) {
-        let StreamTable {
-            map,
-            spare,
-            spare_slots,
-        } = self;
+        let (map, mut spares) = self.parts();
         for (_, e) in map.iter_mut() {
-            if matches!(e, Entry::Unary(_)) {
-                promote(e, spare, spare_slots);
+            if !matches!(e, Entry::Full(_)) {
+                promote(e, spares.reborrow());
             }
         }
     }
@@ -305,7 +428,7 @@ impl StreamTable {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&u32, &StreamState)> {
         self.map.iter().filter_map(|(id, e)| match e {
             Entry::Full(b) => Some((id, &**b)),
-            Entry::Unary(_) => None,
+            Entry::Unary(_) | Entry::Serve(_) => None,
         })
     }
 
@@ -313,7 +436,7 @@ impl StreamTable {
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&u32, &mut StreamState)> {
         self.map.iter_mut().filter_map(|(id, e)| match e {
             Entry::Full(b) => Some((id, &mut **b)),
-            Entry::Unary(_) => None,
+            Entry::Unary(_) | Entry::Serve(_) => None,
         })
     }
 }
@@ -325,6 +448,7 @@ impl std::fmt::Debug for StreamTable {
             .field("streams", &self.map)
             .field("spare", &self.spares().count())
             .field("spare_slots", &self.slot_spares().count())
+            .field("spare_serve", &self.serve_spares().count())
             .finish()
     }
 }

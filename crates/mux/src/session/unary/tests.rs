@@ -74,6 +74,7 @@ fn kind(s: &mut Session) -> Kind {
     match s.streams.lookup(ID) {
         Some(EntryMut::Unary(_)) => Kind::Slot,
         Some(EntryMut::Full(_)) => Kind::Full,
+        Some(EntryMut::Serve(_)) => unreachable!("a client holds no served request"),
         None => Kind::Gone,
     }
 }
