@@ -633,6 +633,112 @@ mod tests {
         assert!(size <= 928, "{size} bytes");
     }
 
+    /// Drops its flag's count as it is dropped: whether a handler's
+    /// future was dropped.
+    struct Dropped(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A call opened with a 50 ms timeout, as the server runs it (its
+    /// request sent only if `request` is), and the caller's stream.
+    async fn a_timed_call(request: bool) -> (ServerCall, weft_mux::Stream) {
+        let ((client, _), (_server, mut incoming)) = weft_testkit::duplex_pair(
+            1 << 16,
+            weft_mux::Config::default(),
+            weft_mux::Config::default(),
+        )
+        .await;
+        let timeout = std::time::Duration::from_millis(50);
+        let meta = Metadata::builder().method("m").timeout(timeout).finish();
+        let body = if request {
+            crate::codec::empty_message()
+        } else {
+            Bytes::new()
+        };
+        let out = client.open(meta, body, request).await.unwrap();
+        let stream = incoming.accept().await.unwrap();
+        let cell = Arc::new(CallCell::default());
+        let ctx = Context::for_call(
+            Arc::from("m"),
+            Some(tokio::time::Instant::now() + timeout),
+            Arc::new(crate::server::peer::PeerInfo::default()),
+            Metadata::new(),
+            cell.clone(),
+            None,
+        );
+        let call = ServerCall {
+            stream,
+            request: None,
+            ctx,
+            max: 1 << 20,
+            guard: CallGuard::new(cell, CallMeter::OFF),
+            hold: Hold::default(),
+        };
+        (call, out)
+    }
+
+    /// The status the caller's stream ends with.
+    async fn status_at(out: &mut weft_mux::Stream) -> Status {
+        loop {
+            match out.recv().await {
+                Ok(Some(chunk)) if chunk.end => {
+                    return wire::status_of(Some(&chunk.metadata)).unwrap_err();
+                }
+                Ok(Some(_)) => {}
+                other => panic!("no end: {other:?}"),
+            }
+        }
+    }
+
+    /// A unary handler still running at its call's deadline is dropped
+    /// and the caller gets the server's `DEADLINE_EXCEEDED` (the deadline
+    /// is polled beside the handler, its timer armed only once the
+    /// handler waits).
+    #[tokio::test(start_paused = true)]
+    async fn a_unary_handler_past_its_deadline_is_dropped_and_the_call_ends() {
+        let (call, mut out) = a_timed_call(true).await;
+        let drops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let flag = drops.clone();
+        let slow = move |_ctx, _req: Bytes| {
+            let dropped = Dropped(flag.clone());
+            async move {
+                let _dropped = dropped;
+                std::future::pending::<()>().await;
+                Ok::<_, Status>(Bytes::new())
+            }
+        };
+        let run = unary(call, Arc::new(slow));
+        tokio::time::timeout(std::time::Duration::from_secs(5), run)
+            .await
+            .expect("the server ends the call at its deadline");
+        assert_eq!(drops.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let status = status_at(&mut out).await;
+        assert_eq!(status.code(), crate::Code::DEADLINE_EXCEEDED);
+        assert_eq!(status.message(), IN_HANDLER);
+    }
+
+    /// A request that never comes is waited for only until the deadline:
+    /// the handler is never called.
+    #[tokio::test(start_paused = true)]
+    async fn a_unary_request_still_to_come_at_the_deadline_ends_the_call() {
+        let (call, mut out) = a_timed_call(false).await;
+        let never = |_ctx, _req: Bytes| async move {
+            panic!("called without its request");
+            #[allow(unreachable_code)]
+            Ok::<_, Status>(Bytes::new())
+        };
+        let run = unary(call, Arc::new(never));
+        tokio::time::timeout(std::time::Duration::from_secs(5), run)
+            .await
+            .expect("the server ends the call at its deadline");
+        let status = status_at(&mut out).await;
+        assert_eq!(status.code(), crate::Code::DEADLINE_EXCEEDED);
+    }
+
     /// The parts of a served call, for the size tests.
     async fn a_call() -> (ServerCall, weft_mux::Stream) {
         let ((client, _), (_server, mut incoming)) = weft_testkit::duplex_pair(
