@@ -291,16 +291,23 @@ impl CallGuard {
     }
 
     /// Takes the call's entry as its end is built: the response headers
-    /// not sent yet and the trailers its handler set. One lock, where
-    /// taking them and ending the entry at the drop took two.
-    pub(crate) fn finish(&mut self) -> (Vec<crate::options::Entry>, Vec<crate::options::Entry>) {
-        let Finished {
+    /// not sent yet and the trailers its handler set, `None` when it set
+    /// none (nor asked for a signal). One lock at most, where taking them
+    /// and ending the entry at the drop took two.
+    pub(crate) fn finish(
+        &mut self,
+    ) -> Option<(Vec<crate::options::Entry>, Vec<crate::options::Entry>)> {
+        let Some(Finished {
             headers,
             trailers,
             signal,
-        } = self.cell.finish();
+        }) = self.cell.finish()
+        else {
+            self.entry = Entry::Taken(None);
+            return None;
+        };
         self.entry = Entry::Taken(signal);
-        (headers, trailers)
+        Some((headers, trailers))
     }
 }
 
