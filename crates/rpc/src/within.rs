@@ -68,6 +68,44 @@ pub(crate) fn poll_deadline(
 }
 
 pin_project_lite::pin_project! {
+    /// A deadline polled beside a call's work by the server's call
+    /// runners: its timer is armed only once the work waits, so a call
+    /// that completes in its first poll builds none (a timer entry, and
+    /// a read of the runtime's handle), and a call without a deadline
+    /// pays one branch where a wrapper future around its work was one
+    /// more state machine to poll through and move the result out of.
+    pub(crate) struct Deadline {
+        at: Option<Instant>,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+    }
+}
+
+impl Deadline {
+    /// A deadline at `at`; none when `None`.
+    pub(crate) fn new(at: Option<Instant>) -> Deadline {
+        Deadline { at, timer: None }
+    }
+
+    /// Whether the deadline has passed, arming the timer on first use so
+    /// the task is woken when it does. Call it only while the work
+    /// waits: a work ready first wins, as with [`within`].
+    pub(crate) fn poll_passed(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        let Some(at) = *this.at else {
+            return Poll::Pending;
+        };
+        if this.timer.is_none() {
+            this.timer.set(Some(tokio::time::sleep_until(at)));
+        }
+        match this.timer.as_pin_mut() {
+            Some(timer) => timer.poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
     /// The future of [`within`]: `work` alone, or `work` under a timer.
     #[project = WithinProj]
     #[allow(missing_docs)] // private variants; the type is opaque to users

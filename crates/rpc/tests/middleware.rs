@@ -154,6 +154,42 @@ mod layers {
         assert_eq!(s.message().await.unwrap(), None);
     }
 
+    /// Counts its drops: whether a handler's future was dropped.
+    struct OnDrop(Arc<AtomicUsize>);
+
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A layer that times a call out cuts its unary handler at once: the
+    /// handler's future is dropped and the caller gets the layer's status,
+    /// however long the handler would have gone on.
+    #[tokio::test(start_paused = true)]
+    async fn a_layer_timeout_cuts_a_unary_handler_that_never_ends() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let d = drops.clone();
+        let router = Router::new().unary("hang", move |_c, _b: Bytes| {
+            let dropped = OnDrop(d.clone());
+            async move {
+                let _dropped = dropped;
+                std::future::pending::<()>().await;
+                Ok(Bytes::new())
+            }
+        });
+        let limit = std::time::Duration::from_millis(100);
+        let server = Server::new(router).layer(tower::timeout::TimeoutLayer::new(limit));
+        let p = pair_with(server, Client::new).await;
+        let call = p.client.unary("hang", Bytes::new());
+        let e = tokio::time::timeout(std::time::Duration::from_secs(60), call)
+            .await
+            .expect("the layer ends the call")
+            .unwrap_err();
+        assert_eq!(e.code(), Code::DEADLINE_EXCEEDED, "{e}");
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "the handler dropped");
+    }
+
     #[tokio::test]
     async fn an_error_that_is_not_a_status_is_unavailable() {
         let (router, _) = counted();

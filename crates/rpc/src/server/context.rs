@@ -19,7 +19,7 @@ use crate::server::peer::PeerInfo;
 mod loom_touch;
 mod touch;
 
-use touch::TouchCell;
+use touch::{Ended, TouchCell};
 
 /// The context of one incoming call, handed to its handler.
 ///
@@ -379,17 +379,12 @@ impl CallCell {
         self.entry.with_live(f)
     }
 
-    /// The call's entry, taken: the call is over from here.
-    fn take(&self) -> Option<Live> {
-        self.entry.take()
-    }
-
     /// Ends the call unless [`finish`](Self::finish) did, firing its
     /// signal if it was `cancelled`.
     pub(crate) fn end(&self, cancelled: bool) {
-        if let Some(Live {
+        if let Ended::Used(Live {
             signal: Some(sig), ..
-        }) = self.take()
+        }) = self.entry.end()
             && cancelled
         {
             sig.fire();
@@ -433,15 +428,17 @@ impl CallCell {
     /// over for its handles from here (a header or trailer set now is
     /// dropped, a signal asked for reports cancelled). The signal, if one
     /// was asked for, is returned for the caller to fire should the end
-    /// not go out cleanly.
-    pub(crate) fn finish(&self) -> Finished {
-        match self.take() {
-            Some(mut live) => Finished {
+    /// not go out cleanly. `None` when no handle used the entry (no
+    /// header, trailer or signal: the usual call, whose end then has
+    /// nothing to move out and look through) or the call was over.
+    pub(crate) fn finish(&self) -> Option<Finished> {
+        match self.entry.end() {
+            Ended::Used(mut live) => Some(Finished {
                 headers: live.headers.send(),
                 trailers: live.trailers,
                 signal: live.signal,
-            },
-            None => Finished::default(),
+            }),
+            Ended::Untouched | Ended::Over => None,
         }
     }
 
@@ -520,7 +517,7 @@ mod tests {
         // A context kept past its call: the next call gets a cell of its own.
         let old = Context::for_test(&second);
         let before = old.cancellation();
-        let Finished { signal, .. } = second.finish();
+        let Finished { signal, .. } = second.finish().expect("a signal was asked for");
         // The finished call's signal went to its server, not fired yet.
         assert!(signal.is_some() && !before.is_cancelled());
         drop(second);
@@ -531,7 +528,7 @@ mod tests {
         old.set_trailer(&K, "stale").unwrap();
         assert!(old.cancellation().is_cancelled());
         assert!(!new.cancellation().is_cancelled());
-        let end = third.finish();
+        let end = third.finish().unwrap_or_default();
         assert!(end.headers.is_empty() && end.trailers.is_empty(), "{end:?}");
         third.end(true);
     }
@@ -545,14 +542,13 @@ mod tests {
         let mut calls = Calls::default();
         let cell = calls.begin();
         let ctx = Context::for_test(&cell);
-        let end = cell.finish();
-        assert!(end.headers.is_empty() && end.trailers.is_empty() && end.signal.is_none());
+        assert!(cell.finish().is_none(), "nothing to take");
         assert!(cell.is_over());
         // Too late: dropped, and the call reads as cancelled.
         ctx.set_trailer(&K, "late").unwrap();
         ctx.set_header(&K, "late").unwrap();
         assert!(ctx.cancellation().is_cancelled());
-        assert!(cell.finish().trailers.is_empty(), "ended once only");
+        assert!(cell.finish().is_none(), "ended once only");
         let at = Arc::as_ptr(&cell);
         drop((ctx, cell));
         let next = calls.begin();
@@ -561,7 +557,7 @@ mod tests {
         let ctx = Context::for_test(&next);
         assert!(!ctx.cancellation().is_cancelled());
         ctx.set_trailer(&K, "v").unwrap();
-        let end = next.finish();
+        let end = next.finish().expect("a trailer was set");
         assert_eq!(end.trailers.len(), 1, "{end:?}");
         assert!(end.headers.is_empty(), "{end:?}");
     }
@@ -575,7 +571,7 @@ mod tests {
             let cell = Arc::new(CallCell::default());
             let handle = cell.clone();
             let racer = std::thread::spawn(move || handle.add_header(b"k", b"v"));
-            let end = cell.finish();
+            let end = cell.finish().unwrap_or_default();
             let accepted = racer.join().unwrap();
             assert_eq!(accepted, end.headers.len() == 1, "{end:?}");
             assert!(cell.is_over());

@@ -81,7 +81,25 @@ impl End {
             guard.meter.sent(framed);
         }
         guard.meter.finish(status.code());
-        let (headers, extra) = guard.finish();
+        match guard.finish() {
+            // The handler set nothing: the usual end is one message and
+            // the OK trailers, built without looking through any entries.
+            None => match result {
+                Ok(Some(Framed::One(b))) => (End::One(b, Metadata::ok_status()), false),
+                other => End::with(id, other, Vec::new(), Vec::new()),
+            },
+            Some((headers, extra)) => End::with(id, result, headers, extra),
+        }
+    }
+
+    /// [`of`](Self::of) past the usual end: the handler's `headers` not
+    /// sent yet and its trailers `extra`, with the result.
+    fn with(
+        id: u32,
+        result: Result<Option<Framed>, Status>,
+        headers: Vec<crate::options::Entry>,
+        extra: Vec<crate::options::Entry>,
+    ) -> (End, bool) {
         match result {
             Ok(Some(Framed::One(b))) if headers.is_empty() => {
                 (End::One(b, ok_trailers(&extra)), false)

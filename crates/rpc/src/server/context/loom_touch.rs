@@ -11,9 +11,19 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use super::touch::TouchCell;
+use super::touch::{Ended, TouchCell};
 
 type Cell = TouchCell<Vec<u32>>;
+
+/// The entry an end takes: empty when no handle used it, `None` when the
+/// call had ended already.
+fn take(cell: &Cell) -> Option<Vec<u32>> {
+    match cell.end() {
+        Ended::Untouched => Some(Vec::new()),
+        Ended::Used(entry) => Some(entry),
+        Ended::Over => None,
+    }
+}
 
 /// A handle's two uses of the entry (the first claims it, the second
 /// finds it claimed), racing whoever else runs: which of them went in.
@@ -39,7 +49,7 @@ fn loom_a_handle_racing_the_end_is_in_it_or_refused() {
             let cell = cell.clone();
             thread::spawn(move || use_twice(&cell, 1, 2))
         };
-        let end = cell.take().expect("the first end takes the entry");
+        let end = take(&cell).expect("the first end takes the entry");
         let accepted = handle.join().unwrap();
         assert_eq!(end, accepted, "what the handle was told went in");
         assert!(
@@ -52,7 +62,7 @@ fn loom_a_handle_racing_the_end_is_in_it_or_refused() {
             cell.with_live(|v| v.push(9)).is_none(),
             "used after the end"
         );
-        assert!(cell.take().is_none(), "ended twice");
+        assert!(take(&cell).is_none(), "ended twice");
     });
 }
 
@@ -68,9 +78,9 @@ fn loom_two_ends_take_the_entry_once() {
         };
         let other = {
             let cell = cell.clone();
-            thread::spawn(move || cell.take())
+            thread::spawn(move || take(&cell))
         };
-        let mine = cell.take();
+        let mine = take(&cell);
         let accepted = handle.join().unwrap();
         let theirs = other.join().unwrap();
         let taken: Vec<Vec<u32>> = mine.into_iter().chain(theirs).collect();
@@ -93,7 +103,7 @@ fn loom_a_reused_cell_is_live_and_empty() {
             let cell = cell.clone();
             thread::spawn(move || cell.with_live(|v| v.push(1)).is_some())
         };
-        let first = cell.take().expect("the first end takes the entry");
+        let first = take(&cell).expect("the first end takes the entry");
         // As `Calls::begin`: reused only once the handle let go of it,
         // which `Arc::get_mut` proves (here, possibly before the join).
         let renewed = Arc::get_mut(&mut cell).map(Cell::renew).is_some();
@@ -116,7 +126,7 @@ fn loom_a_reused_cell_is_live_and_empty() {
             let cell = cell.clone();
             thread::spawn(move || cell.with_live(|v| v.push(3)).is_some())
         };
-        let end = cell.take().expect("the next call's end takes its entry");
+        let end = take(&cell).expect("the next call's end takes its entry");
         let accepted = handle.join().unwrap();
         let expected: &[u32] = if accepted { &[2, 3] } else { &[2] };
         assert_eq!(end, expected, "the next call's end: its own entries only");

@@ -75,6 +75,17 @@ impl Touch {
     const OVER: u8 = 2;
 }
 
+/// What the end of a call found of its entry ([`TouchCell::end`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ended<T> {
+    /// No handle used it: it was empty, and is over now.
+    Untouched,
+    /// A handle used it: what it held, taken.
+    Used(T),
+    /// The call had ended already.
+    Over,
+}
+
 /// Whether a call is still on, under the lock.
 #[derive(Debug)]
 enum Stage<T> {
@@ -112,10 +123,10 @@ impl<T: Default> TouchCell<T> {
         }
     }
 
-    /// The entry, taken: the call is over from here. `None` if it already
-    /// was. An entry no handle touched is empty: a new empty one is
-    /// returned, and no lock is taken.
-    pub(crate) fn take(&self) -> Option<T> {
+    /// Ends the call: the entry, taken, if a handle used it. An entry no
+    /// handle touched is empty: nothing is taken (no empty entry to build
+    /// and move out, and no lock).
+    pub(crate) fn end(&self) -> Ended<T> {
         let ended = self.touch.compare_exchange(
             Touch::FRESH,
             Touch::OVER,
@@ -123,14 +134,14 @@ impl<T: Default> TouchCell<T> {
             Ordering::Acquire,
         );
         match ended {
-            Ok(_) => Some(T::default()),
-            Err(Touch::OVER) => None,
+            Ok(_) => Ended::Untouched,
+            Err(Touch::OVER) => Ended::Over,
             Err(_) => {
                 let mut state = self.lock();
                 self.touch.store(Touch::OVER, Ordering::Release);
                 match std::mem::replace(&mut *state, Stage::Over) {
-                    Stage::Live(live) => Some(live),
-                    Stage::Over => None,
+                    Stage::Live(live) => Ended::Used(live),
+                    Stage::Over => Ended::Over,
                 }
             }
         }

@@ -52,8 +52,10 @@ impl Hold {
         Cut { work, hold: self }
     }
 
+    /// The layers' status, once they end the call while its handler
+    /// runs (never without layers).
     #[inline]
-    fn poll_cut(&self, _cx: &mut TaskContext<'_>) -> Poll<Status> {
+    pub(crate) fn poll_cut(&self, _cx: &mut TaskContext<'_>) -> Poll<Status> {
         #[cfg(feature = "tower")]
         if let Some(gate) = &self.gate {
             return gate.poll_cut(_cx);

@@ -235,7 +235,7 @@ async fn refuse(p: Pending, status: Status) {
     // Counted with the layer's code (dropped unfinished, it would read as
     // CANCELLED).
     guard.meter.finish(status.code());
-    let (mut entries, trailers) = guard.finish();
+    let (mut entries, trailers) = guard.finish().unwrap_or_default();
     entries.extend(trailers);
     let _ = wire::end(&mut stream, wire::trailers_with(&status, &entries)).await;
 }
