@@ -79,8 +79,7 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
     value: &T,
     max: usize,
 ) -> Result<Bytes, Status> {
-    use bytes::BufMut as _;
-    codec::frame_with(max, |buf| serde_json::to_writer(buf.writer(), value))
+    codec::frame_with(max, |buf| serde_json::to_writer(codec::Append(buf), value))
         .map_err(cannot_encode)?
 }
 
@@ -116,5 +115,34 @@ mod tests {
         assert_eq!(n, 5);
         assert!(matches!(Json(5u32).encode(64).unwrap(), Framed::One(_)));
         assert_eq!(Bytes::decode(Bytes::from_static(b"x")).unwrap(), "x");
+    }
+
+    /// A struct goes out token by token through the framing arena's
+    /// writer: byte for byte what serde_json writes into a `Vec`, also
+    /// when it outgrows the room the arena had (a reserve mid-message).
+    #[test]
+    fn a_struct_is_written_as_serde_json_writes_it() {
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct Record {
+            id: u64,
+            name: String,
+            score: i32,
+            ttl: Option<u32>,
+            tags: Vec<String>,
+        }
+        for tags in [2, 5_000] {
+            let r = Record {
+                id: u64::MAX,
+                name: "Ada \"L\"\n\u{e9}".into(),
+                score: -12,
+                ttl: None,
+                tags: (0..tags).map(|i| format!("tag-{i}")).collect(),
+            };
+            let b = to_json(&r, usize::MAX).unwrap();
+            let want = serde_json::to_vec(&r).unwrap();
+            assert_eq!(&b[..4], &(want.len() as u32).to_be_bytes());
+            assert_eq!(&b[4..], &want[..]);
+            assert_eq!(from_json::<Record>(&b[4..]).unwrap(), r);
+        }
     }
 }

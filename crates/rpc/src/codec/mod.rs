@@ -132,13 +132,16 @@ fn prefix(len: u32) -> Bytes {
 /// stays with its `Bytes`) and with room for a prefix and a small body.
 fn in_arena<R>(f: impl FnOnce(&mut BytesMut) -> R) -> R {
     ARENA.with(|cell| {
-        // A re-entrant writer (framing a message while framing another) gets
-        // a fresh buffer instead of a panic.
-        let mut fresh = BytesMut::new();
+        // A re-entrant writer (framing a message while framing another)
+        // gets a fresh buffer instead of a panic. Made only then: built
+        // beside the arena for every message, its construction and drop
+        // were paid by every message. `f` is called in one place, so it
+        // is inlined here.
+        let mut fresh = None;
         let mut guard = cell.try_borrow_mut();
         let buf = match guard.as_deref_mut() {
             Ok(a) => a,
-            Err(_) => &mut fresh,
+            Err(_) => fresh.insert(BytesMut::new()),
         };
         buf.clear();
         if buf.capacity() < PREFIX_LEN + 64 {
@@ -146,6 +149,34 @@ fn in_arena<R>(f: impl FnOnce(&mut BytesMut) -> R) -> R {
         }
         f(buf)
     })
+}
+
+/// `io::Write` into a framing buffer, for a serializer: each write is
+/// one `extend_from_slice`. `bytes::buf::Writer` bounds every write by
+/// `remaining_mut` and goes through `write_all`'s loop, so the length of
+/// even a one-byte token (`{`, `:`, `,`) was unknown where it was copied,
+/// and each token cost a call to `memcpy`; serde_json writes an ordinary
+/// struct in a dozen or more such tokens.
+#[derive(Debug)]
+pub(crate) struct Append<'a>(pub(crate) &'a mut BytesMut);
+
+impl std::io::Write for Append<'_> {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    #[inline]
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// How far ahead of the bytes that arrived a split message's buffer is

@@ -108,9 +108,8 @@ serde_codec!(
     "postcard",
     // Written straight into the framing arena: no allocation in steady state.
     |value, max| {
-        use bytes::BufMut as _;
         codec::frame_with(max, |buf| {
-            postcard::to_io(value, (&mut *buf).writer()).map(drop)
+            postcard::to_io(value, codec::Append(buf)).map(drop)
         })
         .map_err(|e| Status::internal(format!("cannot encode postcard: {e}")))?
         .map(Framed::One)
