@@ -400,10 +400,18 @@ pub(crate) fn client_call<'a>(
     method: &str,
     opts: &'a CallOptions,
 ) -> (ClientCall, Cow<'a, CallOptions>) {
-    if !listening(Level::INFO) && meters.is_off() {
-        return (ClientCall(Observers::Quiet), Cow::Borrowed(opts));
+    if unobserved(meters) {
+        return (ClientCall::QUIET, Cow::Borrowed(opts));
     }
     client_call_observed(meters, peer, method, opts)
+}
+
+/// Whether a client call with these meters would be observed by nothing:
+/// then [`client_call`] gives [`ClientCall::QUIET`] and the options as
+/// they are (no `traceparent`), and a caller may skip it.
+#[inline]
+pub(crate) fn unobserved(meters: &ClientMeters) -> bool {
+    !listening(Level::INFO) && meters.is_off()
 }
 
 /// [`client_call`] when a subscriber or a recorder is installed.
@@ -428,6 +436,9 @@ fn client_call_observed<'a>(
 }
 
 impl ClientCall {
+    /// The observers of a call nothing observes ([`unobserved`]).
+    pub(crate) const QUIET: ClientCall = ClientCall(Observers::Quiet);
+
     /// A unary request message is on its way.
     pub(crate) fn sent(&self, framed: &Framed) {
         if let Some(meter) = self.meter() {
