@@ -66,7 +66,7 @@ impl Hasher for Fx {
 /// length known only at run time, so it was a `memcpy` call on every hash
 /// of a name whose length is not a multiple of 8: most method names.
 #[inline]
-fn tail_word(rest: &[u8]) -> u64 {
+pub(crate) fn tail_word(rest: &[u8]) -> u64 {
     let n = rest.len();
     debug_assert!((1..8).contains(&n));
     if n >= 4 {
