@@ -368,27 +368,33 @@ impl Client {
         } else {
             self.prepared(method, opts, codec)
         };
-        let (deadline, phase) = match (prepared, framed) {
-            (Ok((meta, deadline)), Ok(framed)) => {
-                obs.sent(&framed);
-                let max = self.max();
-                let phase = match framed {
-                    Framed::One(request) => Phase::Calling {
-                        call: self.conn.call(meta, request),
-                        max,
-                        finish,
-                    },
-                    two => {
-                        let received = obs.receiving();
-                        let open = self.open(meta, two, true);
-                        Phase::Large(Box::pin(
-                            open.and_then(move |stream| read_unary(stream, max, received, finish)),
-                        ))
-                    }
-                };
-                (deadline, phase)
-            }
-            (Err(e), _) | (_, Err(e)) => (None, Phase::Failed(e)),
+        // Nested rather than one match of the pair: the pair was built
+        // first, a copy of the framed request on every call.
+        let (deadline, phase) = match prepared {
+            Ok((meta, deadline)) => match framed {
+                Ok(framed) => {
+                    obs.sent(&framed);
+                    let max = self.max();
+                    let phase =
+                        match framed {
+                            Framed::One(request) => Phase::Calling {
+                                call: self.conn.call(meta, request),
+                                max,
+                                finish,
+                            },
+                            two => {
+                                let received = obs.receiving();
+                                let open = self.open(meta, two, true);
+                                Phase::Large(Box::pin(open.and_then(move |stream| {
+                                    read_unary(stream, max, received, finish)
+                                })))
+                            }
+                        };
+                    (deadline, phase)
+                }
+                Err(e) => (None, Phase::Failed(e)),
+            },
+            Err(e) => (None, Phase::Failed(e)),
         };
         Unary::new(obs, deadline, phase, read_rest)
     }
