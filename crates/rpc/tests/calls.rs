@@ -139,6 +139,80 @@ async fn unary_call_futures_stay_small() {
     assert_eq!(json.await.unwrap(), Sum { n: 3 });
 }
 
+/// A raw unary call passes the client's interceptors (they set an entry
+/// the handler reads, or refuse the call, which then sends nothing); a
+/// client without any sends the plain call's cached metadata.
+#[tokio::test]
+async fn a_raw_unary_call_passes_the_clients_interceptors() {
+    use weft_rpc::Caller;
+    let p = pair(router()).await;
+    let plain = p.client.clone();
+    let stamped = p.client.clone().with_interceptor(|call| {
+        if call.method() == "echo" {
+            return Err(Status::new(Code::UNAUTHENTICATED, "no echo here"));
+        }
+        if call.metadata(b"who").is_none() {
+            call.set_metadata(b"who", b"interceptor");
+        }
+        Ok(())
+    });
+    for _ in 0..2 {
+        // the second time, from the plain call's cache
+        assert_eq!(
+            plain.unary("meta", Bytes::new()).await.unwrap(),
+            "meta|?|memory"
+        );
+        assert_eq!(
+            stamped.unary("meta", Bytes::new()).await.unwrap(),
+            "meta|interceptor|memory"
+        );
+    }
+    let mine = CallOptions::new().metadata(b"who", b"caller");
+    let r = stamped
+        .unary_with("meta", Bytes::new(), &mine)
+        .await
+        .unwrap();
+    assert_eq!(r, "meta|caller|memory", "per-call entries win");
+    let e = stamped.unary("echo", Bytes::new()).await.unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (Code::UNAUTHENTICATED, "no echo here")
+    );
+    assert_eq!(
+        plain.unary("echo", Bytes::from_static(b"x")).await.unwrap(),
+        "x"
+    );
+}
+
+/// A unary call wrong in more than one way fails with the first problem
+/// found: an interceptor's refusal, then the name, then the request's
+/// size; with options or without.
+#[tokio::test]
+async fn a_call_wrong_twice_fails_with_the_first_problem() {
+    use weft_rpc::Caller;
+    let p = common::pair_with(weft_rpc::Server::new(router()), |c| {
+        weft_rpc::Client::with_limits(c, 16, None)
+    })
+    .await;
+    let big = || Bytes::from(vec![0u8; 64]);
+    let timed = CallOptions::new().timeout(Duration::from_secs(5));
+    for opts in [CallOptions::new(), timed] {
+        let c = &p.client;
+        let e = c.unary_with("a/../b", big(), &opts).await.unwrap_err();
+        assert_eq!(e.code(), Code::INVALID_ARGUMENT, "{e}");
+        let e = c.unary_with("echo", big(), &opts).await.unwrap_err();
+        assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED, "{e}");
+        let refusing = c
+            .clone()
+            .with_interceptor(|_| Err(Status::new(Code::PERMISSION_DENIED, "no")));
+        let e = refusing
+            .unary_with("a/../b", big(), &opts)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::PERMISSION_DENIED, "{e}");
+    }
+}
+
 #[tokio::test]
 async fn handler_sees_method_metadata_and_peer() {
     let p = pair(router()).await;

@@ -341,6 +341,10 @@ impl Client {
     /// [`call`](Connection::call)); `finish` turns the response into the
     /// caller's value inside the call's one future ([`Unary`]), and its
     /// failure is the server's (`INTERNAL`, naming the method).
+    ///
+    /// A call that fails twice over fails with the first problem found:
+    /// an interceptor's refusal, then a bad name or options, then the
+    /// request (too large).
     #[inline(always)]
     fn unary_framed<T, F>(
         &self,
@@ -353,39 +357,77 @@ impl Client {
     where
         F: FnOnce(Bytes, Ends<'_>) -> Result<T, Status>,
     {
-        let (obs, opts) = self.observed(method, opts);
-        // Matched here, not through a closure: the typed calls' larger
-        // bodies left such a closure out of line, moving its result
-        // through memory on every call.
-        let prepared = match (opts, framed) {
-            (Ok(opts), Ok(framed)) => self
-                .prepare(method, &opts, codec)
-                .map(|(meta, deadline)| (meta, framed, deadline)),
-            (Err(e), _) | (_, Err(e)) => Err(e),
+        // The usual call (nothing observes it, no interceptor, no deadline,
+        // no entries) takes its metadata from the cache here; the general
+        // path, out of line, moves the options through the observers and
+        // the interceptors as a `Cow` inside a `Result`, which inline
+        // would cost every call its copies.
+        let (obs, prepared) = if self.is_plain(opts) {
+            let meta = self.shared.plain.metadata(method, codec);
+            (observe::ClientCall::QUIET, meta.map(|meta| (meta, None)))
+        } else {
+            self.prepared(method, opts, codec)
         };
+        // Nested rather than one match of the pair: the pair was built
+        // first, a copy of the framed request on every call.
         let (deadline, phase) = match prepared {
+            Ok((meta, deadline)) => match framed {
+                Ok(framed) => {
+                    obs.sent(&framed);
+                    let max = self.max();
+                    let phase =
+                        match framed {
+                            Framed::One(request) => Phase::Calling {
+                                call: self.conn.call(meta, request),
+                                max,
+                                finish,
+                            },
+                            two => {
+                                let received = obs.receiving();
+                                let open = self.open(meta, two, true);
+                                Phase::Large(Box::pin(open.and_then(move |stream| {
+                                    read_unary(stream, max, received, finish)
+                                })))
+                            }
+                        };
+                    (deadline, phase)
+                }
+                Err(e) => (None, Phase::Failed(e)),
+            },
             Err(e) => (None, Phase::Failed(e)),
-            Ok((meta, framed, deadline)) => {
-                obs.sent(&framed);
-                let max = self.max();
-                let phase = match framed {
-                    Framed::One(request) => Phase::Calling {
-                        call: self.conn.call(meta, request),
-                        max,
-                        finish,
-                    },
-                    two => {
-                        let received = obs.receiving();
-                        let open = self.open(meta, two, true);
-                        Phase::Large(Box::pin(
-                            open.and_then(move |stream| read_unary(stream, max, received, finish)),
-                        ))
-                    }
-                };
-                (deadline, phase)
-            }
         };
         Unary::new(obs, deadline, phase, read_rest)
+    }
+
+    /// Whether a call with `opts` is the usual one: nothing observes it,
+    /// no interceptor runs, and it sends the cached metadata of its method
+    /// (no deadline of its own or by default, no entries).
+    #[inline(always)]
+    fn is_plain(&self, opts: &CallOptions) -> bool {
+        observe::unobserved(&self.shared.meters)
+            && self.intercept.is_empty()
+            && opts.is_plain()
+            && self.shared.default_timeout.is_none()
+    }
+
+    /// A call that is not [`is_plain`](Self::is_plain): its observers, and
+    /// its metadata and deadline as its options leave them after the
+    /// interceptors (or the status that refuses it).
+    #[inline(never)]
+    fn prepared(
+        &self,
+        method: &str,
+        opts: &CallOptions,
+        codec: Option<&'static str>,
+    ) -> (
+        observe::ClientCall,
+        Result<(Metadata, Option<Instant>), Status>,
+    ) {
+        let (obs, opts) = self.observed(method, opts);
+        (
+            obs,
+            opts.and_then(|opts| self.prepare(method, &opts, codec)),
+        )
     }
 
     /// A server-streaming call: sends `request`, and returns the response

@@ -6,6 +6,11 @@
 //! A hit is an atomic load, a compare of the name and a clone of the
 //! metadata; no lock is taken (a mutex's lock and unlock cost more than
 //! the rest of the lookup).
+//!
+//! A name of at most 32 bytes (most method names) is read once as four
+//! words ([`Name`]), which give both its hash and its compare: no hashing
+//! loop and no `memcmp` call. A longer name is hashed whole and compared
+//! with `memcmp`, as every name was before.
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -13,7 +18,7 @@ use std::sync::OnceLock;
 
 use weft_frame::Metadata;
 
-use crate::hash::FastHash;
+use crate::hash::{FastHash, tail_word};
 use crate::method;
 use crate::status::Status;
 
@@ -30,9 +35,70 @@ const PROBES: usize = 8;
 /// metadata on every call).
 #[derive(Debug)]
 struct Plain {
+    name: Name,
     method: Box<str>,
     codec: Option<&'static str>,
     metadata: Metadata,
+}
+
+/// Words read from both ends of a name of at most [`Name::WHOLE`] bytes:
+/// up to 16 from the start and 16 from the end, overlapping, or zero where
+/// a shorter name has no bytes. With the length they are the whole name,
+/// so two such names are equal exactly when their `Name`s are. Of a
+/// longer name they are its ends: unequal `Name`s still mean unequal names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Name {
+    len: usize,
+    words: [u64; 4],
+}
+
+impl Name {
+    /// The longest name a `Name` holds whole.
+    const WHOLE: usize = 32;
+
+    #[inline]
+    fn of(name: &str) -> Name {
+        let b = name.as_bytes();
+        let n = b.len();
+        let word = |at: usize| {
+            let w: [u8; 8] = b[at..at + 8].try_into().expect("8 bytes");
+            u64::from_le_bytes(w)
+        };
+        let words = match n {
+            0 => [0; 4],
+            1..=7 => [tail_word(b), 0, 0, 0],
+            8..=16 => [word(0), word(n - 8), 0, 0],
+            _ => [word(0), word(8), word(n - 16), word(n - 8)],
+        };
+        Name { len: n, words }
+    }
+
+    /// Whether the words are all of the name.
+    #[inline]
+    fn is_whole(&self) -> bool {
+        self.len <= Name::WHOLE
+    }
+
+    /// Where a lookup of `method` (whose `Name` this is) starts: a hash of
+    /// the words of a whole name, of every byte of a longer one (whose
+    /// words, its ends, many names may share, e.g. `a.v1.Users/Get` and
+    /// `a.v2.Users/Get` past 32 bytes).
+    #[inline]
+    fn start(&self, method: &str) -> usize {
+        if !self.is_whole() {
+            return FastHash.hash_one(method) as usize;
+        }
+        let [a, b, c, d] = self.words;
+        let mixed = a ^ b.rotate_left(16) ^ c.rotate_left(32) ^ d.rotate_left(48) ^ self.len as u64;
+        // The high bits of the product depend on every bit below them.
+        (mixed.wrapping_mul(0x517c_c1b7_2722_0a95) >> 56) as usize
+    }
+
+    /// Whether `cached` (its `Name` `self`) is `method` (its `Name` `other`).
+    #[inline]
+    fn same(&self, other: &Name, cached: &str, method: &str) -> bool {
+        *self == *other && (self.is_whole() || cached == method)
+    }
 }
 
 /// The cache of a client and its clones.
@@ -66,11 +132,12 @@ impl PlainCache {
         let slots = self
             .slots
             .get_or_init(|| (0..SLOTS).map(|_| OnceLock::new()).collect());
-        let start = FastHash.hash_one(method) as usize;
+        let name = Name::of(method);
+        let start = name.start(method);
         for i in 0..PROBES {
             let slot = &slots[start.wrapping_add(i) & (SLOTS - 1)];
             match slot.get() {
-                Some(p) if same_codec(p.codec, codec) && *p.method == *method => {
+                Some(p) if same_codec(p.codec, codec) && p.name.same(&name, &p.method, method) => {
                     return Ok(p.metadata.clone());
                 }
                 Some(_) => {}
@@ -80,6 +147,7 @@ impl PlainCache {
                     // call's metadata is simply not kept, and a later
                     // call probes on.
                     let _ = slot.set(Box::new(Plain {
+                        name,
                         method: method.into(),
                         codec,
                         metadata: metadata.clone(),
@@ -181,6 +249,31 @@ mod tests {
             assert_eq!(
                 cache.metadata(&name, None).unwrap().method(),
                 Some(name.as_str())
+            );
+        }
+    }
+
+    /// Names of every length up to past [`Name::WHOLE`] that differ in
+    /// one byte, at any position, are told apart; the same name from
+    /// another string is found.
+    #[test]
+    fn names_differing_in_any_one_byte_are_told_apart() {
+        for len in 1..=Name::WHOLE + 9 {
+            let cache = PlainCache::default();
+            let base: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+            let first = cache.metadata(&base, None).unwrap();
+            for at in 0..len {
+                let mut other = base.clone().into_bytes();
+                other[at] = b'Z';
+                let other = String::from_utf8(other).unwrap();
+                let m = cache.metadata(&other, None).unwrap();
+                assert_eq!(m.method(), Some(other.as_str()), "len {len}, at {at}");
+            }
+            let again = cache.metadata(&base.clone(), None).unwrap();
+            assert_eq!(
+                again.as_bytes().as_ptr(),
+                first.as_bytes().as_ptr(),
+                "len {len}"
             );
         }
     }

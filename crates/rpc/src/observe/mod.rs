@@ -400,10 +400,18 @@ pub(crate) fn client_call<'a>(
     method: &str,
     opts: &'a CallOptions,
 ) -> (ClientCall, Cow<'a, CallOptions>) {
-    if !listening(Level::INFO) && meters.is_off() {
-        return (ClientCall(Observers::Quiet), Cow::Borrowed(opts));
+    if unobserved(meters) {
+        return (ClientCall::QUIET, Cow::Borrowed(opts));
     }
     client_call_observed(meters, peer, method, opts)
+}
+
+/// Whether a client call with these meters would be observed by nothing:
+/// then [`client_call`] gives [`ClientCall::QUIET`] and the options as
+/// they are (no `traceparent`), and a caller may skip it.
+#[inline]
+pub(crate) fn unobserved(meters: &ClientMeters) -> bool {
+    !listening(Level::INFO) && meters.is_off()
 }
 
 /// [`client_call`] when a subscriber or a recorder is installed.
@@ -428,6 +436,9 @@ fn client_call_observed<'a>(
 }
 
 impl ClientCall {
+    /// The observers of a call nothing observes ([`unobserved`]).
+    pub(crate) const QUIET: ClientCall = ClientCall(Observers::Quiet);
+
     /// A unary request message is on its way.
     pub(crate) fn sent(&self, framed: &Framed) {
         if let Some(meter) = self.meter() {
@@ -436,6 +447,7 @@ impl ClientCall {
     }
 
     /// A unary response message of `n` bytes came in.
+    #[inline]
     pub(crate) fn received(&self, n: usize) {
         if let Some(meter) = self.meter() {
             meter.received(n);
@@ -466,7 +478,9 @@ impl ClientCall {
         }
     }
 
-    /// The call's stream is `id` (recorded on its span).
+    /// The call's stream is `id` (recorded on its span). Inlined, as the
+    /// other hooks: an untraced call pays the test, not a call.
+    #[inline]
     pub(crate) fn stream(&self, id: u32) {
         if let Observers::Traced(w) = &self.0 {
             w.span.record("rpc.weft.stream_id", id);
