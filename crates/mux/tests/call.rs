@@ -313,3 +313,67 @@ async fn a_call_whose_open_cannot_be_written_fails_with_the_close() {
     let e = failed.expect_err("an answer on a connection that closed");
     assert!(e.is_closed(), "{e:?}");
 }
+
+/// A task's wake-ups, counted.
+#[derive(Default)]
+struct Count(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Count {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn counted() -> (std::sync::Arc<Count>, std::task::Waker) {
+    let c = std::sync::Arc::new(Count::default());
+    (c.clone(), std::task::Waker::from(c))
+}
+
+fn woken(c: &Count) -> usize {
+    c.0.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// A call's reply read by another call's task (the later call waits as
+/// the socket's reader) wakes the first call's task, and only that one:
+/// the reply hands its slot's waker to the driver.
+#[tokio::test]
+async fn a_reply_read_by_another_calls_task_wakes_its_own() {
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    // Settings exchanged first, so both calls are unary slots.
+    answered(&client, &mut incoming, ("svc/m", b"w"), (b"w", true)).await;
+    let (a_count, a_waker) = counted();
+    let (b_count, b_waker) = counted();
+    let mut a = pin!(client.call(md("svc/a"), Bytes::from_static(b"a")));
+    let mut b = pin!(client.call(md("svc/b"), Bytes::from_static(b"b")));
+    let poll = |f: std::pin::Pin<&mut weft_mux::Call<'_>>, w: &std::task::Waker| {
+        f.poll(&mut std::task::Context::from_waker(w)).is_pending()
+    };
+    assert!(poll(a.as_mut(), &a_waker), "nothing sent back yet");
+    // Now `b` reads the socket for both; `a` keeps its waker in its slot.
+    assert!(poll(b.as_mut(), &b_waker));
+    let mut peer_a = incoming.accept().await.unwrap();
+    let _peer_b = incoming.accept().await.unwrap();
+    assert_eq!(peer_a.metadata().method(), Some("svc/a"));
+    peer_a.recv().await.unwrap();
+    peer_a
+        .send(Bytes::from_static(b"for a"), true)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while woken(&b_count) == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the socket wakes its reader, b");
+    assert_eq!(woken(&a_count), 0, "nobody has read the reply yet");
+    assert!(poll(b.as_mut(), &b_waker), "b's own reply has not come");
+    assert_eq!(woken(&a_count), 1, "b's read brought a's reply: a is woken");
+    let mut cx = std::task::Context::from_waker(&a_waker);
+    let Poll::Ready(answer) = a.as_mut().poll(&mut cx) else {
+        panic!("a's reply is there");
+    };
+    let first = answer.unwrap().take_first().unwrap().unwrap();
+    assert_eq!(&first.data[..], b"for a");
+}
