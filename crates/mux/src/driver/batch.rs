@@ -57,25 +57,29 @@ impl Batching {
             self.seal(out, dst)?;
             return Ok(false);
         }
-        if let Batching::Open(batch) = self {
-            if out.push(batch, frame, dst)? {
-                return Ok(true);
+        // One call of `Outbound::push` (inlined, it is the frame's
+        // encoder): the open batch, else a new one.
+        let mut fresh = false;
+        loop {
+            if let Batching::Open(batch) = self {
+                if out.push(batch, frame, dst)? {
+                    return Ok(true);
+                }
+                // Full: sealed, and the frame goes in a new one. (A small
+                // frame fits an empty batch; were it not to, the empty
+                // batch is sealed, leaving nothing, before the frame goes.)
+                self.seal(out, dst)?;
+                if fresh {
+                    return Ok(false);
+                }
             }
-            // Full: sealed, and the frame goes in a new one.
-            self.seal(out, dst)?;
+            let Some(batch) = out.begin_batch(dst)? else {
+                *self = Batching::Off;
+                return Ok(false);
+            };
+            *self = Batching::Open(batch);
+            fresh = true;
         }
-        let Some(mut batch) = out.begin_batch(dst)? else {
-            *self = Batching::Off;
-            return Ok(false);
-        };
-        let pushed = out.push(&mut batch, frame, dst)?;
-        *self = Batching::Open(batch);
-        if !pushed {
-            // (A small frame fits an empty batch; were it not to, the empty
-            // batch is sealed, leaving nothing, before the frame goes.)
-            self.seal(out, dst)?;
-        }
-        Ok(pushed)
     }
 
     /// Seals the open batch, if any: before any of its bytes is written.
