@@ -99,3 +99,49 @@ impl Batching {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use bytes::Bytes;
+    use weft_frame::{Flags, FrameType};
+    use weft_transform::{EncryptionPolicy, HandshakeConfig, Offer, handshake_in_memory};
+
+    use super::*;
+
+    /// Small frames fill a batch up to the peer's max payload; the frame
+    /// that does not fit goes in a new batch once the full one is sealed,
+    /// and the reader gets every frame, in order.
+    #[test]
+    fn a_full_batch_is_sealed_and_the_next_frame_starts_another() {
+        let config = || HandshakeConfig {
+            offer: Offer {
+                encryption: EncryptionPolicy::Required,
+                // Uncompressed: the frames' bytes fill the batch.
+                compression: false,
+                ..Offer::default()
+            },
+            ..HandshakeConfig::default()
+        };
+        let (mut a, mut b) = handshake_in_memory(config(), config()).unwrap();
+        assert!(a.outbound.allow_batches());
+        let frame = |i: usize| {
+            let payload = Bytes::from(vec![i as u8; SMALL_FRAME - weft_frame::HEADER_LEN]);
+            Frame::new(FrameType::DATA, Flags::NONE, 1, payload)
+        };
+        // More small frames than one batch holds.
+        let n = a.negotiated.peer_limits.max_payload as usize / SMALL_FRAME + 2;
+        let mut sealed = Batching::start(&a.outbound, 2);
+        let mut wire = BytesMut::new();
+        for i in 0..n {
+            assert!(sealed.push(&mut a.outbound, &mut wire, &frame(i)).unwrap());
+        }
+        sealed.seal(&mut a.outbound, &mut wire).unwrap();
+        assert_eq!(a.outbound.records(), 2, "one full batch, then another");
+        let mut got = Vec::new();
+        while let Some(f) = b.inbound.decode(&mut wire).unwrap() {
+            got.push(f);
+        }
+        assert!(wire.is_empty(), "{} bytes left", wire.len());
+        assert_eq!(got, (0..n).map(frame).collect::<Vec<_>>());
+    }
+}
