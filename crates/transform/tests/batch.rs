@@ -315,6 +315,32 @@ fn an_inner_frame_over_our_limits_or_in_the_wrong_scope_is_a_framing_error() {
     }
 }
 
+/// A frame of a batch whose metadata does not parse, or that claims a
+/// compression this connection did not negotiate, fails the connection at
+/// that frame: the frames before it are handed out, and the half stays
+/// failed (`receive` checks) rather than going on with the batch.
+#[test]
+fn a_batch_frame_with_bad_metadata_or_unnegotiated_compression_is_fatal() {
+    let mut bad_metadata = plain(&[frame(2), frame(0)]);
+    let method = bad_metadata
+        .windows(b"svc/method".len())
+        .position(|w| w == b"svc/method")
+        .expect("the OPEN frame's method");
+    bad_metadata[method] = 0xff;
+    let mut compressed = plain(&[frame(2), frame(2)]);
+    let second = plain(&[frame(2)]).len();
+    compressed[second + 2] |= Flags::COMPRESSED.0;
+    for (pt, metadata) in [(bad_metadata, true), (compressed, false)] {
+        let (mut s, mut c) = hostile_pair();
+        let (got, e) = receive(&mut s, seal_batch_by_hand(&mut c, &pt, 0, 0, 0));
+        assert_eq!(got, [frame(2)], "{e}");
+        assert_eq!(e.frame_error().is_some(), metadata, "{e}");
+        if !metadata {
+            assert!(e.to_string().contains("not negotiated"), "{e}");
+        }
+    }
+}
+
 #[test]
 fn an_oversize_batch_is_refused_from_its_header_before_its_body_arrives() {
     let (mut s, _) = hostile_pair();

@@ -57,25 +57,29 @@ impl Batching {
             self.seal(out, dst)?;
             return Ok(false);
         }
-        if let Batching::Open(batch) = self {
-            if out.push(batch, frame, dst)? {
-                return Ok(true);
+        // One call of `Outbound::push` (inlined, it is the frame's
+        // encoder): the open batch, else a new one.
+        let mut fresh = false;
+        loop {
+            if let Batching::Open(batch) = self {
+                if out.push(batch, frame, dst)? {
+                    return Ok(true);
+                }
+                // Full: sealed, and the frame goes in a new one. (A small
+                // frame fits an empty batch; were it not to, the empty
+                // batch is sealed, leaving nothing, before the frame goes.)
+                self.seal(out, dst)?;
+                if fresh {
+                    return Ok(false);
+                }
             }
-            // Full: sealed, and the frame goes in a new one.
-            self.seal(out, dst)?;
+            let Some(batch) = out.begin_batch(dst)? else {
+                *self = Batching::Off;
+                return Ok(false);
+            };
+            *self = Batching::Open(batch);
+            fresh = true;
         }
-        let Some(mut batch) = out.begin_batch(dst)? else {
-            *self = Batching::Off;
-            return Ok(false);
-        };
-        let pushed = out.push(&mut batch, frame, dst)?;
-        *self = Batching::Open(batch);
-        if !pushed {
-            // (A small frame fits an empty batch; were it not to, the empty
-            // batch is sealed, leaving nothing, before the frame goes.)
-            self.seal(out, dst)?;
-        }
-        Ok(pushed)
     }
 
     /// Seals the open batch, if any: before any of its bytes is written.
@@ -93,5 +97,51 @@ impl Batching {
             }
             Batching::Idle => Ok(()),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use bytes::Bytes;
+    use weft_frame::{Flags, FrameType};
+    use weft_transform::{EncryptionPolicy, HandshakeConfig, Offer, handshake_in_memory};
+
+    use super::*;
+
+    /// Small frames fill a batch up to the peer's max payload; the frame
+    /// that does not fit goes in a new batch once the full one is sealed,
+    /// and the reader gets every frame, in order.
+    #[test]
+    fn a_full_batch_is_sealed_and_the_next_frame_starts_another() {
+        let config = || HandshakeConfig {
+            offer: Offer {
+                encryption: EncryptionPolicy::Required,
+                // Uncompressed: the frames' bytes fill the batch.
+                compression: false,
+                ..Offer::default()
+            },
+            ..HandshakeConfig::default()
+        };
+        let (mut a, mut b) = handshake_in_memory(config(), config()).unwrap();
+        assert!(a.outbound.allow_batches());
+        let frame = |i: usize| {
+            let payload = Bytes::from(vec![i as u8; SMALL_FRAME - weft_frame::HEADER_LEN]);
+            Frame::new(FrameType::DATA, Flags::NONE, 1, payload)
+        };
+        // More small frames than one batch holds.
+        let n = a.negotiated.peer_limits.max_payload as usize / SMALL_FRAME + 2;
+        let mut sealed = Batching::start(&a.outbound, 2);
+        let mut wire = BytesMut::new();
+        for i in 0..n {
+            assert!(sealed.push(&mut a.outbound, &mut wire, &frame(i)).unwrap());
+        }
+        sealed.seal(&mut a.outbound, &mut wire).unwrap();
+        assert_eq!(a.outbound.records(), 2, "one full batch, then another");
+        let mut got = Vec::new();
+        while let Some(f) = b.inbound.decode(&mut wire).unwrap() {
+            got.push(f);
+        }
+        assert!(wire.is_empty(), "{} bytes left", wire.len());
+        assert_eq!(got, (0..n).map(frame).collect::<Vec<_>>());
     }
 }
