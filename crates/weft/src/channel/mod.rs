@@ -21,8 +21,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -666,10 +666,14 @@ impl Channel {
     }
 }
 
-/// Locks a mutex, ignoring poisoning (the data stays consistent: every
-/// critical section here is a plain assignment).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Locks one of the channel's mutexes. They are `parking_lot`'s, which
+/// do not poison: every critical section here is a plain assignment, so a
+/// panic inside one leaves nothing inconsistent, and std's mutex would ask
+/// whether the thread is panicking at every lock and unlock of the slot
+/// each call leases from.
+#[inline]
+fn lock<T>(m: &parking_lot::Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
+    m.lock()
 }
 
 #[cfg(test)]
