@@ -14,9 +14,10 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
+use parking_lot::Mutex;
 use tower::balance::p2c::Balance;
 use tower::buffer::Buffer;
 use tower::discover::Change;

@@ -3,9 +3,10 @@
 //! ejections to at most half the endpoints. The rules themselves are the
 //! pure state machine in [`super::outlier`].
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use super::lock;

@@ -21,8 +21,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -543,14 +543,12 @@ impl Channel {
         lease: Lease,
         status: Status,
     ) -> Result<Lease, Status> {
-        let Lease { client, held } = lease;
-        drop(client);
         // A one-endpoint channel's leases do not hold its pool.
         let home = match &self.shared.route {
             Route::One(pool) => Some(pool),
             Route::Balanced(_) => None,
         };
-        held.record(if status.code() == Code::UNAVAILABLE {
+        lease.held.record(if status.code() == Code::UNAVAILABLE {
             Outcome::Failure
         } else {
             Outcome::Success
@@ -561,17 +559,17 @@ impl Channel {
                 // reached. Wait for room on it (as h2 queues at its peer's
                 // max concurrent streams) instead of replacing it.
                 // (A connection replaced meanwhile has room.)
-                if let Some(client) = held.client(home) {
-                    let conn = client.connection();
+                if lease.is_current(home) {
+                    let conn = lease.client.connection();
                     let room = std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
                     let waited = within(opts.deadline_at(), room).await;
                     self.timed_out(waited, Waiting::Room)?;
                 }
             } else {
-                held.retire(home);
+                lease.retire(home);
             }
         }
-        drop(held);
+        drop(lease);
         let retry =
             self.may_retry(method, opts.idempotency(), &status) && self.shared.budget.withdraw();
         // Neither a failure nor a retry completes on the poll that failed
@@ -666,10 +664,14 @@ impl Channel {
     }
 }
 
-/// Locks a mutex, ignoring poisoning (the data stays consistent: every
-/// critical section here is a plain assignment).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Locks one of the channel's mutexes. They are `parking_lot`'s, which
+/// do not poison: every critical section here is a plain assignment, so a
+/// panic inside one leaves nothing inconsistent, and std's mutex would ask
+/// whether the thread is panicking at every lock and unlock of the slot
+/// each call leases from.
+#[inline]
+fn lock<T>(m: &parking_lot::Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
+    m.lock()
 }
 
 #[cfg(test)]
