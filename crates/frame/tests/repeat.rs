@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use tokio_util::codec::Decoder;
 use weft_frame::metadata::LastValid;
-use weft_frame::{Flags, FrameCodec, FrameError, FrameType, Header, Metadata};
+use weft_frame::{Flags, Frame, FrameCodec, FrameError, FrameType, Header, Metadata};
 
 /// A few valid blocks a client would repeat.
 fn valid_blocks() -> Vec<Vec<u8>> {
@@ -81,6 +81,43 @@ proptest! {
             }
             // Taken whole either way, so the next frame starts clean.
             prop_assert!(wire.is_empty());
+        }
+    }
+
+    /// The record layer's check of a block it split off an opened body
+    /// (`check_metadata`, one decoder over the sequence) answers as a
+    /// fresh check too, and the frame it builds from the parts
+    /// (`Frame::from_header`) is the one the decoder gives for the same
+    /// bytes.
+    #[test]
+    fn the_record_layers_check_answers_as_a_fresh_check(
+        blocks in proptest::collection::vec(arb_block(), 1..24),
+    ) {
+        let mut records = FrameCodec::default();
+        let mut dec = FrameCodec::default();
+        let payload = Bytes::from_static(b"payload");
+        for raw in blocks {
+            let raw = Bytes::from(raw);
+            let header = Header {
+                ty: FrameType::OPEN,
+                flags: Flags::END_STREAM,
+                stream_id: 3,
+                metadata_len: raw.len() as u32,
+                payload_len: payload.len() as u32,
+            };
+            let mut wire = BytesMut::from(&header.to_bytes()[..]);
+            wire.extend_from_slice(&raw);
+            wire.extend_from_slice(&payload);
+            let decoded = dec.decode(&mut wire);
+            match (records.check_metadata(raw.clone()), Metadata::from_bytes(raw)) {
+                (Ok(m), Ok(want)) => {
+                    prop_assert_eq!(&m, &want);
+                    let built = Frame::from_header(&header, m, payload.clone());
+                    prop_assert_eq!(Some(built), decoded.ok().flatten());
+                }
+                (Err(FrameError::BadMetadata(got)), Err(want)) => prop_assert_eq!(got, want),
+                (got, want) => prop_assert!(false, "record check {:?}, fresh check {:?}", got, want),
+            }
         }
     }
 }
