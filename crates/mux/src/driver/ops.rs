@@ -171,7 +171,7 @@ impl Inner {
             Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
             Err(OpenError::MetadataTooLarge) => return Err(MuxError::metadata_too_large()),
         };
-        self.pump_app();
+        self.pump_opened();
         Ok(id)
     }
 
