@@ -10,10 +10,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use weft_frame::Metadata;
 
-use crate::driver::{Deferred, Life, Waiter};
+use crate::driver::{Deferred, Life, Waiter, recv_result};
 use crate::error::{MuxError, StreamError};
 use crate::handle::{Connection, Stream};
-use crate::session::Chunk;
+use crate::session::{Chunk, Recv};
 
 impl Connection {
     /// Opens a stream with `metadata` and all of `payload`, ending this
@@ -114,7 +114,7 @@ impl<'a> Future for Call<'a> {
         let first = if opened {
             inner.poll_reply_fresh(*id, cx, life)
         } else {
-            inner.poll_recv(*id, cx, true, life)
+            inner.poll_reply(*id, cx, life)
         };
         drop(inner);
         let Poll::Ready(first) = first else {
@@ -132,7 +132,7 @@ impl<'a> Future for Call<'a> {
             id,
             metadata,
             life,
-            first: Some(first),
+            first,
         }))
     }
 }
@@ -167,7 +167,10 @@ pub struct Answer<'a> {
     id: u32,
     metadata: Metadata,
     life: Life,
-    first: Option<Result<Option<Chunk>, StreamError>>,
+    /// The first piece as the session gave it (kept in its shape: a
+    /// conversion here moved the 72-byte chunk once more per call).
+    /// Never `Pending`; `End` once taken.
+    first: Recv,
 }
 
 impl Answer<'_> {
@@ -186,16 +189,16 @@ impl Answer<'_> {
     /// connection's loss.
     pub fn first(&self) -> Result<Option<&Chunk>, &StreamError> {
         match &self.first {
-            Some(Ok(c)) => Ok(c.as_ref()),
-            Some(Err(e)) => Err(e),
-            None => Ok(None),
+            Recv::Chunk(c) => Ok(Some(c)),
+            Recv::Failed(e) => Err(e),
+            Recv::End | Recv::Pending => Ok(None),
         }
     }
 
     /// Takes the first piece (later calls of [`first`](Self::first) see
     /// the stream's end).
     pub fn take_first(&mut self) -> Result<Option<Chunk>, StreamError> {
-        self.first.take().unwrap_or(Ok(None))
+        recv_result(std::mem::replace(&mut self.first, Recv::End))
     }
 
     /// The call's stream, to read the rest of the answer. Whatever

@@ -66,6 +66,41 @@ async fn a_one_frame_answer_resolves_the_call_and_frees_both_tables() {
     assert_eq!(&second.data[..], b"2");
 }
 
+/// `first` shows the piece without taking it; once taken, both `first`
+/// and `take_first` read the stream's end. A reset answer reads as the
+/// failure either way.
+#[tokio::test]
+async fn an_answers_first_piece_reads_alike_before_and_after_it_is_taken() {
+    let ((client, _ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let (mut answer, _peer) = answered(
+        &client,
+        &mut incoming,
+        ("svc/echo", b"ask"),
+        (b"answer", true),
+    )
+    .await;
+    let seen = answer.first().unwrap().map(|c| (c.data.clone(), c.end));
+    assert_eq!(seen, Some((Bytes::from_static(b"answer"), true)));
+    let taken = answer.take_first().unwrap().unwrap();
+    assert_eq!((&taken.data[..], taken.end), (&b"answer"[..], true));
+    assert!(answer.first().unwrap().is_none(), "taken: the stream's end");
+    assert!(answer.take_first().unwrap().is_none());
+
+    let call = client.call(md("svc/refuse"), Bytes::from_static(b"ask"));
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        peer.reset(weft_mux::Reason::REFUSED_STREAM);
+        peer
+    };
+    let (answer, _peer) = tokio::join!(call, serve);
+    let mut answer = answer.unwrap();
+    let reason = answer.first().map(|_| ()).unwrap_err().reason();
+    assert_eq!(reason, Some(weft_mux::Reason::REFUSED_STREAM));
+    let err = answer.take_first().unwrap_err();
+    assert_eq!(err.reason(), Some(weft_mux::Reason::REFUSED_STREAM));
+}
+
 #[tokio::test]
 async fn the_rest_of_a_longer_answer_is_read_from_the_stream() {
     let ((client, _ci), (_server, mut incoming)) =

@@ -88,7 +88,7 @@ use combine::Combiner;
 pub(crate) use combine::Guard;
 use io::Io;
 pub(crate) use io::Transport;
-pub(crate) use ops::{Deferred, Life, Request};
+pub(crate) use ops::{Deferred, Life, Request, recv_result};
 pub(crate) use read::READ_FIRST;
 use read::Reader;
 pub(crate) use task::Driver;

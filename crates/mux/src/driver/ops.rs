@@ -171,7 +171,7 @@ impl Inner {
             Err(OpenError::Closed(c)) => return Err(MuxError::closed(c)),
             Err(OpenError::MetadataTooLarge) => return Err(MuxError::metadata_too_large()),
         };
-        self.pump_app();
+        self.pump_opened();
         Ok(id)
     }
 
@@ -323,6 +323,17 @@ impl Inner {
     }
 }
 
+/// A receive's outcome as `Stream::recv` gives it (`Pending` is not one:
+/// [`Inner::poll_recv_from`] never returns it ready).
+#[inline(always)]
+pub(crate) fn recv_result(recv: Recv) -> Result<Option<Chunk>, StreamError> {
+    match recv {
+        Recv::Chunk(c) => Ok(Some(c)),
+        Recv::End | Recv::Pending => Ok(None),
+        Recv::Failed(e) => Err(e),
+    }
+}
+
 /// `Stream`'s operations.
 impl Inner {
     /// Queues data on stream `id` (see `Stream::send_with_metadata`):
@@ -374,6 +385,20 @@ impl Inner {
         life: &mut Life,
     ) -> Poll<Result<Option<Chunk>, StreamError>> {
         self.poll_recv_from(id, cx, read_inline, life, Look::Now)
+            .map(recv_result)
+    }
+
+    /// [`poll_recv`](Self::poll_recv) for a call's answer, as the session
+    /// gives it (never [`Recv::Pending`]): a `Connection::call` keeps it
+    /// so, and the reply is not moved once more to change its shape.
+    #[inline]
+    pub(crate) fn poll_reply(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+        life: &mut Life,
+    ) -> Poll<Recv> {
+        self.poll_recv_from(id, cx, true, life, Look::Now)
     }
 
     /// [`poll_recv`](Self::poll_recv) for a call opened in this same take
@@ -386,7 +411,7 @@ impl Inner {
         id: u32,
         cx: &mut Context<'_>,
         life: &mut Life,
-    ) -> Poll<Result<Option<Chunk>, StreamError>> {
+    ) -> Poll<Recv> {
         let look = if self.session.is_closed() {
             Look::Now
         } else {
@@ -395,6 +420,7 @@ impl Inner {
         self.poll_recv_from(id, cx, true, life, look)
     }
 
+    /// Ready with anything but [`Recv::Pending`].
     #[inline(always)]
     fn poll_recv_from(
         &mut self,
@@ -403,7 +429,7 @@ impl Inner {
         read_inline: bool,
         life: &mut Life,
         mut look: Look,
-    ) -> Poll<Result<Option<Chunk>, StreamError>> {
+    ) -> Poll<Recv> {
         let me = Waiter::Stream(id);
         let mut tried = !read_inline;
         if read_inline && self.read_wake_fired() {
@@ -421,10 +447,8 @@ impl Inner {
                     Recv::Pending
                 }
             };
-            let out = match recv {
-                Recv::Chunk(c) => Ok(Some(c)),
-                Recv::End => Ok(None),
-                Recv::Failed(e) => Err(e),
+            match recv {
+                Recv::Chunk(_) | Recv::End | Recv::Failed(_) => {}
                 Recv::Pending if !tried && self.read_needed() => {
                     // Nothing buffered and the socket may have bytes: read
                     // it ourselves, for every stream.
@@ -447,7 +471,7 @@ impl Inner {
                     }
                     return Poll::Pending;
                 }
-            };
+            }
             if read_inline {
                 self.stop_waiting(me);
             }
@@ -456,11 +480,11 @@ impl Inner {
             }
             // A stream's end may have released it (an event, the idle
             // clock); a piece taken may have returned credit (a frame).
-            let ends = matches!(&out, Ok(None)) || matches!(&out, Ok(Some(c)) if c.end);
+            let ends = matches!(&recv, Recv::End) || matches!(&recv, Recv::Chunk(c) if c.end);
             if ends || self.session.has_transmit() {
                 self.pump_app();
             }
-            return Poll::Ready(out);
+            return Poll::Ready(recv);
         }
     }
 

@@ -202,6 +202,23 @@ impl Inner {
         self.pump_app_now();
     }
 
+    /// [`pump_app`](Self::pump_app) after an open, which only queued its
+    /// frame: with the frames already left for the connection task
+    /// ([`Turn::Owed`], the usual case with calls in flight) and nothing
+    /// else for the driver, the pump would neither write nor act, so it
+    /// is skipped. Out of line, the pump's call and tests cost about 35
+    /// instructions per call at 64 in flight.
+    #[inline(always)]
+    pub(super) fn pump_opened(&mut self) {
+        if self.link.turn == Turn::Owed
+            && !self.reader.is_blocked()
+            && self.session.only_transmits()
+        {
+            return;
+        }
+        self.pump_app();
+    }
+
     /// [`pump_app`](Self::pump_app) past its test.
     #[inline(never)]
     fn pump_app_now(&mut self) {

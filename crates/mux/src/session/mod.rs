@@ -486,6 +486,13 @@ impl Session {
         std::mem::take(&mut self.timer_changed)
     }
 
+    /// Whether the session asks nothing of the driver but writing: no
+    /// event, no deadline moved, not closed.
+    #[inline]
+    pub(crate) fn only_transmits(&self) -> bool {
+        self.events.is_empty() && !self.timer_changed && !self.is_closed()
+    }
+
     /// Whether the driver should read more from the peer: false while our
     /// control queue is full (a peer that does not read gets backpressure
     /// instead of growing our memory) or once closed.
