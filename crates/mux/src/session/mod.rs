@@ -18,6 +18,7 @@ mod limits;
 mod progress;
 mod queue;
 mod refused;
+mod ring;
 mod serving;
 mod settings;
 mod stream;
@@ -175,7 +176,7 @@ pub struct Session {
     /// Streams we opened that are still in the table.
     outbound: u32,
     ids: Ids,
-    accept_queue: VecDeque<u32>,
+    accept_queue: ring::Ring<u32>,
     accepting: bool,
     guards: Guards,
     /// The peer's streams we refused, for the frames it sent before it
@@ -194,7 +195,7 @@ pub struct Session {
     /// ([`immediate`](self::immediate)).
     immediate: immediate::Immediate,
     ready: VecDeque<u32>,
-    events: VecDeque<Event>,
+    events: ring::Ring<Event>,
 
     goaway: GoAway,
     timers: Timers,
@@ -297,7 +298,7 @@ impl Session {
                 highest_remote: 0,
                 last_processed: 0,
             },
-            accept_queue: VecDeque::new(),
+            accept_queue: ring::Ring::default(),
             accepting: true,
             guards: Guards::new(config),
             refused: Refused::default(),
@@ -313,7 +314,7 @@ impl Session {
             control: VecDeque::new(),
             immediate: immediate::Immediate::default(),
             ready: VecDeque::new(),
-            events: VecDeque::new(),
+            events: ring::Ring::default(),
             goaway: GoAway {
                 sent: false,
                 received: None,
