@@ -317,8 +317,14 @@ impl Session {
         self.inbound += 1;
         self.ids.last_processed = id;
         self.timers.idle_since = None;
+        // Raised once until the queue is emptied, as `Readable` is for a
+        // stream's queue: an acceptor takes streams until `accept` says
+        // none, so one more event per stream already queued would only
+        // wake it again (64 events per read with 64 calls in flight).
+        if self.accept_queue.is_empty() {
+            self.events.push_back(Event::Incoming);
+        }
         self.accept_queue.push_back(id);
-        self.events.push_back(Event::Incoming);
         Ok(())
     }
 

@@ -81,7 +81,10 @@ impl Role {
 /// Something the application (or driver) should look at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// The peer opened a stream; take it with [`Session::accept`].
+    /// The peer opened a stream; take it, and any opened after it, with
+    /// [`Session::accept`] until that returns `None`. Raised once until
+    /// the accept queue is emptied (as [`Readable`](Event::Readable) is
+    /// for a stream's queue), not once per stream.
     Incoming,
     /// A stream has data, an end or an error to receive. Not raised for
     /// what the peer's `OPEN` itself carries: the stream's
