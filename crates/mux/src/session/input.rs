@@ -195,7 +195,12 @@ impl Session {
                     metadata: frame.metadata,
                     end,
                 };
-                slot.reply = Reply::Replied(chunk, len);
+                // The lookup kept the slot only if it was awaiting
+                // (`takes_reply`): nothing to drop, so not an assignment,
+                // which called the old reply's drop glue on every call.
+                let was = std::mem::replace(&mut slot.reply, Reply::Replied(chunk, len));
+                debug_assert!(matches!(was, Reply::Awaiting));
+                std::mem::forget(was);
                 let (cap, configured) = (self.limits.adaptive_window, self.limits.stream_window);
                 if self.bdp.on_data(len, pressure, cap, configured, now) {
                     self.control
