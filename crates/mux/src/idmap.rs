@@ -9,7 +9,7 @@
 //! a key is a `u32` hashed by one multiplication (Fibonacci
 //! hashing: ids a side opens are sequential, and consecutive keys land
 //! far apart, so probes rarely go past the home slot), the table is at
-//! most half full, and a removal shifts the entries behind it back
+//! most a quarter full, and a removal shifts the entries behind it back
 //! instead of leaving a tombstone (Knuth's algorithm R), so a lookup
 //! stops at the first empty slot and no clean-up pass is ever due.
 //!
@@ -35,7 +35,11 @@ pub(crate) struct At(usize);
 /// Map from a stream id to `V`.
 pub(crate) struct IdMap<V> {
     /// A power of two many slots (none before the first insert), at most
-    /// half of them used: a probe always ends at an empty slot.
+    /// a quarter of them used: a probe always ends at an empty slot, and
+    /// a removal's backward shift mostly finds the next slot empty (at
+    /// half full, with 64 calls in flight, it looked at an occupied one
+    /// about every other time: 10 to 13 instructions a call more, for
+    /// 16 bytes a slot: 8 KiB at the default cap of 128 streams).
     /// (A boxed slice and `u32` counts: the connection's shared state
     /// must stay within its allocator size class, see `driver::tests`.)
     slots: Box<[Option<(u32, V)>]>,
@@ -88,7 +92,7 @@ impl<V> IdMap<V> {
     /// inline (the growth is apart): it runs once per stream and side.
     #[inline(always)]
     pub(crate) fn insert(&mut self, id: u32, value: V) -> Option<V> {
-        if (self.len as usize + 1) * 2 > self.slots.len() {
+        if (self.len as usize + 1) * 4 > self.slots.len() {
             self.grow();
         }
         let mask = self.mask();
@@ -235,7 +239,7 @@ mod tests {
         seen.sort_unstable();
         want.sort_unstable();
         assert_eq!(seen, want);
-        assert!(m.len() * 2 <= m.slots.len() || m.slots.is_empty());
+        assert!(m.len() * 4 <= m.slots.len() || m.slots.is_empty());
     }
 
     /// A small deterministic generator (xorshift), so a failure repeats.
@@ -295,10 +299,12 @@ mod tests {
 
     #[test]
     fn a_removal_inside_a_cluster_keeps_the_rest_reachable() {
-        let last = FIRST_SLOTS - 1;
+        // The table six entries grow it to (a quarter full at most).
+        let slots = 2 * FIRST_SLOTS;
+        let last = slots - 1;
         // Homes at the table's last slot: the cluster wraps to the front.
         for home in [3, last] {
-            let ids = colliding(FIRST_SLOTS, home, 5);
+            let ids = colliding(slots, home, 5);
             for victim in 0..ids.len() {
                 let mut m = IdMap::default();
                 let mut model = HashMap::new();
@@ -308,10 +314,10 @@ mod tests {
                 }
                 // A neighbour homed just after the cluster's start, which
                 // must not move in front of its own home.
-                let other = colliding(FIRST_SLOTS, (home + 1) & last, 1)[0];
+                let other = colliding(slots, (home + 1) & last, 1)[0];
                 m.insert(other, 77);
                 model.insert(other, 77);
-                assert_eq!(m.slots.len(), FIRST_SLOTS, "no growth in this test");
+                assert_eq!(m.slots.len(), slots, "the table the homes are for");
                 assert_eq!(m.remove(&ids[victim]), model.remove(&ids[victim]));
                 check(&m, &model);
             }

@@ -179,12 +179,41 @@ fn an_open_with_data_is_incoming_only_and_its_data_kept() {
     let mut t = server();
     t.open(1, b"req", true);
     t.open(3, b"", false);
-    // No `Readable` for the OPEN's own data: nobody can wait on it yet.
-    assert_eq!(events(&mut t.s), vec![Event::Incoming, Event::Incoming]);
+    // No `Readable` for the OPEN's own data: nobody can wait on it yet;
+    // one `Incoming` for the two (see the next test).
+    assert_eq!(events(&mut t.s), vec![Event::Incoming]);
     let (a, b) = (t.s.accept().unwrap(), t.s.accept().unwrap());
     assert_eq!((a, b), (1, 3));
     assert_eq!(drain(&mut t.s, 1), (b"req".to_vec(), true, None));
     assert_eq!(drain(&mut t.s, 3), (Vec::new(), false, None));
+}
+
+#[test]
+fn incoming_is_raised_once_until_the_accept_queue_is_emptied() {
+    let mut t = server();
+    t.open(1, b"a", true);
+    t.open(3, b"b", true);
+    t.open(5, b"c", true);
+    assert_eq!(events(&mut t.s), vec![Event::Incoming]);
+    // Taking some leaves the rest queued: no new event is owed for them,
+    // nor for a stream opened while they wait.
+    assert_eq!(t.s.accept(), Some(1));
+    t.open(7, b"d", true);
+    assert_eq!(events(&mut t.s), vec![]);
+    let mut taken = Vec::new();
+    while let Some(id) = t.s.accept() {
+        taken.push(id);
+    }
+    assert_eq!(
+        taken,
+        [3, 5, 7],
+        "every stream is still handed over, in order"
+    );
+    // Emptied: the next stream raises it again.
+    t.open(9, b"e", true);
+    assert_eq!(events(&mut t.s), vec![Event::Incoming]);
+    assert_eq!(t.s.accept(), Some(9));
+    assert_eq!(t.s.accept(), None);
 }
 
 #[test]

@@ -25,10 +25,12 @@ use std::collections::VecDeque;
 
 use weft_frame::Frame;
 
+use super::ring::Ring;
+
 /// The frames made at once, oldest first.
 #[derive(Debug, Default)]
 pub(crate) struct Immediate {
-    frames: VecDeque<Frame>,
+    frames: Ring<Frame>,
 }
 
 impl Immediate {
@@ -71,7 +73,10 @@ impl Immediate {
 
     #[inline(never)]
     fn move_all(&mut self, control: &mut VecDeque<Frame>) {
-        control.extend(self.frames.drain(..));
+        control.reserve(self.frames.len());
+        while let Some(f) = self.frames.pop_front() {
+            control.push_back(f);
+        }
     }
 
     /// Frames waiting.
@@ -83,7 +88,7 @@ impl Immediate {
     /// Gives the room back when nothing waits (a quiet connection's tick).
     pub(crate) fn release_spare(&mut self) {
         if self.frames.is_empty() && self.frames.capacity() > 0 {
-            self.frames = VecDeque::new();
+            self.frames = Ring::default();
         }
     }
 }
@@ -117,6 +122,15 @@ mod tests {
         assert!(q.is_empty() && q.pop().is_none());
         q.release_spare();
         assert_eq!(q.frames.capacity(), 0);
+    }
+
+    /// The ring's `Option` per slot costs a frame no room (its niche).
+    #[test]
+    fn a_slot_is_the_size_of_a_frame() {
+        assert_eq!(
+            std::mem::size_of::<Option<Frame>>(),
+            std::mem::size_of::<Frame>()
+        );
     }
 
     #[test]

@@ -195,7 +195,12 @@ impl Session {
                     metadata: frame.metadata,
                     end,
                 };
-                slot.reply = Reply::Replied(chunk, len);
+                // The lookup kept the slot only if it was awaiting
+                // (`takes_reply`): nothing to drop, so not an assignment,
+                // which called the old reply's drop glue on every call.
+                let was = std::mem::replace(&mut slot.reply, Reply::Replied(chunk, len));
+                debug_assert!(matches!(was, Reply::Awaiting));
+                std::mem::forget(was);
                 let (cap, configured) = (self.limits.adaptive_window, self.limits.stream_window);
                 if self.bdp.on_data(len, pressure, cap, configured, now) {
                     self.control
@@ -317,8 +322,14 @@ impl Session {
         self.inbound += 1;
         self.ids.last_processed = id;
         self.timers.idle_since = None;
+        // Raised once until the queue is emptied, as `Readable` is for a
+        // stream's queue: an acceptor takes streams until `accept` says
+        // none, so one more event per stream already queued would only
+        // wake it again (64 events per read with 64 calls in flight).
+        if self.accept_queue.is_empty() {
+            self.events.push_back(Event::Incoming);
+        }
         self.accept_queue.push_back(id);
-        self.events.push_back(Event::Incoming);
         Ok(())
     }
 

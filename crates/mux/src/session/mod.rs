@@ -18,6 +18,7 @@ mod limits;
 mod progress;
 mod queue;
 mod refused;
+mod ring;
 mod serving;
 mod settings;
 mod stream;
@@ -80,7 +81,10 @@ impl Role {
 /// Something the application (or driver) should look at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// The peer opened a stream; take it with [`Session::accept`].
+    /// The peer opened a stream; take it, and any opened after it, with
+    /// [`Session::accept`] until that returns `None`. Raised once until
+    /// the accept queue is emptied (as [`Readable`](Event::Readable) is
+    /// for a stream's queue), not once per stream.
     Incoming,
     /// A stream has data, an end or an error to receive. Not raised for
     /// what the peer's `OPEN` itself carries: the stream's
@@ -175,7 +179,7 @@ pub struct Session {
     /// Streams we opened that are still in the table.
     outbound: u32,
     ids: Ids,
-    accept_queue: VecDeque<u32>,
+    accept_queue: ring::Ring<u32>,
     accepting: bool,
     guards: Guards,
     /// The peer's streams we refused, for the frames it sent before it
@@ -194,7 +198,7 @@ pub struct Session {
     /// ([`immediate`](self::immediate)).
     immediate: immediate::Immediate,
     ready: VecDeque<u32>,
-    events: VecDeque<Event>,
+    events: ring::Ring<Event>,
 
     goaway: GoAway,
     timers: Timers,
@@ -297,7 +301,7 @@ impl Session {
                 highest_remote: 0,
                 last_processed: 0,
             },
-            accept_queue: VecDeque::new(),
+            accept_queue: ring::Ring::default(),
             accepting: true,
             guards: Guards::new(config),
             refused: Refused::default(),
@@ -313,7 +317,7 @@ impl Session {
             control: VecDeque::new(),
             immediate: immediate::Immediate::default(),
             ready: VecDeque::new(),
-            events: VecDeque::new(),
+            events: ring::Ring::default(),
             goaway: GoAway {
                 sent: false,
                 received: None,

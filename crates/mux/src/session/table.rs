@@ -89,13 +89,24 @@ fn fresh_in(
     }
 }
 
+/// Makes `b` the head of a spare list its caller just emptied (the old
+/// head is `b`'s link now). Not an assignment: that was a call to the
+/// old head's drop glue (an `Option` the compiler did not know empty),
+/// once per stream and side.
+#[inline(always)]
+fn put_spare<T>(spare: &mut Option<Box<T>>, b: Box<T>) {
+    let was = spare.replace(b);
+    debug_assert!(was.is_none(), "the caller emptied the list");
+    std::mem::forget(was);
+}
+
 #[inline(always)]
 fn recycle_slot_in(spare: &mut Option<Box<UnarySlot>>, mut b: Box<UnarySlot>) {
     b.blank();
     if let Some(stray) = std::mem::replace(&mut b.spare_link, spare.take()) {
         drop(stray);
     }
-    *spare = Some(b);
+    put_spare(spare, b);
 }
 
 #[inline(always)]
@@ -104,7 +115,7 @@ fn recycle_serve_in(spare: &mut Option<Box<ServeSlot>>, mut b: Box<ServeSlot>) {
     if let Some(stray) = std::mem::replace(&mut b.spare_link, spare.take()) {
         drop(stray);
     }
-    *spare = Some(b);
+    put_spare(spare, b);
 }
 
 /// Makes slot entry `e` the full stream it stands for (see
@@ -245,7 +256,7 @@ impl StreamTable {
         if let Some(stray) = std::mem::replace(&mut b.spare_link, self.spare.take()) {
             drop(stray);
         }
-        self.spare = Some(b);
+        put_spare(&mut self.spare, b);
     }
 
     /// Frees the spare boxes (a quiet connection's idle tick), one at a
