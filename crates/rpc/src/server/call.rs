@@ -668,15 +668,9 @@ mod tests {
         };
         let out = client.open(meta, body, request).await.unwrap();
         let stream = incoming.accept().await.unwrap();
-        let cell = Arc::new(CallCell::default());
-        let ctx = Context::for_call(
-            Arc::from("m"),
-            Some(tokio::time::Instant::now() + timeout),
-            Arc::new(crate::server::peer::PeerInfo::default()),
-            Metadata::new(),
-            cell.clone(),
-            None,
-        );
+        let cell = CallCell::for_test();
+        let deadline = Some(tokio::time::Instant::now() + timeout);
+        let ctx = Context::for_call(deadline, Metadata::new(), cell.clone());
         let call = ServerCall {
             stream,
             request: None,
@@ -759,7 +753,7 @@ mod tests {
             .await
             .unwrap();
         let stream = incoming.accept().await.unwrap();
-        let cell = Arc::new(CallCell::default());
+        let cell = CallCell::for_test();
         let ctx = Context::for_test(&cell);
         let call = ServerCall {
             stream,
