@@ -412,7 +412,7 @@ where
     } = call;
     let deadline = ctx.deadline();
     async move {
-        let result = {
+        let mut result = {
             // The call's bounds, polled at each of its waits (for the
             // handler, or a request still to come) after what it waits
             // for: its deadline, whose timer is armed only then, and the
@@ -475,10 +475,11 @@ where
         // sent from this future rather than through one more of its own,
         // nor through `End::send`'s dispatch (each measured about 100
         // instructions per call more in the release build).
-        let result = match hold.is_held() {
-            true => hold.settle(result).await,
-            false => result,
-        };
+        // Replaced only when held: a `match` yielding the result moved
+        // it (about 10 instructions a call) even when nothing held it.
+        if hold.is_held() {
+            result = hold.settle(result).await;
+        }
         let (end, cut) = End::of(stream.id(), result, &mut guard);
         let sent = match end {
             End::One(b, trailers) => stream.send_with_metadata(trailers, b, true).await.is_ok(),
