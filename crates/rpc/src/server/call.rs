@@ -620,7 +620,9 @@ mod tests {
 
     /// A unary call's future is built, then copied into its pooled slot,
     /// for every call: its size is paid per call. This debug build
-    /// measures 928 bytes since the deadline and the layers' cut are
+    /// measures 856 bytes since the call's context keeps what its
+    /// connection's calls share in its cell (56 bytes, 112 before); 928
+    /// since the deadline and the layers' cut are
     /// polled in place rather than by wrapper futures (the release build's
     /// call cost 65 instructions less for it, the larger copy included);
     /// 848 since the handler's owner (a closure's `Arc`, a
@@ -638,7 +640,8 @@ mod tests {
         let fut = unary(call, Arc::new(echo));
         let size = size_of_val(&fut);
         println!("unary call future: {size} bytes");
-        assert!(size <= 928, "{size} bytes");
+        // 864 with feature `tower` (the layers' hold is a pointer then).
+        assert!(size <= 864, "{size} bytes");
     }
 
     /// Drops its flag's count as it is dropped: whether a handler's
@@ -769,7 +772,8 @@ mod tests {
 
     /// A streaming call's future is held (pooled) for the call's life, so
     /// its size is memory per open stream. This debug build measures
-    /// 1,152 bytes for a bidi call since the end's send future is built
+    /// 1,096 bytes for a bidi call since the context shrank (see
+    /// `a_unary_call_future_stays_small`); 1,152 since the end's send future is built
     /// from its parts; 1,328 while the end was an `async fn`; 1,920 while
     /// `streaming` and each shape's runner were `async fn`s holding the
     /// call twice.
@@ -779,6 +783,7 @@ mod tests {
         let fut = bidi(call, |_ctx, _s| async move { Ok::<_, Status>(()) });
         let size = size_of_val(&fut);
         println!("bidi call future: {size} bytes");
-        assert!(size <= 1216, "{size} bytes");
+        // 1,104 with feature `tower`.
+        assert!(size <= 1104, "{size} bytes");
     }
 }

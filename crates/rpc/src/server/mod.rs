@@ -317,9 +317,9 @@ impl Server {
         // Registered before the interceptor, so headers it sets are kept.
         let cell = calls.begin(&route.name, peer, trace);
         // The `OPEN` block moves to the context, which keeps it for the
-        // call's life; nothing reads it from the stream after this. A
-        // second reference (a `Bytes` clone, and its drop through the
-        // vtable as the stream goes) cost about 20 instructions a call.
+        // call's life; nothing reads it from the stream after this (a
+        // second reference was a `Bytes` clone, and its drop through the
+        // vtable as the stream went, every call).
         let ctx = Context::for_call(deadline, stream.take_metadata(), cell.clone());
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
