@@ -277,6 +277,13 @@ impl Stream {
         &self.metadata
     }
 
+    /// Takes the `OPEN` metadata out of the handle, leaving it empty: for
+    /// a holder that keeps the block elsewhere for the stream's life (a
+    /// server's call context), rather than a second reference to it.
+    pub fn take_metadata(&mut self) -> Metadata {
+        std::mem::take(&mut self.metadata)
+    }
+
     /// Sends data, split into frames of at most the frame payload limit,
     /// waiting while the stream's send buffer is full (flow control).
     /// `end` half-closes after it. Resolves once queued, not once the peer

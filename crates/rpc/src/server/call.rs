@@ -412,7 +412,7 @@ where
     } = call;
     let deadline = ctx.deadline();
     async move {
-        let result = {
+        let mut result = {
             // The call's bounds, polled at each of its waits (for the
             // handler, or a request still to come) after what it waits
             // for: its deadline, whose timer is armed only then, and the
@@ -475,10 +475,11 @@ where
         // sent from this future rather than through one more of its own,
         // nor through `End::send`'s dispatch (each measured about 100
         // instructions per call more in the release build).
-        let result = match hold.is_held() {
-            true => hold.settle(result).await,
-            false => result,
-        };
+        // Replaced only when held: a `match` yielding the result moved
+        // it (about 10 instructions a call) even when nothing held it.
+        if hold.is_held() {
+            result = hold.settle(result).await;
+        }
         let (end, cut) = End::of(stream.id(), result, &mut guard);
         let sent = match end {
             End::One(b, trailers) => stream.send_with_metadata(trailers, b, true).await.is_ok(),
@@ -619,7 +620,9 @@ mod tests {
 
     /// A unary call's future is built, then copied into its pooled slot,
     /// for every call: its size is paid per call. This debug build
-    /// measures 928 bytes since the deadline and the layers' cut are
+    /// measures 856 bytes since the call's context keeps what its
+    /// connection's calls share in its cell (56 bytes, 112 before); 928
+    /// since the deadline and the layers' cut are
     /// polled in place rather than by wrapper futures (the release build's
     /// call cost 65 instructions less for it, the larger copy included);
     /// 848 since the handler's owner (a closure's `Arc`, a
@@ -637,7 +640,8 @@ mod tests {
         let fut = unary(call, Arc::new(echo));
         let size = size_of_val(&fut);
         println!("unary call future: {size} bytes");
-        assert!(size <= 928, "{size} bytes");
+        // 864 with feature `tower` (the layers' hold is a pointer then).
+        assert!(size <= 864, "{size} bytes");
     }
 
     /// Drops its flag's count as it is dropped: whether a handler's
@@ -668,15 +672,9 @@ mod tests {
         };
         let out = client.open(meta, body, request).await.unwrap();
         let stream = incoming.accept().await.unwrap();
-        let cell = Arc::new(CallCell::default());
-        let ctx = Context::for_call(
-            Arc::from("m"),
-            Some(tokio::time::Instant::now() + timeout),
-            Arc::new(crate::server::peer::PeerInfo::default()),
-            Metadata::new(),
-            cell.clone(),
-            None,
-        );
+        let cell = CallCell::for_test();
+        let deadline = Some(tokio::time::Instant::now() + timeout);
+        let ctx = Context::for_call(deadline, Metadata::new(), cell.clone());
         let call = ServerCall {
             stream,
             request: None,
@@ -759,7 +757,7 @@ mod tests {
             .await
             .unwrap();
         let stream = incoming.accept().await.unwrap();
-        let cell = Arc::new(CallCell::default());
+        let cell = CallCell::for_test();
         let ctx = Context::for_test(&cell);
         let call = ServerCall {
             stream,
@@ -774,7 +772,8 @@ mod tests {
 
     /// A streaming call's future is held (pooled) for the call's life, so
     /// its size is memory per open stream. This debug build measures
-    /// 1,152 bytes for a bidi call since the end's send future is built
+    /// 1,096 bytes for a bidi call since the context shrank (see
+    /// `a_unary_call_future_stays_small`); 1,152 since the end's send future is built
     /// from its parts; 1,328 while the end was an `async fn`; 1,920 while
     /// `streaming` and each shape's runner were `async fn`s holding the
     /// call twice.
@@ -784,6 +783,7 @@ mod tests {
         let fut = bidi(call, |_ctx, _s| async move { Ok::<_, Status>(()) });
         let size = size_of_val(&fut);
         println!("bidi call future: {size} bytes");
-        assert!(size <= 1216, "{size} bytes");
+        // 1,104 with feature `tower`.
+        assert!(size <= 1104, "{size} bytes");
     }
 }

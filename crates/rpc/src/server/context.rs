@@ -26,17 +26,17 @@ use touch::{Ended, TouchCell};
 /// The deadline is the caller's: the server cancels the handler (drops its
 /// future) when it passes, and answers `DEADLINE_EXCEEDED`. Pass
 /// [`Context::call_options`] to calls the handler makes so they inherit it.
+///
+/// What is the same for every call of a route on a connection (method,
+/// peer) and the trace context live in the call's [`CallCell`], which the
+/// connection reuses from call to call (see [`Calls`]): a context is
+/// moved a few times per call, and these parts, set once rather than
+/// cloned per call, made it twice as large.
 #[derive(Debug)]
 pub struct Context {
-    method: Arc<str>,
     deadline: Option<Instant>,
-    peer: Arc<PeerInfo>,
     metadata: Metadata,
-    cancel: CancelSlot,
-    /// The trace context nested calls continue (see `observe`): this
-    /// call's own when its span is enabled; `None` passes on the caller's,
-    /// read from [`metadata`](Self::metadata) only when asked for.
-    trace: Option<TraceContext>,
+    call: Arc<CallCell>,
 }
 
 impl Context {
@@ -48,67 +48,50 @@ impl Context {
         metadata: Metadata,
         peer: PeerInfo,
     ) -> Context {
+        // A cell of its own that nothing ends: what is set in it is
+        // never sent, and its signal never fires.
+        let about = About::new(Arc::from(method), Arc::new(peer), None);
         Context {
-            method: Arc::from(method),
             deadline,
-            peer: Arc::new(peer),
             metadata,
-            cancel: CancelSlot::Detached,
-            trace: None,
+            call: Arc::new(CallCell::new(about)),
         }
     }
 
-    /// A context for a test's call of `cell`: method `m`, no deadline,
-    /// an unknown peer, no metadata, no trace context.
+    /// A context for a test's call of `cell`: no deadline, no metadata.
     #[cfg(test)]
     pub(crate) fn for_test(cell: &Arc<CallCell>) -> Context {
-        Context::for_call(
-            Arc::from("m"),
-            None,
-            Arc::new(PeerInfo::default()),
-            Metadata::new(),
-            cell.clone(),
-            None,
-        )
+        Context::for_call(None, Metadata::new(), cell.clone())
     }
 
+    /// The context of the call whose cell is `cell` (which holds its
+    /// method, peer and trace context, see [`Calls::begin`]).
     pub(crate) fn for_call(
-        method: Arc<str>,
         deadline: Option<Instant>,
-        peer: Arc<PeerInfo>,
         metadata: Metadata,
         cell: Arc<CallCell>,
-        trace: Option<TraceContext>,
     ) -> Context {
         // Built whole here: a builder step taking and returning the
         // context copied all of it once more per call.
         Context {
-            method,
             deadline,
-            peer,
             metadata,
-            cancel: CancelSlot::Call(cell),
-            trace,
+            call: cell,
         }
-    }
-
-    /// This call continues `trace`: nested calls carry it.
-    #[cfg(test)]
-    pub(crate) fn with_trace(mut self, trace: Option<TraceContext>) -> Context {
-        self.trace = trace;
-        self
     }
 
     /// The W3C trace context of this call (this call's span as the parent),
     /// when the caller sent one or this call is traced.
     pub fn trace_context(&self) -> Option<TraceContext> {
-        self.trace
+        self.call
+            .about
+            .trace
             .or_else(|| crate::observe::incoming(&self.metadata))
     }
 
     /// The canonical method name.
     pub fn method(&self) -> &str {
-        &self.method
+        &self.call.about.method
     }
 
     /// When the caller stops waiting, if it said.
@@ -124,7 +107,7 @@ impl Context {
 
     /// The peer.
     pub fn peer(&self) -> &PeerInfo {
-        &self.peer
+        &self.call.about.peer
     }
 
     /// The call's metadata (the `OPEN` frame's block: method, timeout and
@@ -184,9 +167,7 @@ impl Context {
         value: &K::Value,
     ) -> Result<(), InvalidMetadata> {
         let value = K::encode(value)?;
-        if let CancelSlot::Call(cell) = &self.cancel
-            && !cell.add_header(key.as_bytes(), value)
-        {
+        if !self.call.add_header(key.as_bytes(), value) {
             tracing::debug!(
                 key = key.as_str(),
                 "header set after the headers were sent: dropped"
@@ -219,9 +200,7 @@ impl Context {
         value: &K::Value,
     ) -> Result<(), InvalidMetadata> {
         let value = K::encode(value)?;
-        if let CancelSlot::Call(cell) = &self.cancel {
-            cell.add_trailer(key.as_bytes(), value);
-        }
+        self.call.add_trailer(key.as_bytes(), value);
         Ok(())
     }
 
@@ -232,10 +211,7 @@ impl Context {
     /// Costs nothing until used. Asked for after the call has ended, it
     /// reports cancelled: the call's work is moot either way.
     pub fn cancellation(&self) -> CancelSignal {
-        match &self.cancel {
-            CancelSlot::Detached => CancelSignal::new(),
-            CancelSlot::Call(cell) => cell.signal(),
-        }
+        self.call.signal()
     }
 }
 
@@ -244,12 +220,6 @@ impl Context {
 /// too, re-encoded from the call's trace context).
 pub fn propagates(key: &[u8]) -> bool {
     key == b"tracestate" || key.starts_with(b"weft-propagate-")
-}
-
-#[derive(Debug)]
-enum CancelSlot {
-    Detached,
-    Call(Arc<CallCell>),
 }
 
 #[derive(Debug, Default)]
@@ -319,14 +289,59 @@ pub(crate) struct Calls {
 }
 
 impl Calls {
-    /// A cell for a call starting now: the last one, if it is free.
-    pub(crate) fn begin(&mut self) -> Arc<CallCell> {
+    /// A cell for a call of `method` from `peer`, continuing `trace`,
+    /// starting now: the last one, if it is free.
+    pub(crate) fn begin(
+        &mut self,
+        method: &Arc<str>,
+        peer: &Arc<PeerInfo>,
+        trace: Option<TraceContext>,
+    ) -> Arc<CallCell> {
         match self.last.as_mut().and_then(Arc::get_mut) {
-            Some(free) => free.entry.renew(),
+            Some(free) => {
+                free.entry.renew();
+                free.about.renew(method, peer, trace);
+            }
             // Still held (or the first call): the holders keep theirs.
-            None => self.last = Some(Arc::default()),
+            None => {
+                let about = About::new(method.clone(), peer.clone(), trace);
+                self.last = Some(Arc::new(CallCell::new(about)));
+            }
         }
         self.last.get_or_insert_with(Arc::default).clone()
+    }
+}
+
+/// What a call is (method, peer, trace context), kept in its cell.
+#[derive(Debug, Default)]
+struct About {
+    method: Arc<str>,
+    peer: Arc<PeerInfo>,
+    /// The trace context nested calls continue (see `observe`): this
+    /// call's own when its span is enabled; `None` passes on the caller's,
+    /// read from the context's metadata only when asked for.
+    trace: Option<TraceContext>,
+}
+
+impl About {
+    fn new(method: Arc<str>, peer: Arc<PeerInfo>, trace: Option<TraceContext>) -> About {
+        About {
+            method,
+            peer,
+            trace,
+        }
+    }
+
+    /// Sets the next call's; the `Arc`s are cloned only when they change
+    /// (the usual next call is of the same route from the same peer).
+    fn renew(&mut self, method: &Arc<str>, peer: &Arc<PeerInfo>, trace: Option<TraceContext>) {
+        if !Arc::ptr_eq(&self.method, method) {
+            self.method = method.clone();
+        }
+        if !Arc::ptr_eq(&self.peer, peer) {
+            self.peer = peer.clone();
+        }
+        self.trace = trace;
     }
 }
 
@@ -340,6 +355,7 @@ impl Calls {
 #[derive(Debug, Default)]
 pub(crate) struct CallCell {
     entry: TouchCell<Live>,
+    about: About,
 }
 
 /// A live call's entry (all empty, allocating nothing, until used).
@@ -374,6 +390,20 @@ impl Headers {
 }
 
 impl CallCell {
+    fn new(about: About) -> CallCell {
+        CallCell {
+            entry: TouchCell::default(),
+            about,
+        }
+    }
+
+    /// A cell for a test's call of method `m` from an unknown peer.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> Arc<CallCell> {
+        let about = About::new(Arc::from("m"), Arc::default(), None);
+        Arc::new(CallCell::new(about))
+    }
+
     /// The call's entry while it is live.
     fn with_live<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Option<R> {
         self.entry.with_live(f)
@@ -464,18 +494,27 @@ pub(crate) struct Finished {
 mod tests {
     use super::*;
 
+    /// The next cell of `calls`, for a call of `m` from an unknown peer.
+    fn begin(calls: &mut Calls) -> Arc<CallCell> {
+        thread_local!(static ABOUT: (Arc<str>, Arc<PeerInfo>) = (Arc::from("m"), Arc::default()));
+        ABOUT.with(|(m, p)| calls.begin(m, p, None))
+    }
+
+    /// A context is moved a few times per call (built, into the call,
+    /// into the call's future, into the handler's): its deadline, its
+    /// `OPEN` block and its cell, nothing a connection's calls share
+    /// (method, peer: in the cell). 112 bytes while it held those, and
+    /// a trace context that is `None` with no subscriber, itself.
+    #[test]
+    fn a_context_stays_small() {
+        let size = size_of::<Context>();
+        assert!(size <= 56, "{size} bytes");
+    }
+
     #[tokio::test]
     async fn signal_fires_only_on_cancel_and_after_the_end() {
-        let (one, three) = (Arc::new(CallCell::default()), Arc::new(CallCell::default()));
-        let peer = Arc::new(PeerInfo::new(Some("memory".into()), true, false));
-        let ctx = Context::for_call(
-            Arc::from("echo"),
-            None,
-            peer,
-            Metadata::new(),
-            one.clone(),
-            None,
-        );
+        let (one, three) = (CallCell::for_test(), CallCell::for_test());
+        let ctx = Context::for_test(&one);
         let sig = ctx.cancellation();
         let sig2 = ctx.cancellation();
         assert!(!sig.is_cancelled());
@@ -505,13 +544,13 @@ mod tests {
         let mut calls = Calls::default();
         // A call that ended and dropped every handle: its cell is reused,
         // fresh.
-        let first = calls.begin();
+        let first = begin(&mut calls);
         let ctx = Context::for_test(&first);
         ctx.set_trailer(&K, "old").unwrap();
         let at = Arc::as_ptr(&first);
         first.finish();
         drop((ctx, first));
-        let second = calls.begin();
+        let second = begin(&mut calls);
         assert_eq!(Arc::as_ptr(&second), at, "the free cell is reused");
         assert!(!second.is_over(), "reused live again");
         // A context kept past its call: the next call gets a cell of its own.
@@ -521,7 +560,7 @@ mod tests {
         // The finished call's signal went to its server, not fired yet.
         assert!(signal.is_some() && !before.is_cancelled());
         drop(second);
-        let third = calls.begin();
+        let third = begin(&mut calls);
         assert_ne!(Arc::as_ptr(&third), at, "a held cell is not reused");
         let new = Context::for_test(&third);
         old.set_header(&K, "stale").unwrap();
@@ -540,7 +579,7 @@ mod tests {
     fn an_untouched_entry_ends_over_and_is_reused_empty() {
         const K: Key<weft_frame::metadata::Ascii> = Key::from_static("k");
         let mut calls = Calls::default();
-        let cell = calls.begin();
+        let cell = begin(&mut calls);
         let ctx = Context::for_test(&cell);
         assert!(cell.finish().is_none(), "nothing to take");
         assert!(cell.is_over());
@@ -551,7 +590,7 @@ mod tests {
         assert!(cell.finish().is_none(), "ended once only");
         let at = Arc::as_ptr(&cell);
         drop((ctx, cell));
-        let next = calls.begin();
+        let next = begin(&mut calls);
         assert_eq!(Arc::as_ptr(&next), at, "the free cell is reused");
         assert!(!next.is_over(), "live again");
         let ctx = Context::for_test(&next);
@@ -623,14 +662,7 @@ mod tests {
         let meta = Metadata::builder()
             .custom(crate::observe::TRACEPARENT, parent)
             .finish();
-        let ctx = Context::for_call(
-            Arc::from("m"),
-            None,
-            Arc::new(PeerInfo::default()),
-            meta,
-            Arc::new(CallCell::default()),
-            None,
-        );
+        let ctx = Context::for_call(None, meta, CallCell::for_test());
         assert_eq!(ctx.trace_context(), TraceContext::parse(parent));
         let open = ctx
             .call_options()
@@ -639,8 +671,8 @@ mod tests {
         assert_eq!(open.get(crate::observe::TRACEPARENT), Some(&parent[..]));
         // Its own trace, when its span made one, wins.
         let own = TraceContext::parse(parent).map(|t| TraceContext { span_id: 7, ..t });
-        let traced =
-            Context::new("m", None, ctx.metadata().clone(), PeerInfo::default()).with_trace(own);
+        let cell = CallCell::new(About::new(Arc::from("m"), Arc::default(), own));
+        let traced = Context::for_call(None, ctx.metadata().clone(), Arc::new(cell));
         assert_eq!(traced.trace_context(), own);
     }
 }

@@ -273,7 +273,10 @@ impl Server {
     /// [`start`](Self::start) inside the call's span.
     fn start_in_span(
         &self,
-        Accepted { stream, request }: Accepted,
+        Accepted {
+            mut stream,
+            request,
+        }: Accepted,
         at: &mut Started<'_>,
         cx: &mut std::task::Context<'_>,
         trace: Option<crate::observe::TraceContext>,
@@ -312,15 +315,12 @@ impl Server {
             return Some(Box::pin(reject(stream, late)));
         }
         // Registered before the interceptor, so headers it sets are kept.
-        let cell = calls.begin();
-        let ctx = Context::for_call(
-            route.name.clone(),
-            deadline,
-            peer.clone(),
-            meta.clone(),
-            cell.clone(),
-            trace,
-        );
+        let cell = calls.begin(&route.name, peer, trace);
+        // The `OPEN` block moves to the context, which keeps it for the
+        // call's life; nothing reads it from the stream after this (a
+        // second reference was a `Bytes` clone, and its drop through the
+        // vtable as the stream went, every call).
+        let ctx = Context::for_call(deadline, stream.take_metadata(), cell.clone());
         if let Some(check) = &self.interceptor
             && let Err(status) = check(&ctx)
         {
@@ -337,10 +337,8 @@ impl Server {
         };
         #[cfg(feature = "tower")]
         if let Some(layers) = &self.layers {
-            let (name, handler) = (route.name.clone(), route.handler.clone());
-            return Some(crate::server::middleware::serve(
-                layers, call, name, handler, peer,
-            ));
+            let handler = route.handler.clone();
+            return Some(crate::server::middleware::serve(layers, call, handler));
         }
         route.handler.start(call, cx)
     }

@@ -15,7 +15,6 @@ use crate::codec::wire;
 use crate::observe;
 use crate::server::call::{BoxFuture, Handler, ServerCall};
 use crate::server::context::Context;
-use crate::server::peer::PeerInfo;
 use crate::status::Status;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -143,19 +142,14 @@ impl Layered {
 pub(crate) fn serve(
     layers: &Layered,
     mut call: ServerCall,
-    name: Arc<str>,
     handler: Arc<dyn Handler>,
-    peer: &Arc<PeerInfo>,
 ) -> BoxFuture {
     let gate = Arc::new(Gate::default());
     call.hold = Hold::new(gate.clone());
     let ctx = Context::for_call(
-        name,
         call.ctx.deadline(),
-        peer.clone(),
         call.ctx.metadata().clone(),
         call.guard.cell.clone(),
-        call.ctx.trace_context(),
     );
     let state = CallState::new(ctx, Pending { call, handler }, gate);
     let stack = layers.run(IncomingCall {
