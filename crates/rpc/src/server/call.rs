@@ -675,15 +675,20 @@ mod tests {
         let cell = CallCell::for_test();
         let deadline = Some(tokio::time::Instant::now() + timeout);
         let ctx = Context::for_call(deadline, Metadata::new(), cell.clone());
-        let call = ServerCall {
+        (served(stream, ctx, cell), out)
+    }
+
+    /// A served call of `stream` with its context and cell, no request
+    /// taken yet, nothing metered.
+    fn served(stream: weft_mux::Stream, ctx: Context, cell: Arc<CallCell>) -> ServerCall {
+        ServerCall {
             stream,
             request: None,
             ctx,
             max: 1 << 20,
             guard: CallGuard::new(cell, CallMeter::OFF),
             hold: Hold::default(),
-        };
-        (call, out)
+        }
     }
 
     /// The status the caller's stream ends with.
@@ -759,15 +764,7 @@ mod tests {
         let stream = incoming.accept().await.unwrap();
         let cell = CallCell::for_test();
         let ctx = Context::for_test(&cell);
-        let call = ServerCall {
-            stream,
-            request: None,
-            ctx,
-            max: 1 << 20,
-            guard: CallGuard::new(cell, CallMeter::OFF),
-            hold: Hold::default(),
-        };
-        (call, out)
+        (served(stream, ctx, cell), out)
     }
 
     /// A streaming call's future is held (pooled) for the call's life, so
