@@ -8,9 +8,10 @@ use crate::error::{CloseCause, StreamError};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// The peer opened a stream; take it, and any opened after it, with
-    /// [`Session::accept`] until that returns `None`. Raised once until
-    /// the accept queue is emptied (as [`Readable`](Event::Readable) is
-    /// for a stream's queue), not once per stream.
+    /// [`Session::accept`](super::Session::accept) until that returns
+    /// `None`. Raised once until the accept queue is emptied (as
+    /// [`Readable`](Event::Readable) is for a stream's queue), not once
+    /// per stream.
     Incoming,
     /// A stream has data, an end or an error to receive. Not raised for
     /// what the peer's `OPEN` itself carries: the stream's
@@ -21,10 +22,10 @@ pub enum Event {
     Writable(u32),
     /// A `GOAWAY` was sent or received: no new streams.
     GoingAway,
-    /// The connection is closed; see [`Session::close_cause`].
+    /// The connection is closed; see [`Session::close_cause`](super::Session::close_cause).
     Closed,
     /// A stream we opened left the table, or the peer announced its cap:
-    /// [`open_credit`](Session::open_credit) may have grown.
+    /// [`open_credit`](super::Session::open_credit) may have grown.
     OpenCredit,
     /// A stream the peer opened was refused with `REFUSED_STREAM` (the
     /// stream cap was reached, or we stopped accepting): the driver
@@ -33,7 +34,7 @@ pub enum Event {
     Refused,
 }
 
-/// The result of [`Session::recv`].
+/// The result of [`Session::recv`](super::Session::recv).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Recv {
     /// The next piece.

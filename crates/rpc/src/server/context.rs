@@ -28,8 +28,8 @@ use touch::{Ended, TouchCell};
 /// [`Context::call_options`] to calls the handler makes so they inherit it.
 ///
 /// What is the same for every call of a route on a connection (method,
-/// peer) and the trace context live in the call's [`CallCell`], which the
-/// connection reuses from call to call (see [`Calls`]): a context is
+/// peer) and the trace context live in the call's `CallCell`, which the
+/// connection reuses from call to call (see `Calls`): a context is
 /// moved a few times per call, and these parts, set once rather than
 /// cloned per call, made it twice as large.
 #[derive(Debug)]
