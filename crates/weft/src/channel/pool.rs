@@ -79,14 +79,19 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// The lease of `client`, claimed on `pool`.
+    /// The lease of `client`, claimed on `pool`: behind a balancer, one
+    /// more call in flight there until the lease drops (the count and the
+    /// handle that gives it back are taken together, on one test of the
+    /// detector).
     #[inline]
     fn new(client: Arc<Client>, pool: &Pool) -> Self {
+        let counted = pool.inner.detector.as_ref().map(|_| {
+            pool.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+            pool.clone()
+        });
         Lease {
             client,
-            held: Held {
-                counted: pool.inner.detector.as_ref().map(|_| pool.clone()),
-            },
+            held: Held { counted },
         }
     }
 
@@ -278,21 +283,17 @@ impl Pool {
     }
 
     /// Claims a ready connection for one call (see `try_lease`): its
-    /// client, counted in flight where a balancer reads
-    /// the count. The preferred slot is tried inline (one lock, one
-    /// reference count); the others only when it is not ready.
+    /// client (the lease made of it counts the call in flight where a
+    /// balancer reads the count). The preferred slot is tried inline (one
+    /// lock, one reference count); the others only when it is not ready.
     #[inline(always)]
     fn claim(&self, hint: impl FnOnce() -> usize) -> Option<Arc<Client>> {
         let n = self.inner.slots.len();
         let first = if n == 1 { 0 } else { hint() % n };
-        let claimed = match self.claim_slot(first) {
-            Some(claimed) => claimed,
-            None => self.claim_another(first)?,
-        };
-        if self.inner.detector.is_some() {
-            self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+        match self.claim_slot(first) {
+            Some(claimed) => Some(claimed),
+            None => self.claim_another(first),
         }
-        Some(claimed)
     }
 
     /// Claims slot `idx`'s connection if it is ready, counting the call
