@@ -265,9 +265,25 @@ pub(crate) struct ServerCall {
 /// completed cleanly.
 pub(crate) struct CallGuard {
     pub(crate) cell: Arc<CallCell>,
-    pub(crate) clean: bool,
+    ending: Ending,
     pub(crate) meter: CallMeter,
     entry: Entry,
+}
+
+/// How far a call's end got: whether its guard, dropped now, fires the
+/// call's cancellation signal (unless the end went out whole).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Not sent (or not all of it): the call was cancelled.
+    Unsent,
+    /// Its result cut it short (its deadline passed, or it was
+    /// cancelled): cancelled, however its end goes. Recorded as the end
+    /// is built ([`CallGuard::cut_short`]), where the result is at hand:
+    /// read beside the end's building, the result was borrowed across
+    /// the end's send and kept in every call's future (72 bytes).
+    CutShort,
+    /// Its end went out: the call completed cleanly.
+    Sent,
 }
 
 /// Whether a call's entry is still live.
@@ -284,9 +300,22 @@ impl CallGuard {
     pub(crate) fn new(cell: Arc<CallCell>, meter: CallMeter) -> CallGuard {
         CallGuard {
             cell,
-            clean: false,
+            ending: Ending::Unsent,
             meter,
             entry: Entry::Live,
+        }
+    }
+
+    /// Records that the call's result cut it short (see [`Ending`]).
+    pub(crate) fn cut_short(&mut self) {
+        self.ending = Ending::CutShort;
+    }
+
+    /// Records whether the call's end went out whole: the call completed
+    /// cleanly if so, unless its result cut it short.
+    pub(crate) fn sent(&mut self, sent: bool) {
+        if sent && let Ending::Unsent = self.ending {
+            self.ending = Ending::Sent;
         }
     }
 
@@ -313,9 +342,10 @@ impl CallGuard {
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
+        let cancelled = self.ending != Ending::Sent;
         match &self.entry {
-            Entry::Live => self.cell.end(!self.clean),
-            Entry::Taken(Some(signal)) if !self.clean => signal.fire(),
+            Entry::Live => self.cell.end(cancelled),
+            Entry::Taken(Some(signal)) if cancelled => signal.fire(),
             Entry::Taken(_) => {}
         }
     }
@@ -480,12 +510,12 @@ where
         if hold.is_held() {
             result = hold.settle(result).await;
         }
-        let (end, cut) = End::of(stream.id(), result, &mut guard);
+        let end = End::of(stream.id(), result, &mut guard);
         let sent = match end {
             End::One(b, trailers) => stream.send_with_metadata(trailers, b, true).await.is_ok(),
             end => end.send(&mut stream).await,
         };
-        guard.clean = sent && !cut;
+        guard.sent(sent);
         // Ended here, as the async fn's locals were (a captured value
         // would live until the future is dropped), in their order.
         #[allow(clippy::drop_non_drop)] // reason: `Hold` has a `Drop` with feature `tower`
@@ -517,7 +547,8 @@ async fn end_streaming(
         (Closed::Torn(mut stream), Err(status)) => {
             respond(&mut stream, Err(status), guard, hold).await;
         }
-        (Closed::Torn(_), Ok(_)) | (Closed::Away, _) => guard.clean = false,
+        // Not sent: the guard's drop cancels the call.
+        (Closed::Torn(_), Ok(_)) | (Closed::Away, _) => {}
     }
 }
 
