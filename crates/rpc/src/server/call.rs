@@ -323,6 +323,7 @@ impl CallGuard {
     /// not sent yet and the trailers its handler set, `None` when it set
     /// none (nor asked for a signal). One lock at most, where taking them
     /// and ending the entry at the drop took two.
+    #[inline(always)]
     pub(crate) fn finish(
         &mut self,
     ) -> Option<(Vec<crate::options::Entry>, Vec<crate::options::Entry>)> {

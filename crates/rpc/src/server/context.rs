@@ -461,6 +461,9 @@ impl CallCell {
     /// not go out cleanly. `None` when no handle used the entry (no
     /// header, trailer or signal: the usual call, whose end then has
     /// nothing to move out and look through) or the call was over.
+    // Inlined (as is `CallGuard::finish`): the usual answer, `None`, is
+    // then a branch, where a call returned it through memory.
+    #[inline(always)]
     pub(crate) fn finish(&self) -> Option<Finished> {
         match self.entry.end() {
             Ended::Used(mut live) => Some(Finished {
