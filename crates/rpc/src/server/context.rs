@@ -241,6 +241,7 @@ impl CancelSignal {
         }
     }
 
+    #[inline(never)]
     pub(crate) fn fire(&self) {
         self.inner.cancelled.store(true, Ordering::Release);
         self.inner.notify.notify_waiters();
@@ -411,6 +412,11 @@ impl CallCell {
 
     /// Ends the call unless [`finish`](Self::finish) did, firing its
     /// signal if it was `cancelled`.
+    // Out of line, as is `CancelSignal::fire`: the rare ends of a call
+    // (one whose entry was never taken, one cancelled after a handler
+    // asked for its signal), kept out of the guard's drop so that the
+    // usual drop is small enough to inline.
+    #[inline(never)]
     pub(crate) fn end(&self, cancelled: bool) {
         if let Ended::Used(Live {
             signal: Some(sig), ..
