@@ -241,6 +241,7 @@ impl CancelSignal {
         }
     }
 
+    #[inline(never)]
     pub(crate) fn fire(&self) {
         self.inner.cancelled.store(true, Ordering::Release);
         self.inner.notify.notify_waiters();
@@ -411,6 +412,11 @@ impl CallCell {
 
     /// Ends the call unless [`finish`](Self::finish) did, firing its
     /// signal if it was `cancelled`.
+    // Out of line, as is `CancelSignal::fire`: the rare ends of a call
+    // (one whose entry was never taken, one cancelled after a handler
+    // asked for its signal), kept out of the guard's drop so that the
+    // usual drop is small enough to inline.
+    #[inline(never)]
     pub(crate) fn end(&self, cancelled: bool) {
         if let Ended::Used(Live {
             signal: Some(sig), ..
@@ -461,6 +467,9 @@ impl CallCell {
     /// not go out cleanly. `None` when no handle used the entry (no
     /// header, trailer or signal: the usual call, whose end then has
     /// nothing to move out and look through) or the call was over.
+    // Inlined (as is `CallGuard::finish`): the usual answer, `None`, is
+    // then a branch, where a call returned it through memory.
+    #[inline(always)]
     pub(crate) fn finish(&self) -> Option<Finished> {
         match self.entry.end() {
             Ended::Used(mut live) => Some(Finished {
