@@ -116,7 +116,7 @@ impl<'a> Future for Call<'a> {
         } else {
             inner.poll_reply(*id, cx, life)
         };
-        drop(inner);
+        inner.unlock();
         let Poll::Ready(first) = first else {
             *waiting = true;
             return Poll::Pending;
