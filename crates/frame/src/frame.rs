@@ -64,8 +64,8 @@ impl Frame {
         mut body: Bytes,
         last: &mut LastValid,
     ) -> Result<Frame, FrameError> {
-        let metadata = body.split_to(header.metadata_len as usize);
-        Ok(Frame::from_header(header, last.metadata(metadata)?, body))
+        let metadata = last.split_from(&mut body, header.metadata_len as usize)?;
+        Ok(Frame::from_header(header, metadata, body))
     }
 
     /// A frame of `header`'s type, flags and stream id with this metadata

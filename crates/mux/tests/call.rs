@@ -101,6 +101,36 @@ async fn an_answers_first_piece_reads_alike_before_and_after_it_is_taken() {
     assert_eq!(err.reason(), Some(weft_mux::Reason::REFUSED_STREAM));
 }
 
+/// An answer dropped with its first piece untaken drops the piece: once
+/// the connection is gone, a copy of the piece's bytes is the last
+/// holder of the read buffer they are a slice of.
+#[tokio::test]
+async fn an_answer_dropped_untaken_lets_go_of_its_first_piece() {
+    let ((client, ci), (_server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let (answer, peer) = answered(
+        &client,
+        &mut incoming,
+        ("svc/echo", b"ask"),
+        (b"answer", true),
+    )
+    .await;
+    let data = answer.first().unwrap().unwrap().data.clone();
+    assert!(!data.is_unique(), "a slice of the read buffer");
+    drop(answer);
+    drop((peer, incoming));
+    client.shutdown(Duration::from_secs(1)).await;
+    drop((client, ci));
+    // The connection task lets go of its state as it finishes.
+    for _ in 0..100 {
+        if data.is_unique() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(data.is_unique(), "the answer's untaken piece was dropped");
+}
+
 #[tokio::test]
 async fn the_rest_of_a_longer_answer_is_read_from_the_stream() {
     let ((client, _ci), (_server, mut incoming)) =

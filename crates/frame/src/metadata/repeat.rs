@@ -17,9 +17,9 @@
 //! compare of at most [`REPEAT_MAX`] bytes when the lengths match, and a
 //! copy of at most [`REPEAT_MAX`] bytes when it passes.
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
-use super::{Metadata, validate};
+use super::{Metadata, OK_STATUS, validate};
 use crate::MetadataError;
 
 /// Longest block a [`LastValid`] keeps: a method name of about 40 bytes
@@ -70,6 +70,29 @@ impl LastValid {
             self.keep(&raw);
         }
         Ok(Metadata { raw })
+    }
+
+    /// Takes the first `len` bytes of `body` (a frame's body, metadata
+    /// then payload) as its metadata block, checked as
+    /// [`metadata`](Self::metadata) does, leaving the payload in `body`.
+    ///
+    /// The ok status alone (a successful call's usual trailers, see
+    /// [`Metadata::ok_status`]) is answered with the static block and
+    /// stepped over, not split off: a split clones the frame's share of
+    /// the read buffer (a reference count taken per frame, and given back
+    /// when the block is dropped), which for this block is all the
+    /// metadata costs. Same result and errors as splitting first.
+    ///
+    /// # Panics
+    /// If `body` is shorter than `len` (the codec splits a frame's body
+    /// to its header's lengths, so it never is).
+    #[inline(always)]
+    pub fn split_from(&mut self, body: &mut Bytes, len: usize) -> Result<Metadata, MetadataError> {
+        if len == OK_STATUS.len() && body.starts_with(OK_STATUS) {
+            body.advance(len);
+            return Ok(Metadata::ok_status());
+        }
+        self.metadata(body.split_to(len))
     }
 
     /// The kept block's length, if one is kept.
@@ -145,6 +168,44 @@ mod tests {
             // Refused again, and the good block still passes after it.
             assert_eq!(check(&mut last, &bad).err(), Some(want), "{bad:?}");
             assert!(check(&mut last, &good).is_ok());
+        }
+    }
+
+    /// Splitting a block off a body gives what splitting first and
+    /// checking gives, the payload left behind, for the ok status, other
+    /// blocks, no block and a bad block; the ok status shares nothing
+    /// with the body (the read buffer it came from is not held by it).
+    #[test]
+    fn split_from_matches_splitting_first() {
+        let payload = b"payload";
+        let ok = Metadata::ok_status();
+        let other = Metadata::builder().status(0).message("x").finish();
+        let seven = Metadata::builder().status(1).finish();
+        assert_eq!(seven.len(), ok.len());
+        let bad = Bytes::from_static(&[tag::METHOD, 0, 9, b'a']);
+        for block in [
+            ok.as_bytes(),
+            other.as_bytes(),
+            seven.as_bytes(),
+            &Bytes::new(),
+            &bad,
+        ] {
+            let mut body = [&block[..], payload].concat();
+            let mut split = Bytes::from(body.clone());
+            let want = LastValid::new().metadata(split.split_to(block.len()));
+            let mut whole = Bytes::from(std::mem::take(&mut body));
+            let range = whole.as_ptr_range();
+            let got = LastValid::new().split_from(&mut whole, block.len());
+            assert_eq!(got, want, "{block:?}");
+            assert_eq!(&whole[..], payload, "{block:?}");
+            if let Ok(m) = got
+                && m.is_ok_status()
+            {
+                assert!(
+                    !range.contains(&m.as_bytes().as_ptr()),
+                    "the ok status is static"
+                );
+            }
         }
     }
 

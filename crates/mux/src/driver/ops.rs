@@ -447,30 +447,31 @@ impl Inner {
                     Recv::Pending
                 }
             };
-            match recv {
-                Recv::Chunk(_) | Recv::End | Recv::Failed(_) => {}
-                Recv::Pending if !tried && self.read_needed() => {
+            if matches!(recv, Recv::Pending) {
+                // It holds nothing: forgotten rather than left to the
+                // enum's drop glue, an out-of-line call (about 17
+                // instructions) on every wait.
+                std::mem::forget(recv);
+                if !tried && self.read_needed() {
                     // Nothing buffered and the socket may have bytes: read
                     // it ourselves, for every stream.
                     tried = true;
                     self.read_inline(me);
                     continue;
                 }
-                Recv::Pending => {
-                    if !read_inline {
-                        if let Some(w) = self.session.wakers_mut(id) {
-                            register(&mut w.recv, cx.waker());
-                        }
-                    } else if self.wait_for_socket(me, cx.waker(), !tried) {
-                        // The socket wakes this task when bytes arrive; a
-                        // read by anyone else that brings our data wakes
-                        // the waiter too (`dispatch_events`).
-                        tried = true;
-                        self.read_inline(me);
-                        continue;
+                if !read_inline {
+                    if let Some(w) = self.session.wakers_mut(id) {
+                        register(&mut w.recv, cx.waker());
                     }
-                    return Poll::Pending;
+                } else if self.wait_for_socket(me, cx.waker(), !tried) {
+                    // The socket wakes this task when bytes arrive; a
+                    // read by anyone else that brings our data wakes
+                    // the waiter too (`dispatch_events`).
+                    tried = true;
+                    self.read_inline(me);
+                    continue;
                 }
+                return Poll::Pending;
             }
             if read_inline {
                 self.stop_waiting(me);
