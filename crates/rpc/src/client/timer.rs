@@ -118,20 +118,29 @@ fn arm(at: Instant) -> Pin<Box<Armed>> {
 }
 
 impl Drop for Timer {
+    /// Inline, the check alone: every call future's drop runs it, and only
+    /// a call with a deadline gives a timer back (out of line).
+    #[inline(always)]
     fn drop(&mut self) {
         if let Some(armed) = self.armed.take() {
-            // A full list, or one already torn down, drops the timer.
-            let _ = FREE.try_with(|f| {
-                let mut free = f.borrow_mut();
-                if free.len() < KEEP {
-                    if free.capacity() == 0 {
-                        free.reserve_exact(KEEP);
-                    }
-                    free.push(armed);
-                }
-            });
+            give_back(armed);
         }
     }
+}
+
+/// Keeps `armed` in this thread's list for the next call, unless the list
+/// is full or already torn down (then it is dropped).
+#[inline(never)]
+fn give_back(armed: Pin<Box<Armed>>) {
+    let _ = FREE.try_with(|f| {
+        let mut free = f.borrow_mut();
+        if free.len() < KEEP {
+            if free.capacity() == 0 {
+                free.reserve_exact(KEEP);
+            }
+            free.push(armed);
+        }
+    });
 }
 
 #[cfg(test)]
