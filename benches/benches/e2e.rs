@@ -31,6 +31,16 @@ fn unary_encrypted(bencher: divan::Bencher<'_, '_>) {
     unary(bencher, true);
 }
 
+/// One call with a deadline: its timer, recycled, and the server's.
+#[divan::bench]
+fn unary_deadline(bencher: divan::Bencher<'_, '_>) {
+    let loopback = Loopback::start(false);
+    for _ in 0..200 {
+        loopback.call_with_deadline();
+    }
+    bencher.bench_local(|| loopback.call_with_deadline());
+}
+
 /// Calls at once on one connection, `batch` per op, after `warm_up`.
 fn joined(bencher: divan::Bencher<'_, '_>, batch: fn(&Loopback), warm_up: usize) {
     let loopback = Loopback::start(false);

@@ -9,9 +9,11 @@
 //! after replying can land in the next op: the baseline gives these targets
 //! an `allocs_tolerance`.
 
+use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
-use weft::{Bytes, Client, Config, EncryptionPolicy, Listener, Router, Status};
+
+use weft::{Bytes, CallOptions, Client, Config, EncryptionPolicy, Listener, Router, Status};
 
 use crate::Op;
 
@@ -83,6 +85,20 @@ impl Loopback {
             .rt
             .block_on(self.client.unary(METHOD, Bytes::new()))
             .expect("unary call");
+        assert_eq!(reply, RESPONSE);
+        reply
+    }
+
+    /// One call with a deadline (30 s away, so it never passes), to
+    /// completion: its timer, the remaining time sent to the server and
+    /// the server's timer are on its path, none of them allocating once
+    /// warm. Made inside the runtime: a timer belongs to one.
+    pub fn call_with_deadline(&self) -> Bytes {
+        let opts = CallOptions::new().timeout(Duration::from_secs(30));
+        let reply = self
+            .rt
+            .block_on(async { self.client.unary_with(METHOD, Bytes::new(), &opts).await })
+            .expect("unary call with a deadline");
         assert_eq!(reply, RESPONSE);
         reply
     }
@@ -167,6 +183,33 @@ impl Unary {
 impl Op for Unary {
     fn run(&mut self) {
         std::hint::black_box(self.loopback.call());
+    }
+}
+
+/// One unary call with a deadline over a plain [`Loopback`] connection.
+#[derive(Debug)]
+pub struct UnaryDeadline {
+    loopback: Loopback,
+}
+
+impl UnaryDeadline {
+    /// A connected plain pair.
+    pub fn new() -> Self {
+        UnaryDeadline {
+            loopback: Loopback::start(false),
+        }
+    }
+}
+
+impl Default for UnaryDeadline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Op for UnaryDeadline {
+    fn run(&mut self) {
+        std::hint::black_box(self.loopback.call_with_deadline());
     }
 }
 

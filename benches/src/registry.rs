@@ -84,6 +84,11 @@ pub fn targets() -> Vec<Target> {
             make: || Box::new(e2e::Unary::new(true)),
         },
         Target {
+            name: "e2e/unary_deadline",
+            label: "e2e unary with a deadline, plain",
+            make: || Box::new(e2e::UnaryDeadline::new()),
+        },
+        Target {
             name: "e2e/unary_concurrent_8",
             label: "e2e 8 concurrent unary calls, plain",
             make: || Box::new(e2e::UnaryJoined::eight()),

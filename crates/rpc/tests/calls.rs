@@ -105,15 +105,17 @@ async fn unary_raw_and_json() {
 /// phases; 472 once a request in one piece went through the mux's
 /// `Connection::call` polled in place and a large request's path was boxed;
 /// 232 as one hand-written future (observers, timer and phase side by side,
-/// a traced call's span boxed). Under 256 bytes a copy is one unrolled
-/// move, not a loop, and a caller's wrapper of it stays under as well.
+/// a traced call's span boxed), 128 with its deadline timer (a tokio
+/// `Sleep`, 112 bytes, held even without a deadline) boxed and recycled
+/// by the thread. Under 256 bytes a copy is one unrolled move, not a loop,
+/// and a caller's wrapper of it stays under as well.
 #[tokio::test]
 async fn unary_call_futures_stay_small() {
     let p = pair(router()).await;
     let c = &p.client;
     let raw = c.unary("echo", Bytes::new());
     assert!(
-        size_of_val(&raw) <= 232,
+        size_of_val(&raw) <= 128,
         "unary future: {} bytes",
         size_of_val(&raw)
     );
@@ -123,13 +125,13 @@ async fn unary_call_futures_stay_small() {
         &CallOptions::new().timeout(Duration::from_secs(1)),
     );
     assert!(
-        size_of_val(&with) <= 232,
+        size_of_val(&with) <= 128,
         "unary_with future: {} bytes",
         size_of_val(&with)
     );
     let json = c.unary_json::<_, Sum>("add", &Add { a: 1, b: 2 });
     assert!(
-        size_of_val(&json) <= 232,
+        size_of_val(&json) <= 128,
         "unary_json future: {} bytes",
         size_of_val(&json)
     );
@@ -465,6 +467,59 @@ async fn a_unary_call_past_its_deadline_resets_its_stream_at_once() {
         .unwrap();
     assert_eq!(reset.reason(), Some(weft_mux::Reason::CANCEL), "{reset:?}");
     // `call` (pinned on this stack) lives until here.
+}
+
+/// A call's deadline timer is recycled: one given back by a call that
+/// ended (here armed for 60 s, polled, then dropped) is re-armed by the
+/// next call on the thread, which still fails at its own deadline, sends
+/// its own remaining time to the server, and resets its stream then.
+#[tokio::test(start_paused = true)]
+async fn a_recycled_deadline_timer_fires_at_the_next_calls_deadline() {
+    let config = weft_mux::Config::default();
+    let ((conn, _client_incoming), (_server_conn, mut incoming)) =
+        weft_testkit::duplex_pair(64 * 1024, config.clone(), config).await;
+    let silent = tokio::spawn(async move {
+        let first = incoming.accept().await.expect("the first call's stream");
+        let mut second = incoming.accept().await.expect("the second call's stream");
+        let sent = [first.metadata().timeout(), second.metadata().timeout()];
+        let reset = std::future::poll_fn(|cx| second.poll_reset(cx)).await;
+        (sent, reset)
+    });
+    let client = weft_rpc::Client::new(conn);
+    let long = CallOptions::new().timeout(Duration::from_secs(60));
+    {
+        let mut first =
+            std::pin::pin!(client.unary_with("silent", Bytes::from_static(b"x"), &long));
+        let polled = tokio::time::timeout(Duration::from_millis(1), &mut first).await;
+        assert!(polled.is_err(), "the silent peer never answers");
+    }
+    let start = tokio::time::Instant::now();
+    let short = CallOptions::new().timeout(Duration::from_millis(100));
+    let e = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.unary_with("silent", Bytes::from_static(b"x"), &short),
+    )
+    .await
+    .expect("the call's own deadline ends it, not the recycled timer's old one")
+    .unwrap_err();
+    assert_eq!(e.code(), Code::DEADLINE_EXCEEDED, "{e}");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_millis(102),
+        "{took:?}"
+    );
+    let (sent, reset) = tokio::time::timeout(Duration::from_secs(5), silent)
+        .await
+        .expect("the peer sees both calls and the reset")
+        .unwrap();
+    assert_eq!(
+        sent,
+        [
+            Some(Duration::from_secs(60)),
+            Some(Duration::from_millis(100))
+        ]
+    );
+    assert_eq!(reset.reason(), Some(weft_mux::Reason::CANCEL), "{reset:?}");
 }
 
 /// A typed service for [`a_service_method_borrows_its_service_held_once_per_call`]:

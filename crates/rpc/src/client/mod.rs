@@ -32,6 +32,7 @@ mod plain;
 pub(crate) mod response;
 mod settings;
 pub(crate) mod split;
+mod timer;
 #[cfg(feature = "tower")]
 pub(crate) mod tower;
 #[cfg(feature = "tower")]

@@ -20,6 +20,7 @@ use tokio::time::{Instant, Sleep};
 use weft_frame::Metadata;
 use weft_mux::{Chunk, Stream, StreamError};
 
+use super::timer::Timer;
 use crate::codec::typed::response_error;
 use crate::codec::wire::{self, Ends, Reader};
 use crate::codec::{self};
@@ -37,9 +38,8 @@ pin_project! {
     /// first frame.
     pub(super) struct Unary<'a, F, L, M, R> {
         obs: ClientCall,
-        // Only a call with a deadline arms it.
-        #[pin]
-        timer: Option<Sleep>,
+        // Only a call with a deadline has one (boxed and recycled).
+        timer: Timer,
         phase: Phase<'a, F, L, R>,
         rest: M,
     }
@@ -98,7 +98,7 @@ where
     ) -> Self {
         Unary {
             obs,
-            timer: deadline.map(tokio::time::sleep_until),
+            timer: Timer::new(deadline),
             phase,
             rest,
         }
@@ -125,15 +125,14 @@ where
         let r = {
             let _entered = this.obs.enter();
             // Only a timed call reads the task's budget (a thread-local).
-            let had_budget = this.timer.is_some() && coop::has_budget_remaining();
+            let had_budget = this.timer.is_set() && coop::has_budget_remaining();
             match poll_phase(this.phase, this.obs, this.rest, cx) {
                 Poll::Ready(r) => r,
                 // The work first, then the timer, as `tokio::time::timeout`:
                 // a reply and the deadline in the same poll is the reply.
                 Poll::Pending => match this
                     .timer
-                    .as_pin_mut()
-                    .map(|timer| deadline_passed(timer, had_budget, cx))
+                    .poll_with(cx, |timer, cx| deadline_passed(timer, had_budget, cx))
                 {
                     Some(true) => {
                         // Dropped now: the stream is reset (`CANCEL`) and
