@@ -62,12 +62,6 @@ pub enum Framed {
 }
 
 /// Frames `body` (see [`COPY_THRESHOLD`]), checking it against `max`.
-///
-/// The checks inline, the copy out of line: called, the framing of every
-/// message paid a function's entry and exit and returned its `Result`
-/// through memory, which an empty message (a nil request) or a refused
-/// one need not pay.
-#[inline(always)]
 pub fn frame(body: Bytes, max: usize) -> Result<Framed, Status> {
     let len = check_len(body.len(), max)?;
     if body.is_empty() {
@@ -76,20 +70,14 @@ pub fn frame(body: Bytes, max: usize) -> Result<Framed, Status> {
     if body.len() > COPY_THRESHOLD {
         return Ok(Framed::Two(prefix(len), body));
     }
-    Ok(Framed::One(copied(len, &body)))
-}
-
-/// A message of at most [`COPY_THRESHOLD`] bytes behind its prefix, in
-/// the framing arena. The length is known and checked: the prefix is
-/// written once, not zeroed and patched as `frame_with` must for a
-/// serializer's output; room for both is made in the arena's one test.
-#[inline(never)]
-fn copied(len: u32, body: &[u8]) -> Bytes {
-    in_arena(PREFIX_LEN + body.len(), |buf| {
+    // The length is known and checked: the prefix is written once, not
+    // zeroed and patched as `frame_with` must for a serializer's output.
+    Ok(Framed::One(in_arena(|buf| {
+        buf.reserve(PREFIX_LEN + body.len());
         buf.put_u32(len);
-        buf.put_slice(body);
+        buf.put_slice(&body);
         buf.split().freeze()
-    })
+    })))
 }
 
 /// Size of the blocks the per-thread framing arena takes from the allocator.
@@ -110,7 +98,7 @@ pub fn frame_with<E>(
     max: usize,
     write: impl FnOnce(&mut BytesMut) -> Result<(), E>,
 ) -> Result<Result<Bytes, Status>, E> {
-    in_arena(PREFIX_LEN, |buf| {
+    in_arena(|buf| {
         buf.put_slice(&[0; PREFIX_LEN]);
         if let Err(e) = write(buf) {
             buf.clear();
@@ -134,17 +122,15 @@ pub fn frame_with<E>(
 /// framing arena like a small message: a copy of the four bytes would be
 /// an allocation per large message.
 fn prefix(len: u32) -> Bytes {
-    in_arena(PREFIX_LEN, |buf| {
+    in_arena(|buf| {
         buf.put_u32(len);
         buf.split().freeze()
     })
 }
 
 /// Runs `f` on the framing arena, emptied (what was split off it before
-/// stays with its `Bytes`) and with room for `need` bytes, and for a
-/// prefix and a small body at least.
-#[inline(always)]
-fn in_arena<R>(need: usize, f: impl FnOnce(&mut BytesMut) -> R) -> R {
+/// stays with its `Bytes`) and with room for a prefix and a small body.
+fn in_arena<R>(f: impl FnOnce(&mut BytesMut) -> R) -> R {
     ARENA.with(|cell| {
         // A re-entrant writer (framing a message while framing another)
         // gets a fresh buffer instead of a panic. Made only then: built
@@ -158,8 +144,8 @@ fn in_arena<R>(need: usize, f: impl FnOnce(&mut BytesMut) -> R) -> R {
             Err(_) => fresh.insert(BytesMut::new()),
         };
         buf.clear();
-        if buf.capacity() < need.max(PREFIX_LEN + 64) {
-            buf.reserve(need.max(ARENA_BLOCK));
+        if buf.capacity() < PREFIX_LEN + 64 {
+            buf.reserve(ARENA_BLOCK);
         }
         f(buf)
     })
