@@ -12,7 +12,7 @@
 use std::io;
 use std::task::{Context, Poll};
 
-use weft_frame::Reason;
+use weft_frame::{CHAIN_THRESHOLD, Reason};
 
 use super::Inner;
 use super::batch::Batching;
@@ -288,13 +288,24 @@ impl Inner {
                 let Some(frame) = self.session.poll_transmit_within(cap) else {
                     break;
                 };
+                // Only a payload long enough to be chained goes through the
+                // chaining encoder: for the usual small frame its
+                // `Option<Bytes>` (always `None`) was built, returned and
+                // matched for nothing.
                 let encoded = match sealed.push(&mut w.outbound, &mut w.buf.bytes, &frame) {
-                    Ok(true) => Ok(None),
+                    Ok(true) => Ok(()),
                     Err(e) => Err(e),
-                    Ok(false) if vectored => w.outbound.encode_chained(&frame, &mut w.buf.bytes),
-                    Ok(false) => w.outbound.encode(&frame, &mut w.buf.bytes).map(|()| None),
+                    Ok(false) if vectored && frame.payload.len() >= CHAIN_THRESHOLD => w
+                        .outbound
+                        .encode_chained(&frame, &mut w.buf.bytes)
+                        .map(|chained| {
+                            if let Some(payload) = chained {
+                                w.buf.chain(payload);
+                            }
+                        }),
+                    Ok(false) => w.outbound.encode(&frame, &mut w.buf.bytes),
                 };
-                if let Err(e) = encoded.map(|chained| chained.map(|p| w.buf.chain(p))) {
+                if let Err(e) = encoded {
                     if e.is_record_limit() && !self.session.is_closed() {
                         // The key's last record is kept for this GOAWAY;
                         // the close then shuts the transport (FIN).

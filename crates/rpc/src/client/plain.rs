@@ -124,19 +124,56 @@ impl fmt::Debug for PlainCache {
 impl PlainCache {
     /// The `OPEN` metadata of a plain call of `method` by `codec`: cached,
     /// or built (and cached if a slot is free).
+    ///
+    /// The hit inline, the rest out of line: as a function of its own the
+    /// lookup paid its entry and exit and handed back its `Result` (with
+    /// room for a `Status`) through memory, about a fifth of its cost.
+    #[inline(always)]
     pub(super) fn metadata(
         &self,
+        method: &str,
+        codec: Option<&'static str>,
+    ) -> Result<Metadata, Status> {
+        let name = Name::of(method);
+        match self.cached(&name, method, codec) {
+            Some(metadata) => Ok(metadata),
+            None => self.miss(name, method, codec),
+        }
+    }
+
+    /// The metadata cached for `method` (its `Name` `name`) by `codec`, if
+    /// its probe finds it before an empty slot (or past every probe).
+    #[inline(always)]
+    fn cached(&self, name: &Name, method: &str, codec: Option<&'static str>) -> Option<Metadata> {
+        let slots = self.slots.get()?;
+        let start = name.start(method);
+        for i in 0..PROBES {
+            let p = slots[start.wrapping_add(i) & (SLOTS - 1)].get()?;
+            if same_codec(p.codec, codec) && p.name.same(name, &p.method, method) {
+                return Some(p.metadata.clone());
+            }
+        }
+        None
+    }
+
+    /// A call [`cached`](Self::cached) did not find: its metadata built,
+    /// and kept in the first free slot of its probe if there is one.
+    #[cold]
+    #[inline(never)]
+    fn miss(
+        &self,
+        name: Name,
         method: &str,
         codec: Option<&'static str>,
     ) -> Result<Metadata, Status> {
         let slots = self
             .slots
             .get_or_init(|| (0..SLOTS).map(|_| OnceLock::new()).collect());
-        let name = Name::of(method);
         let start = name.start(method);
         for i in 0..PROBES {
             let slot = &slots[start.wrapping_add(i) & (SLOTS - 1)];
             match slot.get() {
+                // Filled by another thread since the lookup.
                 Some(p) if same_codec(p.codec, codec) && p.name.same(&name, &p.method, method) => {
                     return Ok(p.metadata.clone());
                 }
@@ -199,6 +236,17 @@ mod tests {
         assert_eq!(first, again);
         assert_eq!(first.method(), Some("svc/echo"));
         // The very bytes the cache holds, not a second build.
+        assert_eq!(first.as_bytes().as_ptr(), again.as_bytes().as_ptr());
+        assert_eq!(cached(&cache), 1);
+    }
+
+    /// A miss that finds its method filled since its lookup (by another
+    /// thread) takes that entry rather than building and keeping a second.
+    #[test]
+    fn a_miss_takes_an_entry_filled_since_its_lookup() {
+        let cache = PlainCache::default();
+        let first = cache.metadata("svc/echo", None).unwrap();
+        let again = cache.miss(Name::of("svc/echo"), "svc/echo", None).unwrap();
         assert_eq!(first.as_bytes().as_ptr(), again.as_bytes().as_ptr());
         assert_eq!(cached(&cache), 1);
     }

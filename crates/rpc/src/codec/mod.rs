@@ -515,6 +515,37 @@ mod tests {
         );
     }
 
+    /// Small messages are cut one after another from the arena's block
+    /// (no allocation each), and the largest copied message, which needs
+    /// more room than a whole block, is framed in one buffer.
+    #[test]
+    fn small_messages_share_the_arena_and_the_largest_copied_one_is_whole() {
+        let small: Vec<Bytes> = (0..3u8)
+            .map(|i| match frame(Bytes::from(vec![i; 10]), 64).unwrap() {
+                Framed::One(b) => b,
+                Framed::Two(..) => panic!("small message split"),
+            })
+            .collect();
+        for pair in small.windows(2) {
+            assert_eq!(
+                pair[1].as_ptr(),
+                pair[0].as_ptr().wrapping_add(PREFIX_LEN + 10)
+            );
+        }
+        assert_eq!(&small[2][..], &[0, 0, 0, 10, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]);
+        let body: Bytes = (0..COPY_THRESHOLD)
+            .map(|i| i as u8)
+            .collect::<Vec<_>>()
+            .into();
+        match frame(body.clone(), usize::MAX).unwrap() {
+            Framed::One(b) => {
+                assert_eq!(&b[..PREFIX_LEN], &(COPY_THRESHOLD as u32).to_be_bytes());
+                assert_eq!(&b[PREFIX_LEN..], &body[..]);
+            }
+            Framed::Two(..) => panic!("a message at the copy threshold split"),
+        }
+    }
+
     #[test]
     fn frame_with_writes_prefix_and_checks_limit() {
         let b = frame_with::<()>(64, |v| {
