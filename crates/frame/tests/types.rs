@@ -70,6 +70,36 @@ fn metadata_builder_reuses_the_callers_buffer_and_clamps() {
 }
 
 #[test]
+fn blocks_built_one_after_another_share_the_callers_buffer() {
+    let mut buf = BytesMut::with_capacity(256);
+    let start = buf.as_ptr();
+    let mut blocks = Vec::new();
+    for name in ["svc/a", "svc/bb", "svc/ccc"] {
+        let (block, rest) = MetadataBuilder::new(buf)
+            .method(name)
+            .timeout(Duration::from_millis(5))
+            .finish_keeping();
+        blocks.push(block);
+        buf = rest;
+        assert!(buf.is_empty(), "the rest starts empty, after the block");
+    }
+    // Each block lies where the previous one ended: no new buffer was made.
+    let mut at = start;
+    for (block, name) in blocks.iter().zip(["svc/a", "svc/bb", "svc/ccc"]) {
+        assert_eq!(block.as_bytes().as_ptr(), at, "{name}");
+        assert_eq!(
+            (block.method(), block.timeout()),
+            (Some(name), Some(Duration::from_millis(5)))
+        );
+        at = at.wrapping_add(block.as_bytes().len());
+    }
+    assert_eq!(
+        buf.capacity(),
+        256 - blocks.iter().map(|b| b.as_bytes().len()).sum::<usize>()
+    );
+}
+
+#[test]
 fn metadata_validation_names_each_fault() {
     let cases: [(&[u8], MetadataError); 7] = [
         (&[tag::METHOD, 0], MetadataError::Truncated),

@@ -228,17 +228,23 @@ impl CallOptions {
         now: Instant,
         codec: Option<&str>,
     ) -> Result<Metadata, Status> {
-        let mut b = Metadata::builder().method(method);
-        if let Some(c) = codec {
-            b = b.codec(c);
-        }
-        if let Some(d) = deadline {
-            b = b.timeout(deadline::remaining(d, now)?);
-        }
-        for (k, v) in &self.metadata {
-            b = b.custom(k, v);
-        }
-        Ok(b.finish())
+        let timeout = match deadline {
+            Some(d) => Some(deadline::remaining(d, now)?),
+            None => None,
+        };
+        Ok(crate::codec::metadata_in_arena(|mut b| {
+            b = b.method(method);
+            if let Some(c) = codec {
+                b = b.codec(c);
+            }
+            if let Some(t) = timeout {
+                b = b.timeout(t);
+            }
+            for (k, v) in &self.metadata {
+                b = b.custom(k, v);
+            }
+            b
+        }))
     }
 }
 

@@ -431,4 +431,24 @@ impl MetadataBuilder {
             raw: self.buf.split().freeze(),
         }
     }
+
+    /// Finishes the block and gives back the buffer it was split from,
+    /// with the room left after it, for the next block: a caller that
+    /// builds a block per call into one reused buffer allocates only when
+    /// that room runs out.
+    ///
+    /// ```
+    /// use bytes::BytesMut;
+    /// use weft_frame::MetadataBuilder;
+    ///
+    /// let buf = BytesMut::with_capacity(256);
+    /// let (a, buf) = MetadataBuilder::new(buf).method("svc/a").finish_keeping();
+    /// let (b, rest) = MetadataBuilder::new(buf).method("svc/b").finish_keeping();
+    /// assert_eq!((a.method(), b.method()), (Some("svc/a"), Some("svc/b")));
+    /// assert!(rest.is_empty() && rest.capacity() > 0);
+    /// ```
+    pub fn finish_keeping(mut self) -> (Metadata, BytesMut) {
+        let raw = self.buf.split().freeze();
+        (Metadata { raw }, self.buf)
+    }
 }

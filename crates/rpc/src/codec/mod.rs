@@ -15,6 +15,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::status::Status;
 use pool::Pooled;
+use weft_frame::{Metadata, MetadataBuilder};
 
 /// Bytes of the length prefix in front of every message.
 pub const PREFIX_LEN: usize = 4;
@@ -115,6 +116,19 @@ pub fn frame_with<E>(
                 Err(e)
             }
         })
+    })
+}
+
+/// A call's `OPEN` metadata built in the framing arena, as a small
+/// message is: a block built per call (a call with a deadline carries its
+/// remaining time) allocated a buffer and grew it about three times.
+pub(crate) fn metadata_in_arena(
+    build: impl FnOnce(MetadataBuilder) -> MetadataBuilder,
+) -> Metadata {
+    in_arena(|buf| {
+        let (block, rest) = build(MetadataBuilder::new(std::mem::take(buf))).finish_keeping();
+        *buf = rest;
+        block
     })
 }
 
