@@ -39,6 +39,24 @@ fn item_22_stream_frame_on_id_zero_is_protocol_error() {
 }
 
 #[test]
+fn item_22_a_request_before_the_settings_is_protocol_error() {
+    // The settings must come first: a call's frames are checked for it
+    // as every other frame is (the dispatch tests them apart).
+    let now = std::time::Instant::now();
+    let s = weft_mux::session::Session::new(Role::Server, &Config::default(), now);
+    let mut t = Scripted { s, now };
+    t.out();
+    t.feed(Frame::new(
+        FrameType::OPEN,
+        Flags::END_STREAM,
+        1,
+        Bytes::from_static(b"x"),
+    ));
+    assert_goaway(&mut t, Reason::PROTOCOL_ERROR);
+    assert_eq!(t.s.accept(), None, "nothing to accept");
+}
+
+#[test]
 fn item_22_lower_than_highest_is_protocol_error() {
     let mut t = server();
     t.open(5, b"", false);
