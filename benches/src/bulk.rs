@@ -15,8 +15,8 @@
 //! request with that many frames). Each cell runs for a fixed time and
 //! reports response bytes per second (for `echo` the same each way).
 //!
-//! Two layouts ([`Layout`]): client and server sharing one multi-thread
-//! runtime in one process (the shape `#[tokio::main]` gives, as in `e2e`;
+//! Two layouts ([`Layout`]): client and server sharing one runtime in one
+//! process (multi-thread, the shape `#[tokio::main]` gives, as in `e2e`;
 //! what `--profile` runs, so callgrind sees both ends), or split: every
 //! mode's server (weft's and the raw baselines' alike) in a process of its
 //! own pinned to one core, the client in this one pinned to the other
@@ -163,8 +163,10 @@ pub fn config(size: usize, encrypted: bool, frame: Option<u32>) -> Config {
 /// Where a cell's client and server run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
-    /// Both in this process, on one multi-thread runtime.
-    Shared,
+    /// Both in this process, on one runtime of this kind (multi-thread
+    /// by default; current-thread makes a `--profile` under callgrind
+    /// repeat exactly, as no two threads race for the socket's bytes).
+    Shared(Runtime),
     /// The server in a process of its own pinned to
     /// [`SERVER_CORE`](crate::split::SERVER_CORE), the client in this
     /// process (pinned by the caller, see
@@ -176,9 +178,10 @@ impl Layout {
     /// One line for a report.
     pub fn description(self) -> String {
         match self {
-            Layout::Shared => {
-                "layout: client and server in one process, one multi-thread runtime".into()
-            }
+            Layout::Shared(rt) => format!(
+                "layout: client and server in one process, one {} runtime",
+                rt.name()
+            ),
             Layout::Split(rt) => format!(
                 "layout: split, each server in its own process on core {}, the client on core {}, \
                  each on a {} runtime",
@@ -197,7 +200,7 @@ impl Layout {
         C: AsyncFnOnce(SocketAddr) -> T,
     {
         match self {
-            Layout::Shared => Runtime::MultiThread.build().block_on(async {
+            Layout::Shared(runtime) => runtime.build().block_on(async {
                 let addr = server.start().await;
                 client(addr).await
             }),

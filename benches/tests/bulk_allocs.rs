@@ -17,6 +17,7 @@
 use std::alloc::System;
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use weft_benches::Runtime;
 use weft_benches::bulk::{Layout, Length, Mode, Shape, run};
 
 #[global_allocator]
@@ -40,7 +41,7 @@ fn allocations(size: usize, echoes: u64) -> u64 {
         size,
         Length::Echoes(echoes),
         None,
-        Layout::Shared,
+        Layout::Shared(Runtime::MultiThread),
     );
     let change = region.change();
     assert_eq!(done, echoes);

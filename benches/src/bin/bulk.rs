@@ -5,7 +5,7 @@
 //!                  [--shapes echo,stream] [--secs 3] [--rounds 3] [--frame BYTES]
 //!                  [--split [--runtime RT] | --shared]
 //!        weft-bulk --latency [--secs 3] [--rounds 3] [--frame BYTES] [--split [--runtime RT]]
-//!        weft-bulk --profile MODE --size BYTES --echoes N
+//!        weft-bulk --profile MODE --size BYTES --echoes N [--runtime RT]
 //!        weft-bulk --serve ARGS... --runtime RT   (a split layout's server process)
 //!   Rounds interleave every cell (shape × size × mode) in turn; each cell's
 //!   median and range over the rounds is printed, in GB/s of responses
@@ -21,7 +21,9 @@
 //!   pinned to core 1, each on a current-thread runtime (one core each:
 //!   the runtime weft's docs suggest per core) or on `--runtime
 //!   multi-thread`; without it (or with --shared) client and server share
-//!   one multi-thread runtime in this process.
+//!   one runtime in this process, multi-thread unless `--runtime
+//!   current-thread` (with which a `--profile` under callgrind repeats
+//!   exactly).
 //!   --frame sets weft's largest frame payload (16 KiB-1 MiB; default
 //!   64 KiB). --profile runs N echoes of one cell untimed (for callgrind)
 //!   and counts allocations (run it with two N for the cost per echo).
@@ -41,7 +43,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--shapes echo,stream] [--secs S] \
                      [--rounds R] [--frame B] [--split [--runtime RT]] | --latency [--secs S] \
                      [--rounds R] [--frame B] [--split [--runtime RT]] \
-                     | --profile MODE --size BYTES --echoes N";
+                     | --profile MODE --size BYTES --echoes N [--runtime RT]";
 
 /// Large-message callers beside the small calls in `--latency` (0: alone).
 const BESIDE: [usize; 3] = [0, 1, 8];
@@ -74,7 +76,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         rounds: 3,
         frame: None,
         profile: None,
-        layout: Layout::Shared,
+        layout: Layout::Shared(Runtime::MultiThread),
     };
     let (mut profile_mode, mut echoes) = (None, None);
     let (mut split, mut runtime) = (false, None);
@@ -110,10 +112,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
     if let Some(mode) = profile_mode {
         a.profile = Some((mode, echoes.ok_or("--profile needs --echoes")?));
     }
-    a.layout = match (split, runtime) {
-        (true, rt) => Layout::Split(rt.unwrap_or(Runtime::CurrentThread)),
-        (false, None) => Layout::Shared,
-        (false, Some(_)) => return Err("--runtime goes with --split".into()),
+    a.layout = match split {
+        true => Layout::Split(runtime.unwrap_or(Runtime::CurrentThread)),
+        false => Layout::Shared(runtime.unwrap_or(Runtime::MultiThread)),
     };
     if a.profile.is_some() && split {
         // Callgrind counts one process: the profile keeps both ends in it.
