@@ -285,6 +285,9 @@ impl ReadBuf {
     /// (encrypted, see [`whole_frames`]).
     #[inline]
     fn serving(&self, chunk: usize) -> usize {
+        if self.overhead == 0 {
+            return chunk;
+        }
         chunk.min(whole_frames(chunk, self.overhead))
     }
 
@@ -312,7 +315,15 @@ impl ReadBuf {
         // moved).
         let chunk = self.chunk();
         let rewind = room < chunk && (self.buf.is_empty() || room < chunk / MIN_TAIL_PARTS);
-        if rewind && self.buf.try_reclaim(self.serving(chunk)) {
+        // The chunk first: whole records (encrypted, a transfer's chunks
+        // only) are asked for when it does not fit, so the small calls'
+        // reads pay one test.
+        if rewind
+            && (self.buf.try_reclaim(chunk)
+                || (self.overhead != 0
+                    && chunk >= MOVE_TAIL_MIN_CHUNK
+                    && self.buf.try_reclaim(self.serving(chunk))))
+        {
             return self.room();
         }
         if room < chunk / MIN_TAIL_PARTS {
