@@ -14,9 +14,15 @@
 //! for [`ITEMS`] messages of the cell's size; the raw baselines answer a
 //! request with that many frames). Each cell runs for a fixed time and
 //! reports response bytes per second (for `echo` the same each way).
-//! Client and server share one multi-thread runtime (the shape
-//! `#[tokio::main]` gives), as in `e2e`.
+//!
+//! Two layouts ([`Layout`]): client and server sharing one runtime in one
+//! process (multi-thread, the shape `#[tokio::main]` gives, as in `e2e`;
+//! what `--profile` runs, so callgrind sees both ends), or split: every
+//! mode's server (weft's and the raw baselines' alike) in a process of its
+//! own pinned to one core, the client in this one pinned to the other
+//! ([`crate::split`]), each on the same runtime.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,10 +32,12 @@ use futures_util::StreamExt;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 use tokio_util::codec::{Encoder, FramedRead, LengthDelimitedCodec};
 use weft::{CallOptions, Client, Config, EncryptionPolicy, Listener, Router, Status};
+
+use crate::Runtime;
+use crate::split::ServerProcess;
 
 /// Calls (or pipelined requests) in flight on the one connection.
 pub const IN_FLIGHT: usize = 8;
@@ -152,24 +160,204 @@ pub fn config(size: usize, encrypted: bool, frame: Option<u32>) -> Config {
         .connection_window(conn)
 }
 
+/// Where a cell's client and server run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Both in this process, on one runtime of this kind (multi-thread
+    /// by default; current-thread makes a `--profile` under callgrind
+    /// repeat exactly, as no two threads race for the socket's bytes).
+    Shared(Runtime),
+    /// The server in a process of its own pinned to
+    /// [`SERVER_CORE`](crate::split::SERVER_CORE), the client in this
+    /// process (pinned by the caller, see
+    /// [`pin_client`](crate::split::pin_client)), each on this runtime.
+    Split(Runtime),
+}
+
+impl Layout {
+    /// One line for a report.
+    pub fn description(self) -> String {
+        match self {
+            Layout::Shared(rt) => format!(
+                "layout: client and server in one process, one {} runtime",
+                rt.name()
+            ),
+            Layout::Split(rt) => format!(
+                "layout: split, each server in its own process on core {}, the client on core {}, \
+                 each on a {} runtime",
+                crate::split::SERVER_CORE,
+                crate::split::CLIENT_CORE,
+                rt.name()
+            ),
+        }
+    }
+
+    /// Runs `client` against `server`, started here (shared) or in a
+    /// server process (split) whose `main` hands its arguments to
+    /// [`serve`].
+    pub(crate) fn run<C, T>(self, server: Server, client: C) -> T
+    where
+        C: AsyncFnOnce(SocketAddr) -> T,
+    {
+        match self {
+            Layout::Shared(runtime) => runtime.build().block_on(async {
+                let addr = server.start().await;
+                client(addr).await
+            }),
+            Layout::Split(runtime) => {
+                let mut args = vec!["--serve".to_string()];
+                args.extend(server.args());
+                args.extend(["--runtime".into(), runtime.name().into()]);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let server = ServerProcess::start("weft-bulk", &args)
+                    .unwrap_or_else(|e| panic!("split layout: {e}"));
+                runtime.build().block_on(client(server.addr))
+            }
+        }
+    }
+}
+
+/// The server a measurement runs against, and its description on a split
+/// layout's server-process command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    /// A throughput cell's ([`run`]).
+    Cell {
+        /// What carries the calls.
+        mode: Mode,
+        /// The calls answered.
+        shape: Shape,
+        /// Message bytes.
+        size: usize,
+        /// weft's largest frame payload, if not the default.
+        frame: Option<u32>,
+    },
+    /// The latency run's ([`small_calls`](crate::bulk_latency::small_calls)).
+    Latency {
+        /// weft's largest frame payload, if not the default.
+        frame: Option<u32>,
+    },
+}
+
+impl Server {
+    /// Its command-line words (what [`Server::parse`] reads back).
+    pub fn args(self) -> Vec<String> {
+        let (mut args, frame) = match self {
+            Server::Cell {
+                mode,
+                shape,
+                size,
+                frame,
+            } => (
+                vec![
+                    "cell".to_string(),
+                    mode.name().into(),
+                    shape.name().into(),
+                    size.to_string(),
+                ],
+                frame,
+            ),
+            Server::Latency { frame } => (vec!["latency".to_string()], frame),
+        };
+        args.extend(frame.map(|f| f.to_string()));
+        args
+    }
+
+    /// The server `args` ([`Server::args`]) describe.
+    pub fn parse(args: &[String]) -> Result<Server, String> {
+        let bad = || format!("--serve {}: not a bulk server", args.join(" "));
+        let words: Vec<&str> = args.iter().map(String::as_str).collect();
+        let frame = |f: &[&str]| match f {
+            [] => Ok(None),
+            [f] => f.parse().map(Some).map_err(|_| bad()),
+            _ => Err(bad()),
+        };
+        match words[..] {
+            ["cell", mode, shape, size, ref frame_arg @ ..] => Ok(Server::Cell {
+                mode: Mode::parse(mode).ok_or_else(bad)?,
+                shape: Shape::parse(shape).ok_or_else(bad)?,
+                size: size.parse().map_err(|_| bad())?,
+                frame: frame(frame_arg)?,
+            }),
+            ["latency", ref frame_arg @ ..] => Ok(Server::Latency {
+                frame: frame(frame_arg)?,
+            }),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Starts it on the current runtime (its tasks spawned there, serving
+    /// until the runtime ends) and returns its address.
+    pub async fn start(self) -> SocketAddr {
+        match self {
+            Server::Cell {
+                mode,
+                shape,
+                size,
+                frame,
+            } => start(mode, shape, size, frame).await,
+            Server::Latency { frame } => crate::bulk_latency::start(frame).await,
+        }
+    }
+}
+
+/// A server process's `main` (`weft-bulk --serve ARGS --runtime RT`):
+/// serves what `args` describe ([`Server::parse`]) on `runtime` until
+/// standard input closes.
+pub fn serve(args: &[String], runtime: Runtime) -> Result<(), String> {
+    let server = Server::parse(args)?;
+    crate::split::serve(runtime, || server.start());
+    Ok(())
+}
+
 /// One cell: calls of `shape` with `size`-byte messages in `mode` for
-/// `length` (weft's frames up to `frame` bytes if given). Returns the
-/// response messages received and the time they took.
+/// `length` (weft's frames up to `frame` bytes if given), client and
+/// server laid out as `layout` says. Returns the response messages
+/// received and the time they took.
 pub fn run(
     mode: Mode,
     shape: Shape,
     size: usize,
     length: Length,
     frame: Option<u32>,
+    layout: Layout,
 ) -> (u64, Duration) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime can be built");
-    match mode {
-        Mode::Raw | Mode::RawSealed => raw(&rt, mode == Mode::RawSealed, shape, size, length),
+    let server = Server::Cell {
+        mode,
+        shape,
+        size,
+        frame,
+    };
+    layout.run(server, async |addr| match mode {
+        Mode::Raw | Mode::RawSealed => {
+            raw(addr, mode == Mode::RawSealed, shape, size, length).await
+        }
         Mode::Plain | Mode::Encrypted => {
-            weft_calls(&rt, mode == Mode::Encrypted, shape, size, length, frame)
+            weft_calls(addr, mode == Mode::Encrypted, shape, size, length, frame).await
+        }
+    })
+}
+
+/// Starts a cell's server on the current runtime (its tasks spawned there,
+/// serving until the runtime ends) and returns its address.
+async fn start(mode: Mode, shape: Shape, size: usize, frame: Option<u32>) -> SocketAddr {
+    match mode {
+        Mode::Raw | Mode::RawSealed => raw_server(mode == Mode::RawSealed, shape, size).await,
+        Mode::Plain | Mode::Encrypted => {
+            let config = config(
+                size * shape.items() as usize,
+                mode == Mode::Encrypted,
+                frame,
+            );
+            let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
+            let addr = listener.local_addr().expect("local addr");
+            tokio::spawn(weft::serve(
+                listener,
+                router(size),
+                config,
+                std::future::pending(),
+            ));
+            addr.parse().expect("a TCP address")
         }
     }
 }
@@ -263,8 +451,8 @@ pub async fn call(client: &Client, shape: Shape, msg: &Bytes) -> u64 {
     }
 }
 
-fn weft_calls(
-    rt: &Runtime,
+async fn weft_calls(
+    addr: SocketAddr,
     encrypted: bool,
     shape: Shape,
     size: usize,
@@ -274,45 +462,37 @@ fn weft_calls(
     // Windows and limits sized to the whole response, as `config` sizes
     // them to the message: flow control is not what is measured.
     let config = config(size * shape.items() as usize, encrypted, frame);
-    let router = router(size);
-    rt.block_on(async {
-        let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
-        let addr = listener.local_addr().expect("local addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(weft::serve(listener, router, config.clone(), async {
-            let _ = stopped.await;
-        }));
-        let client: Client = weft::connect(&addr, &config).await.expect("connect");
-        assert_eq!(client.connection().negotiated().encrypted, encrypted);
-        let msg = message(size);
-        // One warm-up round, not counted.
-        let reply = client.unary(METHOD, msg.clone()).await.expect("echo");
-        assert_eq!(reply, msg);
-        call(&client, shape, &msg).await;
-        let tally = Tally::new(length);
-        let started = Arc::new(AtomicU64::new(0));
-        let t0 = Instant::now();
-        let timer = tokio::spawn(tally.clone().time());
-        let callers: Vec<_> = (0..IN_FLIGHT)
-            .map(|_| {
-                let (client, msg, tally, started) =
-                    (client.clone(), msg.clone(), tally.clone(), started.clone());
-                tokio::spawn(async move {
-                    while tally.claim(&started) {
-                        let got = call(&client, shape, &msg).await;
-                        tally.done.fetch_add(got, Ordering::Relaxed);
-                    }
-                })
+    let client: Client = weft::connect(&addr.to_string(), &config)
+        .await
+        .expect("connect");
+    assert_eq!(client.connection().negotiated().encrypted, encrypted);
+    let msg = message(size);
+    // One warm-up round, not counted.
+    let reply = client.unary(METHOD, msg.clone()).await.expect("echo");
+    assert_eq!(reply, msg);
+    call(&client, shape, &msg).await;
+    let tally = Tally::new(length);
+    let started = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let timer = tokio::spawn(tally.clone().time());
+    let callers: Vec<_> = (0..IN_FLIGHT)
+        .map(|_| {
+            let (client, msg, tally, started) =
+                (client.clone(), msg.clone(), tally.clone(), started.clone());
+            tokio::spawn(async move {
+                while tally.claim(&started) {
+                    let got = call(&client, shape, &msg).await;
+                    tally.done.fetch_add(got, Ordering::Relaxed);
+                }
             })
-            .collect();
-        for c in callers {
-            c.await.expect("a caller panicked");
-        }
-        let elapsed = t0.elapsed();
-        timer.abort();
-        let _ = stop.send(());
-        (tally.done.load(Ordering::Relaxed), elapsed)
-    })
+        })
+        .collect();
+    for c in callers {
+        c.await.expect("a caller panicked");
+    }
+    let elapsed = t0.elapsed();
+    timer.abort();
+    (tally.done.load(Ordering::Relaxed), elapsed)
 }
 
 /// ring AES-256-GCM with a counter nonce, sealing or opening whole messages.
@@ -359,126 +539,185 @@ impl Aead {
     }
 }
 
-/// The raw codec baseline: `echo` sends the message and the server sends
-/// it back; `stream` sends an 8-byte request and the server answers with
-/// [`ITEMS`] frames of the message.
-fn raw(rt: &Runtime, sealed: bool, shape: Shape, size: usize, length: Length) -> (u64, Duration) {
-    let items = shape.items();
-    let codec = move || {
-        LengthDelimitedCodec::builder()
-            .max_frame_length(size + 1024)
-            .new_codec()
-    };
-    rt.block_on(async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        tokio::spawn(async move {
-            let (sock, _) = listener.accept().await.expect("accept");
-            sock.set_nodelay(true).expect("nodelay");
-            let (r, mut w) = sock.into_split();
-            let mut reader = FramedRead::new(r, codec());
-            let (mut enc, mut buf) = (codec(), BytesMut::new());
-            let (mut opener, mut sealer) = (Aead::new(), Aead::new());
-            let item = message(size);
-            while let Some(Ok(mut req)) = reader.next().await {
-                if sealed {
-                    opener.open(&mut req);
-                }
-                let replies = match shape {
-                    Shape::Echo => vec![req.freeze()],
-                    Shape::Stream => (0..items).map(|_| item.clone()).collect(),
-                };
-                for reply in replies {
-                    // The codec's encode copies the message into `buf`
-                    // (its one copy); sealing needs a buffer of its own.
-                    let reply = if sealed {
-                        let mut m = BytesMut::from(&reply[..]);
-                        sealer.seal(&mut m);
-                        m.freeze()
-                    } else {
-                        reply
-                    };
-                    enc.encode(reply, &mut buf).expect("encode");
-                    if w.write_all(&buf).await.is_err() {
-                        return;
-                    }
-                    buf.clear();
-                }
-            }
-        });
-        let sock = TcpStream::connect(addr).await.expect("connect");
-        sock.set_nodelay(true).expect("nodelay");
-        let (r, mut w) = sock.into_split();
-        let msg = match shape {
-            Shape::Echo => message(size),
-            Shape::Stream => Bytes::copy_from_slice(&u64::from(items).to_be_bytes()),
-        };
-        let tally = Tally::new(length);
-        let slots = Arc::new(Semaphore::new(IN_FLIGHT));
-        let sent = Arc::new(AtomicU64::new(0));
-        let t0 = Instant::now();
-        let timer = tokio::spawn(tally.clone().time());
-        let writer = {
-            let (tally, slots, sent, msg) =
-                (tally.clone(), slots.clone(), sent.clone(), msg.clone());
-            let started = AtomicU64::new(0);
-            tokio::spawn(async move {
-                let (mut enc, mut buf, mut sealer) = (codec(), BytesMut::new(), Aead::new());
-                while tally.claim(&started) {
-                    slots.acquire().await.expect("open semaphore").forget();
-                    if sealed {
-                        let mut m = BytesMut::from(&msg[..]);
-                        sealer.seal(&mut m);
-                        enc.encode(m.freeze(), &mut buf).expect("encode");
-                    } else {
-                        enc.encode(msg.clone(), &mut buf).expect("encode");
-                    }
-                    w.write_all(&buf).await.expect("write");
-                    buf.clear();
-                    sent.fetch_add(1, Ordering::Relaxed);
-                }
-                w
-            })
-        };
-        let mut reader = FramedRead::new(r, codec());
-        let mut opener = Aead::new();
-        let mut writer = writer;
-        let mut writing = true;
-        // Frames of the current call's answer received so far.
-        let mut part = 0;
-        loop {
-            let answered = tally.done.load(Ordering::Relaxed);
-            if !writing && answered == sent.load(Ordering::Relaxed) * u64::from(items) {
-                break;
-            }
-            let next = if writing {
-                tokio::select! {
-                    next = reader.next() => next,
-                    w = &mut writer => {
-                        drop(w.expect("the raw writer panicked"));
-                        writing = false;
-                        continue;
-                    }
-                }
-            } else {
-                reader.next().await
-            };
-            let Some(Ok(mut reply)) = next else {
-                panic!("raw echo connection ended");
-            };
-            if sealed {
-                opener.open(&mut reply);
-            }
-            assert_eq!(reply.len(), size);
-            tally.done.fetch_add(1, Ordering::Relaxed);
-            part += 1;
-            if part == items {
-                part = 0;
-                slots.add_permits(1);
-            }
+/// The raw codec's framing for `size`-byte messages.
+fn raw_codec(size: usize) -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .max_frame_length(size + 1024)
+        .new_codec()
+}
+
+/// The raw baselines' server: `echo` sends each message back; `stream`
+/// answers a request with [`ITEMS`] frames of the message. Serves every
+/// connection until the runtime ends.
+async fn raw_server(sealed: bool, shape: Shape, size: usize) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            tokio::spawn(raw_serve(sock, sealed, shape, size));
         }
-        let elapsed = t0.elapsed();
-        timer.abort();
-        (tally.done.load(Ordering::Relaxed), elapsed)
-    })
+    });
+    addr
+}
+
+/// One connection of [`raw_server`].
+async fn raw_serve(sock: TcpStream, sealed: bool, shape: Shape, size: usize) {
+    sock.set_nodelay(true).expect("nodelay");
+    let (r, mut w) = sock.into_split();
+    let mut reader = FramedRead::new(r, raw_codec(size));
+    let (mut enc, mut buf) = (raw_codec(size), BytesMut::new());
+    let (mut opener, mut sealer) = (Aead::new(), Aead::new());
+    let item = message(size);
+    while let Some(Ok(mut req)) = reader.next().await {
+        if sealed {
+            opener.open(&mut req);
+        }
+        let replies = match shape {
+            Shape::Echo => vec![req.freeze()],
+            Shape::Stream => (0..shape.items()).map(|_| item.clone()).collect(),
+        };
+        for reply in replies {
+            // The codec's encode copies the message into `buf`
+            // (its one copy); sealing needs a buffer of its own.
+            let reply = if sealed {
+                let mut m = BytesMut::from(&reply[..]);
+                sealer.seal(&mut m);
+                m.freeze()
+            } else {
+                reply
+            };
+            enc.encode(reply, &mut buf).expect("encode");
+            if w.write_all(&buf).await.is_err() {
+                return;
+            }
+            buf.clear();
+        }
+    }
+}
+
+/// The raw baselines' client: `echo` sends the message and waits for it
+/// back; `stream` sends an 8-byte request and counts the [`ITEMS`] frames
+/// answering it. [`IN_FLIGHT`] requests pipelined.
+async fn raw(
+    addr: SocketAddr,
+    sealed: bool,
+    shape: Shape,
+    size: usize,
+    length: Length,
+) -> (u64, Duration) {
+    let items = shape.items();
+    let codec = move || raw_codec(size);
+    let sock = TcpStream::connect(addr).await.expect("connect");
+    sock.set_nodelay(true).expect("nodelay");
+    let (r, mut w) = sock.into_split();
+    let msg = match shape {
+        Shape::Echo => message(size),
+        Shape::Stream => Bytes::copy_from_slice(&u64::from(items).to_be_bytes()),
+    };
+    let tally = Tally::new(length);
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let sent = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let timer = tokio::spawn(tally.clone().time());
+    let writer = {
+        let (tally, slots, sent, msg) = (tally.clone(), slots.clone(), sent.clone(), msg.clone());
+        let started = AtomicU64::new(0);
+        tokio::spawn(async move {
+            let (mut enc, mut buf, mut sealer) = (codec(), BytesMut::new(), Aead::new());
+            while tally.claim(&started) {
+                slots.acquire().await.expect("open semaphore").forget();
+                if sealed {
+                    let mut m = BytesMut::from(&msg[..]);
+                    sealer.seal(&mut m);
+                    enc.encode(m.freeze(), &mut buf).expect("encode");
+                } else {
+                    enc.encode(msg.clone(), &mut buf).expect("encode");
+                }
+                w.write_all(&buf).await.expect("write");
+                buf.clear();
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+            w
+        })
+    };
+    let mut reader = FramedRead::new(r, codec());
+    let mut opener = Aead::new();
+    let mut writer = writer;
+    let mut writing = true;
+    // Frames of the current call's answer received so far.
+    let mut part = 0;
+    loop {
+        let answered = tally.done.load(Ordering::Relaxed);
+        if !writing && answered == sent.load(Ordering::Relaxed) * u64::from(items) {
+            break;
+        }
+        let next = if writing {
+            tokio::select! {
+                next = reader.next() => next,
+                w = &mut writer => {
+                    drop(w.expect("the raw writer panicked"));
+                    writing = false;
+                    continue;
+                }
+            }
+        } else {
+            reader.next().await
+        };
+        let Some(Ok(mut reply)) = next else {
+            panic!("raw echo connection ended");
+        };
+        if sealed {
+            opener.open(&mut reply);
+        }
+        assert_eq!(reply.len(), size);
+        tally.done.fetch_add(1, Ordering::Relaxed);
+        part += 1;
+        if part == items {
+            part = 0;
+            slots.add_permits(1);
+        }
+    }
+    let elapsed = t0.elapsed();
+    timer.abort();
+    (tally.done.load(Ordering::Relaxed), elapsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A split layout's server process rebuilds the server its parent
+    /// described, every field included; anything else is refused.
+    #[test]
+    fn a_servers_arguments_name_it_exactly() {
+        let servers = [
+            Server::Cell {
+                mode: Mode::RawSealed,
+                shape: Shape::Stream,
+                size: 1 << 20,
+                frame: None,
+            },
+            Server::Cell {
+                mode: Mode::Encrypted,
+                shape: Shape::Echo,
+                size: 65536,
+                frame: Some(16384),
+            },
+            Server::Latency { frame: None },
+            Server::Latency { frame: Some(32768) },
+        ];
+        for server in servers {
+            assert_eq!(Server::parse(&server.args()), Ok(server));
+        }
+        for bad in [
+            &["cell", "plain", "echo"][..],
+            &["cell", "sealed", "echo", "64"],
+            &["cell", "plain", "echo", "64", "1", "2"],
+            &["latency", "big"],
+            &[],
+        ] {
+            let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            assert!(Server::parse(&bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -14,6 +14,9 @@
 //!   (sequential, joined, spawned) on one connection, shared by `weft-peers`
 //!   (wall time against other stacks) and [`instr`] (the `weft-instr`
 //!   binary: instructions per call for `cargo xtask instr`).
+//! - [`split`] runs a measurement's server in a process of its own on one
+//!   core and the client on the other (`weft-peers --split`, `weft-bulk
+//!   --split`).
 //!
 //! What it does NOT do: time anything (divan and `weft-peers` do), or decide pass/fail
 //! (xtask does). Benches never count towards coverage.
@@ -31,6 +34,7 @@ mod registry;
 mod runtime;
 mod shape;
 pub mod soak;
+pub mod split;
 pub mod transform;
 
 pub use registry::{Op, Target, targets};

@@ -17,7 +17,8 @@
 use std::alloc::System;
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use weft_benches::bulk::{Length, Mode, Shape, run};
+use weft_benches::Runtime;
+use weft_benches::bulk::{Layout, Length, Mode, Shape, run};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -34,7 +35,14 @@ const GROWTH_8_MIB: f64 = 16.0;
 /// Allocations of `echoes` echoes of `size` bytes, start-up included.
 fn allocations(size: usize, echoes: u64) -> u64 {
     let region = Region::new(GLOBAL);
-    let (done, _) = run(Mode::Plain, Shape::Echo, size, Length::Echoes(echoes), None);
+    let (done, _) = run(
+        Mode::Plain,
+        Shape::Echo,
+        size,
+        Length::Echoes(echoes),
+        None,
+        Layout::Shared(Runtime::MultiThread),
+    );
     let change = region.change();
     assert_eq!(done, echoes);
     (change.allocations + change.reallocations) as u64

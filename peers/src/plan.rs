@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use crate::split::ServerProcess;
+use crate::split;
 use crate::{Peer, Place, Runtime, Shape, measure};
 
 /// Rounds when `--rounds` is not given.
@@ -176,7 +176,7 @@ impl Plan {
                 let peer = &self.peers[cell.peer];
                 let server = self
                     .split
-                    .then(|| ServerProcess::start(peer, cell.runtime))
+                    .then(|| split::start(peer, cell.runtime))
                     .transpose()
                     .unwrap_or_else(|e| panic!("split layout: {e}"));
                 let place = server

@@ -3,8 +3,10 @@
 //!
 //! usage: weft-bulk [--sizes 65536,1048576,8388608] [--modes raw,plain,...]
 //!                  [--shapes echo,stream] [--secs 3] [--rounds 3] [--frame BYTES]
-//!        weft-bulk --latency [--secs 3] [--rounds 3] [--frame BYTES]
-//!        weft-bulk --profile MODE --size BYTES --echoes N
+//!                  [--split [--runtime RT] | --shared]
+//!        weft-bulk --latency [--secs 3] [--rounds 3] [--frame BYTES] [--split [--runtime RT]]
+//!        weft-bulk --profile MODE --size BYTES --echoes N [--runtime RT]
+//!        weft-bulk --serve ARGS... --runtime RT   (a split layout's server process)
 //!   Rounds interleave every cell (shape × size × mode) in turn; each cell's
 //!   median and range over the rounds is printed, in GB/s of responses
 //!   (each way for echo), with weft's ratio to its baseline (plain to raw,
@@ -14,6 +16,14 @@
 //!   1 and 8 callers echoing 1 MiB back to back (rounds interleaved), and
 //!   prints their p50 and p99 (the target: p99 beside one transfer at most
 //!   twice the p99 alone).
+//!   --split runs every cell's server (weft's and the raw baselines' alike)
+//!   in a process of its own pinned to core 0 and the client in this one
+//!   pinned to core 1, each on a current-thread runtime (one core each:
+//!   the runtime weft's docs suggest per core) or on `--runtime
+//!   multi-thread`; without it (or with --shared) client and server share
+//!   one runtime in this process, multi-thread unless `--runtime
+//!   current-thread` (with which a `--profile` under callgrind repeats
+//!   exactly).
 //!   --frame sets weft's largest frame payload (16 KiB-1 MiB; default
 //!   64 KiB). --profile runs N echoes of one cell untimed (for callgrind)
 //!   and counts allocations (run it with two N for the cost per echo).
@@ -22,7 +32,8 @@ use std::alloc::System;
 use std::time::Duration;
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use weft_benches::bulk::{Length, Mode, Shape, run};
+use weft_benches::Runtime;
+use weft_benches::bulk::{Layout, Length, Mode, Shape, run, serve};
 use weft_benches::bulk_latency::{Latency, small_calls};
 
 /// Counts allocations, so `--profile` can say how many an echo costs.
@@ -30,8 +41,9 @@ use weft_benches::bulk_latency::{Latency, small_calls};
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--shapes echo,stream] [--secs S] \
-                     [--rounds R] [--frame B] | --latency [--secs S] [--rounds R] [--frame B] \
-                     | --profile MODE --size BYTES --echoes N";
+                     [--rounds R] [--frame B] [--split [--runtime RT]] | --latency [--secs S] \
+                     [--rounds R] [--frame B] [--split [--runtime RT]] \
+                     | --profile MODE --size BYTES --echoes N [--runtime RT]";
 
 /// Large-message callers beside the small calls in `--latency` (0: alone).
 const BESIDE: [usize; 3] = [0, 1, 8];
@@ -45,6 +57,7 @@ struct Args {
     rounds: usize,
     frame: Option<u32>,
     profile: Option<(Mode, u64)>,
+    layout: Layout,
 }
 
 fn list<T>(v: &str, f: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
@@ -63,13 +76,24 @@ fn parse(args: &[String]) -> Result<Args, String> {
         rounds: 3,
         frame: None,
         profile: None,
+        layout: Layout::Shared(Runtime::MultiThread),
     };
     let (mut profile_mode, mut echoes) = (None, None);
+    let (mut split, mut runtime) = (false, None);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        if flag == "--latency" {
-            a.latency = true;
-            continue;
+        match flag.as_str() {
+            "--latency" => {
+                a.latency = true;
+                continue;
+            }
+            "--split" => {
+                split = true;
+                continue;
+            }
+            // The default, named (`cargo xtask bench --bulk` splits unless told).
+            "--shared" => continue,
+            _ => {}
         }
         let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
@@ -81,11 +105,20 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--frame" => a.frame = Some(v.parse().map_err(|_| "--frame: a number")?),
             "--profile" => profile_mode = Some(Mode::parse(v).ok_or("--profile: a mode")?),
             "--echoes" => echoes = Some(v.parse().map_err(|_| "--echoes: a number")?),
+            "--runtime" => runtime = Some(Runtime::parse(v).ok_or("--runtime: a runtime")?),
             other => return Err(format!("unknown option {other:?}")),
         }
     }
     if let Some(mode) = profile_mode {
         a.profile = Some((mode, echoes.ok_or("--profile needs --echoes")?));
+    }
+    a.layout = match split {
+        true => Layout::Split(runtime.unwrap_or(Runtime::CurrentThread)),
+        false => Layout::Shared(runtime.unwrap_or(Runtime::MultiThread)),
+    };
+    if a.profile.is_some() && split {
+        // Callgrind counts one process: the profile keeps both ends in it.
+        return Err("--profile runs both ends in one process (no --split)".into());
     }
     Ok(a)
 }
@@ -94,16 +127,40 @@ fn gbps(size: usize, (echoes, took): (u64, Duration)) -> f64 {
     echoes as f64 * size as f64 / took.as_secs_f64() / 1e9
 }
 
+/// Exits with `e` and the usage.
+fn fail(e: &str) -> ! {
+    eprintln!("weft-bulk: {e}\n{USAGE}");
+    std::process::exit(2);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let a = parse(&args).unwrap_or_else(|e| {
-        eprintln!("weft-bulk: {e}\n{USAGE}");
-        std::process::exit(2);
-    });
+    if let [serve_flag, rest @ .., runtime_flag, runtime] = &args[..]
+        && serve_flag == "--serve"
+        && runtime_flag == "--runtime"
+    {
+        // A split layout's server process.
+        let rt = Runtime::parse(runtime).unwrap_or_else(|| fail("--runtime: a runtime"));
+        serve(rest, rt).unwrap_or_else(|e| fail(&e));
+        return;
+    }
+    let a = parse(&args).unwrap_or_else(|e| fail(&e));
+    if matches!(a.layout, Layout::Split(_))
+        && let Err(e) = weft_benches::split::pin_client()
+    {
+        fail(&e);
+    }
     if let Some((mode, n)) = a.profile {
         let size = a.sizes[0];
         let region = Region::new(GLOBAL);
-        let (done, took) = run(mode, Shape::Echo, size, Length::Echoes(n), a.frame);
+        let (done, took) = run(
+            mode,
+            Shape::Echo,
+            size,
+            Length::Echoes(n),
+            a.frame,
+            a.layout,
+        );
         let allocs = region.change().allocations;
         println!(
             "{} {size} B: {done} echoes in {took:?}, {:.3} GB/s each way, \
@@ -124,7 +181,7 @@ fn main() {
         for (hi, &shape) in a.shapes.iter().enumerate() {
             for (si, &size) in a.sizes.iter().enumerate() {
                 for (mi, &mode) in a.modes.iter().enumerate() {
-                    let g = gbps(size, run(mode, shape, size, length, a.frame));
+                    let g = gbps(size, run(mode, shape, size, length, a.frame, a.layout));
                     eprintln!(
                         "round {round} {} {size} {}: {g:.3} GB/s",
                         shape.name(),
@@ -135,6 +192,7 @@ fn main() {
             }
         }
     }
+    println!("{}\n", a.layout.description());
     println!("| call | message | mode | GB/s of responses, median (range) | / baseline |");
     println!("|---|---|---|---:|---:|");
     for (hi, &shape) in a.shapes.iter().enumerate() {
@@ -169,7 +227,7 @@ fn latency(a: &Args) {
     let mut runs: Vec<Vec<Latency>> = vec![Vec::new(); BESIDE.len()];
     for round in 0..a.rounds {
         for (i, &n) in BESIDE.iter().enumerate() {
-            let l = small_calls(n, length, a.frame);
+            let l = small_calls(n, length, a.frame, a.layout);
             eprintln!(
                 "round {round} beside {n}: {} calls, p50 {:?}, p99 {:?} (request leg {:?}, reply leg {:?}), {} large echoes",
                 l.calls, l.p50, l.p99, l.request_p99, l.reply_p99, l.large
@@ -183,6 +241,7 @@ fn latency(a: &Args) {
         median(&mut x)
     };
     let alone_p99 = med(&runs[0], &|l| us(l.p99));
+    println!("{}\n", a.layout.description());
     println!(
         "| 1 MiB echo callers beside | small calls | p50 µs | p99 µs, median (range) | p99 / alone | 1 MiB echoes/s |"
     );

@@ -592,6 +592,14 @@ impl Inbound {
         self.open.as_ref().map_or(0, OpenKey::nonce)
     }
 
+    /// Bytes a record adds to each frame on the wire beyond the frame's
+    /// own header, metadata and payload: the AEAD tag when this half
+    /// decrypts, else 0. A reader sizes its buffers from it so that they
+    /// hold whole records.
+    pub fn record_overhead(&self) -> usize {
+        if self.open.is_some() { TAG_LEN } else { 0 }
+    }
+
     /// How many times the peer updated its send key (0 when not encrypted).
     pub fn key_updates(&self) -> u64 {
         self.open.as_ref().map_or(0, OpenKey::generation)

@@ -77,3 +77,27 @@ fn the_noise_cipher_state_matches_ring_aes_256_gcm() {
     assert_eq!(ours, theirs);
     assert_ne!(&ours[..MARKER.len()], MARKER);
 }
+
+/// `Inbound::record_overhead` is what a record adds to a frame on the
+/// wire (a reader sizes its buffers by it to hold whole records): the tag
+/// when encrypted, nothing on the passthrough.
+#[test]
+fn a_records_overhead_is_what_it_adds_to_a_frame_on_the_wire() {
+    let frame = Frame::new(
+        FrameType::DATA,
+        Flags::NONE,
+        1,
+        Bytes::from(vec![5; 64 * 1024]),
+    );
+    let (mut client, server) = handshake_in_memory(encrypting(), encrypting()).unwrap();
+    let (mut plain_out, plain_in) = weft_transform::passthrough(Default::default());
+    for (out, inbound) in [
+        (&mut client.outbound, &server.inbound),
+        (&mut plain_out, &plain_in),
+    ] {
+        let mut wire = BytesMut::new();
+        out.encode(&frame, &mut wire).unwrap();
+        assert_eq!(wire.len(), frame.encoded_len() + inbound.record_overhead());
+    }
+    assert_eq!(server.inbound.record_overhead(), TAG_LEN);
+}

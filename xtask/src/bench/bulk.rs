@@ -8,6 +8,12 @@
 //! and writes them to target/bench/bulk.md (docs/BENCHMARKS.md's "Large
 //! messages" section quotes them by hand: the prose around the figures is
 //! the reading of them).
+//!
+//! The layout of record is split (`weft-bulk --split`): every server in a
+//! process of its own on one core, the client on the other, so two shared
+//! cores do not decide the figure. `-- --shared` runs client and server in
+//! one process on one multi-thread runtime instead; `-- --runtime
+//! multi-thread` gives each split process tokio's multi-thread runtime.
 
 use crate::cmd;
 
@@ -34,11 +40,22 @@ fn load() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// What goes to every `weft-bulk` run after its own options: `extra`, with
+/// `--split` first unless `extra` asks for a layout itself (`--split`, or
+/// `--shared` for both ends in one process).
+fn layout_args(extra: &[String]) -> Vec<String> {
+    let chosen = extra.iter().any(|a| a == "--split" || a == "--shared");
+    let split = (!chosen).then(|| "--split".to_string());
+    split.into_iter().chain(extra.iter().cloned()).collect()
+}
+
 /// Runs the bulk target with `rounds` rounds per run; `extra` goes to each
-/// `weft-bulk` run after the run's own options (e.g. `--secs 2`).
+/// `weft-bulk` run after the run's own options (e.g. `--secs 2`), with
+/// `--split` unless it names a layout.
 pub(crate) fn run(rounds: usize, extra: &[String]) -> Result<(), String> {
     let context = Context::gather("cargo xtask bench --bulk")?;
     let rounds = rounds.to_string();
+    let extra = layout_args(extra);
     let mut report = format!("{}\n", context.line());
     for (title, options) in RUNS {
         let mut args = vec![
@@ -66,4 +83,25 @@ pub(crate) fn run(rounds: usize, extra: &[String]) -> Result<(), String> {
         report.push_str(&line);
     }
     cmd::write("target/bench/bulk.md", &report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_split_layout_is_the_default_unless_a_layout_is_named() {
+        assert_eq!(layout_args(&[]), args(&["--split"]));
+        assert_eq!(
+            layout_args(&args(&["--secs", "2"])),
+            args(&["--split", "--secs", "2"])
+        );
+        let named = args(&["--split", "--runtime", "multi-thread"]);
+        assert_eq!(layout_args(&named), named);
+        assert_eq!(layout_args(&args(&["--shared"])), args(&["--shared"]));
+    }
 }

@@ -9,8 +9,9 @@
 //! - `bench --bless`: rewrites the baseline with the measured counts first.
 //! - `bench --peers`: weft against std::net, tokio's codec, tarpc and tonic.
 //! - `bench --bulk`: large messages (64 KiB-8 MiB echoes, a server stream of
-//!   1 MiB items, a small call's p99 beside them) against the raw codec;
-//!   `--rounds N` (default 3), anything after `--` goes to `weft-bulk`.
+//!   1 MiB items, a small call's p99 beside them) against the raw codec,
+//!   in the split layout (`-- --shared` for one process); `--rounds N`
+//!   (default 3), anything after `--` goes to `weft-bulk`.
 //! - `--runs N` (divan runs per figure, default 3), `--rounds N` (peer
 //!   rounds, default 5); with `--peers`, anything after `--` goes to the
 //!   `weft-peers` binary (`-- --shape spawned-64 --only weft,tarpc`).

@@ -73,9 +73,24 @@ const SMALL_READS_TO_SHRINK: u8 = 4;
 /// held three frames and all but 64 bytes of a fourth, whose start was then
 /// copied to the next buffer at every fill (a quarter of a transfer's bytes
 /// copied twice); 256 KiB + 64 bytes holds four.
+///
+/// On an encrypted connection each record also carries its tag
+/// (`overhead` bytes), and four records are 64 bytes more than that: the
+/// fourth's first 65,504 bytes were moved at every fill. Its buffers hold
+/// as many whole records as fit in the plain buffer's size (three of a
+/// 256 KiB chunk), so a fill cuts no record and no read, and no buffer,
+/// is larger than on a plain connection.
 #[inline]
-fn whole_frames(chunk: usize) -> usize {
-    chunk + chunk / DEFAULT_MAX_PAYLOAD as usize * HEADER_LEN
+fn whole_frames(chunk: usize, overhead: u8) -> usize {
+    let plain = chunk + chunk / DEFAULT_MAX_PAYLOAD as usize * HEADER_LEN;
+    if overhead == 0 {
+        return plain;
+    }
+    let record = DEFAULT_MAX_PAYLOAD as usize + HEADER_LEN + overhead as usize;
+    match plain / record {
+        0 => plain,
+        records => records * record,
+    }
 }
 
 /// A tail shorter than this part of a chunk is not read into: the bytes
@@ -221,6 +236,10 @@ pub(super) struct ReadBuf {
     shift: u8,
     /// Consecutive reads much smaller than the chunk.
     small_reads: u8,
+    /// What a record adds to each frame on the wire besides its header (the
+    /// AEAD tag when encrypted, else 0): buffers are sized to hold whole
+    /// records ([`whole_frames`]).
+    overhead: u8,
     /// Retired buffers; boxed on the first retire (a connection that
     /// never carried a transfer has none), which keeps the connection's
     /// shared state one pointer larger, not five.
@@ -236,8 +255,17 @@ impl ReadBuf {
             buf,
             shift: FIRST_SHIFT,
             small_reads: 0,
+            overhead: 0,
             spares: None,
         }
+    }
+
+    /// Sizes buffers for records that add `overhead` bytes to each frame
+    /// (the pipeline's [`Inbound::record_overhead`](crate::pipeline::Inbound::record_overhead)).
+    pub(super) fn with_record_overhead(mut self, overhead: usize) -> ReadBuf {
+        // A tag is 16 bytes; a larger overhead only loses the fit.
+        self.overhead = u8::try_from(overhead).unwrap_or(0);
+        self
     }
 
     /// Room after the bytes held.
@@ -250,6 +278,17 @@ impl ReadBuf {
     #[inline]
     pub(super) fn chunk(&self) -> usize {
         1 << self.shift
+    }
+
+    /// The least a buffer must hold to serve a read of `chunk`: the chunk,
+    /// or the whole records of it that a buffer holds when that is less
+    /// (encrypted, see [`whole_frames`]).
+    #[inline]
+    fn serving(&self, chunk: usize) -> usize {
+        if self.overhead == 0 {
+            return chunk;
+        }
+        chunk.min(whole_frames(chunk, self.overhead))
     }
 
     /// A larger chunk next time, up to [`READ_CHUNK_MAX`].
@@ -276,7 +315,15 @@ impl ReadBuf {
         // moved).
         let chunk = self.chunk();
         let rewind = room < chunk && (self.buf.is_empty() || room < chunk / MIN_TAIL_PARTS);
-        if rewind && self.buf.try_reclaim(chunk) {
+        // The chunk first: whole records (encrypted, a transfer's chunks
+        // only) are asked for when it does not fit, so the small calls'
+        // reads pay one test.
+        if rewind
+            && (self.buf.try_reclaim(chunk)
+                || (self.overhead != 0
+                    && chunk >= MOVE_TAIL_MIN_CHUNK
+                    && self.buf.try_reclaim(self.serving(chunk))))
+        {
             return self.room();
         }
         if room < chunk / MIN_TAIL_PARTS {
@@ -310,7 +357,7 @@ impl ReadBuf {
             if self.small_reads >= SMALL_READS_TO_SHRINK {
                 self.small_reads = 0;
                 self.shift -= 1;
-                let keep = whole_frames(2 * self.chunk());
+                let keep = whole_frames(2 * self.chunk(), self.overhead);
                 if let Some(spares) = &mut self.spares {
                     spares.drop_larger_than(keep);
                 }
@@ -350,7 +397,7 @@ impl ReadBuf {
         let (mut next, size) = match taken {
             Some(s) => (s.buf, s.size),
             None => {
-                let b = BytesMut::with_capacity(need.max(whole_frames(chunk)));
+                let b = BytesMut::with_capacity(need.max(whole_frames(chunk, self.overhead)));
                 #[cfg(test)]
                 ALLOCATIONS.with(|n| n.set(n.get() + 1));
                 let size = b.capacity();
@@ -363,11 +410,11 @@ impl ReadBuf {
         self.size = u32::try_from(size).unwrap_or(u32::MAX);
         old.clear();
         // A buffer too small to serve a chunk would only take a slot.
-        if old_size >= chunk {
+        if old_size >= self.serving(chunk) {
             // Counted in buffer bytes: frames of a window's payload fill
             // buffers of its size with their headers (a budget of payload
             // bytes kept one spare fewer than frames can hold).
-            let budget = whole_frames(window().max(RETIRED_FLOOR));
+            let budget = whole_frames(window().max(RETIRED_FLOOR), self.overhead);
             let spares = self.spares.get_or_insert_default();
             spares.push(Spare::retired(old, old_size), budget);
         }
@@ -535,7 +582,7 @@ mod tests {
         }
         assert!(allocations() >= 64);
         let tracked: usize = spare_sizes(&r).iter().sum();
-        assert!(tracked <= whole_frames(RETIRED_FLOOR), "{tracked}");
+        assert!(tracked <= whole_frames(RETIRED_FLOOR, 0), "{tracked}");
         assert!(tracked > RETIRED_FLOOR - 2 * READ_CHUNK_MAX, "{tracked}");
         // The floor counts buffers of whole frames, not payload: as many
         // as its chunks.
@@ -587,6 +634,29 @@ mod tests {
         let room = r.make_room(no_window);
         assert_eq!(room % FRAME, 0, "a read of {room} bytes splits a frame");
         assert_eq!(room / FRAME, READ_CHUNK_MAX / DEFAULT_MAX_PAYLOAD as usize);
+    }
+
+    /// On an encrypted connection each record is a default frame and its
+    /// 16-byte tag: a buffer holds whole records (one sized for plain
+    /// frames moved all but 64 bytes of the fourth record at every fill),
+    /// and no more bytes than a plain connection's, so one read is never
+    /// larger than there.
+    #[test]
+    fn a_transfers_buffer_holds_whole_sealed_records() {
+        const TAG: usize = 16;
+        const RECORD: usize = HEADER_LEN + DEFAULT_MAX_PAYLOAD as usize + TAG;
+        let mut r = ReadBuf::new(BytesMut::new()).with_record_overhead(TAG);
+        let held = grown(&mut r, 0, 2);
+        let room = r.make_room(no_window);
+        assert_eq!(room % RECORD, 0, "a read of {room} bytes splits a record");
+        assert!(room <= whole_frames(READ_CHUNK_MAX, 0), "{room} bytes");
+        assert_eq!(room / RECORD, 3);
+        drop(held);
+        let before = allocations();
+        for _ in 0..16 {
+            drop(fill(&mut r, 0));
+        }
+        assert_eq!(allocations(), before, "whole fills reuse their buffers");
     }
 
     /// A pause in a transfer (a few small reads: the chunk halves once)

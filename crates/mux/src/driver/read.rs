@@ -106,9 +106,9 @@ impl std::fmt::Debug for Reader {
 impl Reader {
     pub(super) fn new(inbound: Inbound, buf: BytesMut) -> Reader {
         Reader {
-            inbound,
             leftover: !buf.is_empty(),
-            rbuf: ReadBuf::new(buf),
+            rbuf: ReadBuf::new(buf).with_record_overhead(inbound.record_overhead()),
+            inbound,
             read_since_tick: 0,
             flow: Flow::Reading,
             arm: Arm::Unarmed,
