@@ -198,8 +198,9 @@ impl Incoming {
         request: Request,
     ) -> Poll<Option<Accepted>> {
         let mut inner = self.shared.lock();
-        let out = std::task::ready!(inner.poll_accept(cx, read_inline, request));
-        drop(inner);
+        let polled = inner.poll_accept(cx, read_inline, request);
+        inner.unlock();
+        let out = std::task::ready!(polled);
         Poll::Ready(out.map(|(id, m, request)| Accepted {
             stream: Stream::new(self.shared.clone(), id, m),
             request,

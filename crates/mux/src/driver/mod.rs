@@ -180,7 +180,10 @@ impl Shared {
         cx: &mut std::task::Context<'_>,
         f: impl FnOnce(&mut Inner, &mut std::task::Context<'_>) -> std::task::Poll<R>,
     ) -> std::task::Poll<R> {
-        f(&mut self.lock(), cx)
+        let mut inner = self.lock();
+        let out = f(&mut inner, cx);
+        inner.unlock();
+        out
     }
 
     /// Runs `op` now, or leaves it to whoever holds the state (see
