@@ -55,7 +55,7 @@ pub(crate) trait Handler: Send + Sync + 'static {
 /// hundred bytes) per call.
 #[inline(always)]
 fn run_inline<T>(
-    pool: &Arc<Pool>,
+    pool: &Arc<Pool<T>>,
     call: ServerCall,
     make: impl FnOnce(ServerCall) -> T,
     cx: &mut std::task::Context<'_>,
@@ -135,114 +135,83 @@ where
     }
 }
 
-pub(crate) struct Unary<H, Req, Resp> {
+/// A route's handler: what the call runs (`h`, shared with each call),
+/// the function `make` that builds a call's future of it, and the pool of
+/// that future's slots. `make` is a function item or a closure capturing
+/// nothing (zero-size, called statically), so the future's type `T` is
+/// named here, through `make`'s, and the pool is typed: a type-erased
+/// pool checked its type (`dyn Any`) on every call.
+pub(crate) struct Runner<H, M, T> {
     h: H,
-    pool: Arc<Pool>,
-    _t: PhantomData<fn(Req) -> Resp>,
+    make: M,
+    pool: Arc<Pool<T>>,
 }
 
-impl<H, Req, Resp> Unary<H, Req, Resp> {
-    pub(crate) fn new(h: H) -> Self {
-        Unary {
+impl<H, M, T> Runner<H, M, T>
+where
+    M: Fn(ServerCall, H) -> T,
+{
+    fn new(h: H, make: M) -> Self {
+        Runner {
             h,
+            make,
             pool: Arc::default(),
-            _t: PhantomData,
         }
     }
 }
 
-impl<H, Req, Resp> Handler for Unary<H, Req, Resp>
+impl<H, M, T> Handler for Runner<H, M, T>
+where
+    H: Clone + Send + Sync + 'static,
+    M: Fn(ServerCall, H) -> T + Send + Sync + 'static,
+    T: Future<Output = ()> + Send + 'static,
+{
+    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
+        run_inline(&self.pool, call, |c| (self.make)(c, self.h.clone()), cx)
+    }
+}
+
+/// The handler of a unary route that runs `h`.
+pub(crate) fn unary_handler<H, Req, Resp>(h: H) -> impl Handler
 where
     H: CallUnary<Req, Resp>,
     Req: Decode,
     Resp: Encode,
 {
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        run_inline(&self.pool, call, |c| unary(c, self.h.clone()), cx)
-    }
+    Runner::new(h, unary::<H, Req, Resp>)
 }
 
-pub(crate) struct ServerStreaming<F, Req> {
-    f: Arc<F>,
-    pool: Arc<Pool>,
-    _t: PhantomData<fn(Req)>,
-}
-
-impl<F, Req> ServerStreaming<F, Req> {
-    pub(crate) fn new(f: F) -> Self {
-        ServerStreaming {
-            f: Arc::new(f),
-            pool: Arc::default(),
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<F, Fut, Req> Handler for ServerStreaming<F, Req>
+/// The handler of a server-streaming route that runs `f`.
+pub(crate) fn server_streaming_handler<F, Fut, Req>(f: F) -> impl Handler
 where
     F: Fn(Context, Req, ResponseSink) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Status>> + Send + 'static,
     Req: Decode,
 {
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        let f = self.f.clone();
-        let make = |c| server_streaming(c, move |ctx, req, sink| f(ctx, req, sink));
-        run_inline(&self.pool, call, make, cx)
-    }
+    Runner::new(Arc::new(f), |c, f: Arc<F>| {
+        server_streaming(c, move |ctx, req, sink| f(ctx, req, sink))
+    })
 }
 
-pub(crate) struct ClientStreaming<F, Resp> {
-    f: Arc<F>,
-    pool: Arc<Pool>,
-    _t: PhantomData<fn() -> Resp>,
-}
-
-impl<F, Resp> ClientStreaming<F, Resp> {
-    pub(crate) fn new(f: F) -> Self {
-        ClientStreaming {
-            f: Arc::new(f),
-            pool: Arc::default(),
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<F, Fut, Resp> Handler for ClientStreaming<F, Resp>
+/// The handler of a client-streaming route that runs `f`.
+pub(crate) fn client_streaming_handler<F, Fut, Resp>(f: F) -> impl Handler
 where
     F: Fn(Context, RequestStream) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
     Resp: Encode,
 {
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        let f = self.f.clone();
-        let make = |c| client_streaming(c, move |ctx, rx| f(ctx, rx));
-        run_inline(&self.pool, call, make, cx)
-    }
+    Runner::new(Arc::new(f), |c, f: Arc<F>| {
+        client_streaming(c, move |ctx, rx| f(ctx, rx))
+    })
 }
 
-pub(crate) struct Bidi<F> {
-    f: Arc<F>,
-    pool: Arc<Pool>,
-}
-
-impl<F> Bidi<F> {
-    pub(crate) fn new(f: F) -> Self {
-        Bidi {
-            f: Arc::new(f),
-            pool: Arc::default(),
-        }
-    }
-}
-
-impl<F, Fut> Handler for Bidi<F>
+/// The handler of a bidirectional route that runs `f`.
+pub(crate) fn bidi_handler<F, Fut>(f: F) -> impl Handler
 where
     F: Fn(Context, BidiStream) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Status>> + Send + 'static,
 {
-    fn start(&self, call: ServerCall, cx: &mut std::task::Context<'_>) -> Option<BoxFuture> {
-        let f = self.f.clone();
-        run_inline(&self.pool, call, |c| bidi(c, move |ctx, s| f(ctx, s)), cx)
-    }
+    Runner::new(Arc::new(f), |c, f: Arc<F>| bidi(c, move |ctx, s| f(ctx, s)))
 }
 
 /// Everything a handler's call task needs.

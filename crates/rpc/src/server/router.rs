@@ -12,7 +12,10 @@ use crate::codec::typed::Json;
 use crate::codec::typed::{Codec, Requests, Responses, UnaryMethod, With, Wrap};
 use crate::hash::FastHash;
 use crate::method;
-use crate::server::call::{Bidi, ClientStreaming, Handler, ServerStreaming, ServiceMethod, Unary};
+use crate::server::call::{
+    Handler, ServiceMethod, bidi_handler, client_streaming_handler, server_streaming_handler,
+    unary_handler,
+};
 use crate::server::context::Context;
 use crate::server::route::{RouteId, Shape};
 use crate::server::streams::{BidiStream, RequestStream, ResponseSink};
@@ -124,7 +127,7 @@ impl Router {
         self.add(
             name,
             Shape::Unary,
-            Arc::new(Unary::<_, Bytes, Bytes>::new(Arc::new(handler))),
+            Arc::new(unary_handler::<_, Bytes, Bytes>(Arc::new(handler))),
         )
     }
 
@@ -145,7 +148,7 @@ impl Router {
             let fut = handler(ctx, req);
             async move { fut.await.map(Json) }
         };
-        self.add(name, Shape::Unary, Arc::new(Unary::new(Arc::new(h))))
+        self.add(name, Shape::Unary, Arc::new(unary_handler(Arc::new(h))))
     }
 
     /// Registers a server-streaming handler: one request, then messages sent
@@ -161,7 +164,7 @@ impl Router {
         self.add(
             name,
             Shape::ServerStreaming,
-            Arc::new(ServerStreaming::<F, Bytes>::new(handler)),
+            Arc::new(server_streaming_handler::<F, _, Bytes>(handler)),
         )
     }
 
@@ -182,7 +185,7 @@ impl Router {
         self.add(
             name,
             Shape::ServerStreaming,
-            Arc::new(ServerStreaming::new(h)),
+            Arc::new(server_streaming_handler(h)),
         )
     }
 
@@ -199,7 +202,7 @@ impl Router {
         self.add(
             name,
             Shape::ClientStreaming,
-            Arc::new(ClientStreaming::<F, Bytes>::new(handler)),
+            Arc::new(client_streaming_handler::<F, _, Bytes>(handler)),
         )
     }
 
@@ -223,7 +226,7 @@ impl Router {
         self.add(
             name,
             Shape::ClientStreaming,
-            Arc::new(ClientStreaming::new(h)),
+            Arc::new(client_streaming_handler(h)),
         )
     }
 
@@ -236,7 +239,7 @@ impl Router {
         F: Fn(Context, BidiStream) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Status>> + Send + 'static,
     {
-        self.add(name, Shape::Bidi, Arc::new(Bidi::new(handler)))
+        self.add(name, Shape::Bidi, Arc::new(bidi_handler(handler)))
     }
 
     /// Whether a method (any spelling) is registered.
@@ -336,7 +339,12 @@ impl Router {
             _c: PhantomData,
         };
         let codec = Some(<C as Codec<Req>>::NAME);
-        self.add_coded(name, Shape::Unary, Arc::new(Unary::new(Arc::new(h))), codec)
+        self.add_coded(
+            name,
+            Shape::Unary,
+            Arc::new(unary_handler(Arc::new(h))),
+            codec,
+        )
     }
 
     /// Registers the unary method `M` of a typed service, on values carried
@@ -361,7 +369,7 @@ impl Router {
         Resp: Send + 'static,
     {
         let h = ServiceMethod::<S, M, C>::new(service);
-        let handler = Unary::<_, With<C, Req>, With<C, Resp>>::new(h);
+        let handler = unary_handler::<_, With<C, Req>, With<C, Resp>>(h);
         let codec = Some(<C as Codec<Req>>::NAME);
         self.add_coded(name, Shape::Unary, Arc::new(handler), codec)
     }
@@ -385,7 +393,7 @@ impl Router {
         let h =
             move |ctx, With(req, _): With<C, Req>, sink| handler(ctx, req, Responses::new(sink));
         let codec = Some(<C as Codec<Req>>::NAME);
-        let handler = Arc::new(ServerStreaming::new(h));
+        let handler = Arc::new(server_streaming_handler(h));
         self.add_coded(name, Shape::ServerStreaming, handler, codec)
     }
 
@@ -410,7 +418,7 @@ impl Router {
             async move { fut.await.map(With::<C, Resp>::new) }
         };
         let codec = Some(<C as Codec<Req>>::NAME);
-        let handler = Arc::new(ClientStreaming::new(h));
+        let handler = Arc::new(client_streaming_handler(h));
         self.add_coded(name, Shape::ClientStreaming, handler, codec)
     }
 
@@ -430,7 +438,7 @@ impl Router {
             handler(ctx, Requests::new(rx), Responses::new(tx))
         };
         let codec = Some(<C as Codec<Req>>::NAME);
-        self.add_coded(name, Shape::Bidi, Arc::new(Bidi::new(h)), codec)
+        self.add_coded(name, Shape::Bidi, Arc::new(bidi_handler(h)), codec)
     }
 
     /// Registers a bidirectional handler on JSON values.
