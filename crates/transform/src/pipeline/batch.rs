@@ -14,7 +14,7 @@
 //! never receives one.
 
 use bytes::{Buf, BufMut, BytesMut};
-use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header};
+use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header, Metadata};
 
 use super::{Inbound, Outbound, Pending, TAG, checked_header, fatal, header_slot};
 use crate::error::{TransformError, TransformErrorKind};
@@ -29,6 +29,9 @@ pub const BATCH_SETTING: &[u8] = b"sealed-batch";
 /// The value of [`BATCH_SETTING`]: the batch format, u32 big-endian 1. A
 /// sender that reads another value sends no batches (a later format).
 pub const BATCH_SETTING_VALUE: [u8; 4] = 1u32.to_be_bytes();
+
+/// A successful call's usual trailers: a reply's metadata, most often.
+static OK_STATUS: Metadata = Metadata::ok_status();
 
 fn bad(what: &'static str) -> TransformError {
     fatal(TransformErrorKind::Batch(what))
@@ -282,17 +285,32 @@ impl Inbound {
             Ok(found) => found,
             Err(e) => return self.fail(e),
         };
-        // The frame leaves the read buffer in two splits, header and
-        // metadata then payload, the header stepped over on the frozen
-        // first piece (a pointer bump). Splitting the metadata off a
-        // frozen body instead was a call on this path (LTO keeps
-        // `Bytes::split_to` out of line here, about 30 instructions a
-        // frame); the read buffer's split is inlined.
-        let mut metadata = src
-            .split_to(HEADER_LEN + header.metadata_len as usize)
-            .freeze();
-        metadata.advance(HEADER_LEN);
-        let payload = src.split_to(header.payload_len as usize).freeze();
+        // A successful call's usual trailers (most replies' only
+        // metadata) leave the read buffer with the payload in one split,
+        // as the plain codec's `decode` takes them: the block is known
+        // valid, so it is stepped over and never split off or checked.
+        let ok = OK_STATUS.as_bytes();
+        let parts = if header.metadata_len as usize == ok.len() && src[HEADER_LEN..].starts_with(ok)
+        {
+            let mut payload = src.split_to(HEADER_LEN + header.body_len()).freeze();
+            payload.advance(HEADER_LEN + ok.len());
+            (None, payload)
+        } else {
+            // Any other frame leaves in two splits, header and metadata
+            // then payload, the header stepped over on the frozen first
+            // piece (a pointer bump). Splitting the metadata off a frozen
+            // body instead was a call on this path (LTO keeps
+            // `Bytes::split_to` out of line here, about 30 instructions a
+            // frame); the read buffer's split is inlined.
+            let mut metadata = src
+                .split_to(HEADER_LEN + header.metadata_len as usize)
+                .freeze();
+            metadata.advance(HEADER_LEN);
+            (
+                Some(metadata),
+                src.split_to(header.payload_len as usize).freeze(),
+            )
+        };
         self.pending = match rest {
             0 => {
                 src.advance(TAG as usize);
@@ -301,7 +319,10 @@ impl Inbound {
             // `rest` < `left`, a u32.
             _ => Pending::Batch { left: rest as u32 },
         };
-        self.finish(&header, metadata, payload)
+        match parts {
+            (None, payload) => self.build(&header, Metadata::ok_status(), payload),
+            (Some(metadata), payload) => self.finish(&header, metadata, payload),
+        }
     }
 
     /// The header of the batch's next frame (at the front of `src`, within
