@@ -285,31 +285,21 @@ impl Inbound {
             Ok(found) => found,
             Err(e) => return self.fail(e),
         };
-        // A successful call's usual trailers (most replies' only
-        // metadata) leave the read buffer with the payload in one split,
-        // as the plain codec's `decode` takes them: the block is known
-        // valid, so it is stepped over and never split off or checked.
+        // The frame leaves the read buffer in one split, the header
+        // stepped over on the frozen piece (a pointer bump), as the plain
+        // codec's `decode` takes it. Two splits of the read buffer
+        // (header and metadata, then payload) cost more now that LTO keeps
+        // both out of line here. A successful call's usual trailers (most
+        // replies' only metadata) are known valid, so they are stepped
+        // over, never split off or checked, as the plain codec does too.
         let ok = OK_STATUS.as_bytes();
-        let parts = if header.metadata_len as usize == ok.len() && src[HEADER_LEN..].starts_with(ok)
-        {
-            let mut payload = src.split_to(HEADER_LEN + header.body_len()).freeze();
-            payload.advance(HEADER_LEN + ok.len());
-            (None, payload)
+        let mut payload = src.split_to(HEADER_LEN + header.body_len()).freeze();
+        payload.advance(HEADER_LEN);
+        let metadata = if header.metadata_len as usize == ok.len() && payload.starts_with(ok) {
+            payload.advance(ok.len());
+            None
         } else {
-            // Any other frame leaves in two splits, header and metadata
-            // then payload, the header stepped over on the frozen first
-            // piece (a pointer bump). Splitting the metadata off a frozen
-            // body instead was a call on this path (LTO keeps
-            // `Bytes::split_to` out of line here, about 30 instructions a
-            // frame); the read buffer's split is inlined.
-            let mut metadata = src
-                .split_to(HEADER_LEN + header.metadata_len as usize)
-                .freeze();
-            metadata.advance(HEADER_LEN);
-            (
-                Some(metadata),
-                src.split_to(header.payload_len as usize).freeze(),
-            )
+            Some(payload.split_to(header.metadata_len as usize))
         };
         self.pending = match rest {
             0 => {
@@ -319,9 +309,9 @@ impl Inbound {
             // `rest` < `left`, a u32.
             _ => Pending::Batch { left: rest as u32 },
         };
-        match parts {
-            (None, payload) => self.build(&header, Metadata::ok_status(), payload),
-            (Some(metadata), payload) => self.finish(&header, metadata, payload),
+        match metadata {
+            None => self.build(&header, Metadata::ok_status(), payload),
+            Some(metadata) => self.finish(&header, metadata, payload),
         }
     }
 
