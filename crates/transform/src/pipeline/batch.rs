@@ -56,8 +56,11 @@ pub(crate) enum Batching {
 pub struct Batch {
     /// Offset of the batch's header in the buffer.
     start: usize,
-    /// Plaintext bytes the batch may hold: the peer's max payload.
-    limit: usize,
+    /// The buffer's length when the batch is full: its header's end plus
+    /// the peer's max payload (the plaintext a batch may hold). Kept as
+    /// an end rather than a length, so a frame's fit is one addition and
+    /// one comparison.
+    end: usize,
 }
 
 impl Batch {
@@ -103,7 +106,10 @@ impl Outbound {
         }
         let start = dst.len();
         dst.put_slice(&[0; HEADER_LEN]);
-        Ok(Some(Batch { start, limit }))
+        Ok(Some(Batch {
+            start,
+            end: start + HEADER_LEN + limit,
+        }))
     }
 
     /// Appends `frame` to `batch` (compressed as [`encode`](Self::encode)
@@ -134,7 +140,7 @@ impl Outbound {
         }
         let header = checked_header(frame, self.codec.limits())?;
         // Compression only shrinks: the frame as given bounds its bytes.
-        if batch.len(dst) + frame.encoded_len() > batch.limit {
+        if dst.len() + frame.encoded_len() > batch.end {
             return Ok(false);
         }
         dst.reserve(frame.encoded_len() + TAG as usize);
