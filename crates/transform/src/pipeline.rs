@@ -3,7 +3,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::Decoder;
-use weft_frame::{Flags, Frame, FrameCodec, FrameType, HEADER_LEN, Header, Limits};
+use weft_frame::{Flags, Frame, FrameCodec, FrameType, HEADER_LEN, Header, Limits, Metadata};
 
 mod batch;
 
@@ -553,6 +553,19 @@ impl Inbound {
             Ok(metadata) => metadata,
             Err(e) => return self.fail(e.into()),
         };
+        self.build(header, metadata, payload)
+    }
+
+    /// [`finish`](Self::finish) once the metadata block is checked: the
+    /// frame, its payload inflated if flagged. Always inlined, as
+    /// `finish` is.
+    #[inline(always)]
+    fn build(
+        &mut self,
+        header: &Header,
+        metadata: Metadata,
+        payload: Bytes,
+    ) -> Result<Option<Frame>, TransformError> {
         if !header.flags.contains(Flags::COMPRESSED) {
             return Ok(Some(Frame::from_header(header, metadata, payload)));
         }

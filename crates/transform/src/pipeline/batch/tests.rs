@@ -145,3 +145,66 @@ fn the_protocol_document_prints_the_same_vector() {
         .collect();
     assert_eq!(hex, VECTOR);
 }
+
+/// Replies' trailers in a batch: the usual ok status (stepped over, not
+/// checked) and blocks of its length that are not it, which go through
+/// the metadata check like any other: each frame comes out as sent, with
+/// its own metadata and payload, and a bad block of that length still
+/// fails the half.
+#[test]
+fn trailers_of_the_ok_status_length_come_out_as_sent() {
+    let (mut out, mut inb) = halves(RekeyLimits::default());
+    let reply = |id, metadata: Metadata, payload: &'static [u8]| Frame {
+        ty: FrameType::DATA,
+        flags: Flags::END_STREAM,
+        stream_id: id,
+        metadata,
+        payload: Bytes::from_static(payload),
+    };
+    let failed = Metadata::builder().status(1).finish();
+    assert_eq!(failed.len(), Metadata::ok_status().len());
+    let sent = vec![
+        reply(1, Metadata::ok_status(), b"\x00\x00\x00\x01a"),
+        reply(3, failed, b""),
+        reply(5, Metadata::ok_status(), b""),
+        frames().remove(0),
+        reply(7, Metadata::ok_status(), b"tail"),
+    ];
+    let mut wire = BytesMut::new();
+    out.encode_batched(&sent, &mut wire).unwrap();
+    assert_eq!(out.records(), 1, "one batch");
+    let mut got = Vec::new();
+    while let Some(frame) = inb.decode(&mut wire).unwrap() {
+        got.push(frame);
+    }
+    assert!(wire.is_empty(), "{} bytes left", wire.len());
+    assert_eq!(got, sent);
+    for frame in &got {
+        assert_eq!(
+            frame.metadata.is_ok_status(),
+            frame.metadata == Metadata::ok_status()
+        );
+    }
+
+    // A 7-byte block that is no valid metadata (the status entry's length
+    // runs past its end), where the ok status would be
+    // (written by hand into the batch: the write half would not send it).
+    let (mut out, mut inb) = halves(RekeyLimits::default());
+    let mut plain = BytesMut::new();
+    let header = weft_frame::Header {
+        ty: FrameType::DATA,
+        flags: Flags::END_STREAM,
+        stream_id: 1,
+        metadata_len: 7,
+        payload_len: 0,
+    };
+    plain.extend_from_slice(&header.to_bytes());
+    plain.extend_from_slice(&[0x03, 0, 9, 0, 0, 0, 0]);
+    let mut wire = BytesMut::new();
+    let batch = out.begin_batch(&mut wire).unwrap().unwrap();
+    wire.extend_from_slice(&plain);
+    out.seal_batch(batch, &mut wire).unwrap();
+    let err = inb.decode(&mut wire).unwrap_err();
+    assert!(err.is_fatal(), "{err}");
+    assert!(inb.decode(&mut wire).is_err(), "the half stays failed");
+}
