@@ -1,6 +1,7 @@
 //! The application's handles: `Connection`, `Incoming`, `Stream`.
 
 use std::future::{Future, poll_fn};
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -208,6 +209,57 @@ impl Incoming {
     }
 }
 
+/// The future of [`Stream::send_with_metadata`].
+///
+/// Queueing all of it takes the metadata and the data out of the future,
+/// leaving their (static, empty) defaults behind. Dropping those would
+/// still call through the `Bytes` vtable twice for nothing, so the parts
+/// are kept in `ManuallyDrop` and dropped only while they may hold
+/// something: before the send, after a failure, or when it is cancelled
+/// while waiting for room.
+struct Sending<'a> {
+    stream: &'a mut Stream,
+    metadata: ManuallyDrop<Metadata>,
+    data: ManuallyDrop<Bytes>,
+    end: bool,
+    parts: Parts,
+}
+
+/// Whether a [`Sending`]'s parts may still hold something.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    /// Not queued yet, or not all of it: they are dropped with the future.
+    Held,
+    /// All queued: both are their defaults, with nothing to let go.
+    Taken,
+}
+
+impl Future for Sending<'_> {
+    type Output = Result<(), StreamError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let polled = this
+            .stream
+            .poll_send(cx, &mut this.metadata, &mut this.data, this.end);
+        if let Poll::Ready(Ok(())) = polled {
+            // `Inner::poll_send` answers `Ready(Ok)` only once it has taken
+            // both (`mem::take`), whichever way they were queued.
+            this.parts = Parts::Taken;
+        }
+        polled
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if self.parts == Parts::Held {
+            drop(ManuallyDrop::into_inner(std::mem::take(&mut self.metadata)));
+            drop(ManuallyDrop::into_inner(std::mem::take(&mut self.data)));
+        }
+    }
+}
+
 /// A stream the peer opened, from [`Incoming::accept_with_request`].
 #[derive(Debug)]
 pub struct Accepted {
@@ -308,9 +360,13 @@ impl Stream {
         data: Bytes,
         end: bool,
     ) -> impl Future<Output = Result<(), StreamError>> + '_ {
-        let mut data = data;
-        let mut metadata = metadata;
-        poll_fn(move |cx| self.poll_send(cx, &mut metadata, &mut data, end))
+        Sending {
+            stream: self,
+            metadata: ManuallyDrop::new(metadata),
+            data: ManuallyDrop::new(data),
+            end,
+            parts: Parts::Held,
+        }
     }
 
     fn poll_send(

@@ -338,7 +338,9 @@ pub(crate) fn recv_result(recv: Recv) -> Result<Option<Chunk>, StreamError> {
 impl Inner {
     /// Queues data on stream `id` (see `Stream::send_with_metadata`):
     /// `Ready` once all of it is queued, `Pending` while the send buffer
-    /// is full.
+    /// is full. `Ready(Ok)` always leaves both `metadata` and `data` as
+    /// their (static, empty) defaults, taken with `mem::take`: the
+    /// handle's future does not drop them then.
     pub(crate) fn poll_send(
         &mut self,
         id: u32,
