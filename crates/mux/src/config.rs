@@ -235,8 +235,9 @@ impl Config {
     }
 
     /// Frames for streams that are already closed (late frames after a
-    /// reset) the peer may send per budget window; they are ignored until
-    /// then. Default 4096 frames. Memory: none.
+    /// reset, or a `WINDOW_UPDATE` that crossed the stream's end) the peer
+    /// may send per budget window beyond one per stream opened in it; they
+    /// are ignored until then. Default 4096 frames. Memory: none.
     pub fn late_frame_budget(&mut self, n: u32) -> &mut Self {
         self.late_frame_budget = n;
         self

@@ -115,6 +115,39 @@ fn item_22_late_frames_after_reset_ignored_within_budget() {
     assert_goaway(&mut t, Reason::ENHANCE_YOUR_CALM);
 }
 
+/// A busy transfer's late frames: the client returns credit for a reply's
+/// data while the reply's end is on its way, so its `WINDOW_UPDATE`
+/// reaches a stream the server has already ended and released. One such
+/// frame per stream is the normal crossing, not a flood, however many
+/// streams end in a budget window; late frames beyond that still spend
+/// the budget.
+#[test]
+fn item_22_a_window_update_crossing_each_streams_end_is_not_a_flood() {
+    let mut cfg = Config::default();
+    cfg.late_frame_budget(2);
+    let mut t = Scripted::server(cfg);
+    for n in 0..50u32 {
+        let id = 2 * n + 1;
+        t.open(id, b"request", true);
+        assert_eq!(t.s.accept(), Some(id));
+        assert_eq!(drain(&mut t.s, id).0, b"request");
+        t.s.send(id, Metadata::new(), Bytes::from_static(b"reply"), true)
+            .unwrap();
+        t.out();
+        t.s.release(id, t.now);
+        // The client's credit for data it read, sent before our end reached it.
+        t.feed(Frame::window_update(id, 64 * 1024));
+        assert!(!t.s.is_closed(), "stream {id}: {:?}", t.s.close_cause());
+    }
+    // Without new streams, late frames spend the budget as before: the
+    // streams are counted from the window's first late frame (its own
+    // stream came before it), so the budget of two allows one more.
+    t.feed(Frame::window_update(1, 64 * 1024));
+    assert!(!t.s.is_closed(), "{:?}", t.s.close_cause());
+    t.feed(Frame::window_update(3, 64 * 1024));
+    assert_goaway(&mut t, Reason::ENHANCE_YOUR_CALM);
+}
+
 // ----- 23: ids near exhaustion -------------------------------------------------
 
 #[test]

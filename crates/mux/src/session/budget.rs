@@ -26,6 +26,9 @@ pub(crate) struct Budgets {
     used: [u32; 4],
     window: Duration,
     started: Option<Instant>,
+    /// Streams opened when this window's first late frame came (see
+    /// [`spend_late`](Self::spend_late)).
+    streams_at: Option<u32>,
 }
 
 impl Budgets {
@@ -35,21 +38,46 @@ impl Budgets {
             used: [0; 4],
             window,
             started: None,
+            streams_at: None,
         }
     }
 
     /// Spends one unit; `false` means the budget is exhausted.
     pub(crate) fn spend(&mut self, kind: Spend, now: Instant) -> bool {
+        self.spend_beyond(kind, now, 0)
+    }
+
+    /// Spends one late frame, the budget counting only those beyond one
+    /// per stream opened since the window's first late frame (`streams`:
+    /// how many the connection has opened so far, both ways). A peer's
+    /// `WINDOW_UPDATE` for data it read while the stream's end was on its
+    /// way reaches a stream already gone (RFC 9113 6.9 says to expect it),
+    /// and a busy transfer makes one for most streams: a peer whose
+    /// streams end by the thousand a second is no flood, one that sends
+    /// late frames without opening streams still is.
+    pub(crate) fn spend_late(&mut self, now: Instant, streams: u32) -> bool {
+        self.roll(now);
+        let since = streams.saturating_sub(*self.streams_at.get_or_insert(streams));
+        self.spend_beyond(Spend::Late, now, since)
+    }
+
+    fn spend_beyond(&mut self, kind: Spend, now: Instant, allowance: u32) -> bool {
+        self.roll(now);
+        let i = kind as usize;
+        self.used[i] += 1;
+        self.used[i] <= self.limits[i].saturating_add(allowance)
+    }
+
+    /// Restarts the counters once the window is over.
+    fn roll(&mut self, now: Instant) {
         match self.started {
             Some(t) if now.saturating_duration_since(t) < self.window => {}
             _ => {
                 self.started = Some(now);
                 self.used = [0; 4];
+                self.streams_at = None;
             }
         }
-        let i = kind as usize;
-        self.used[i] += 1;
-        self.used[i] <= self.limits[i]
     }
 }
 

@@ -95,6 +95,28 @@ impl Session {
         Ok(Header::Passed)
     }
 
+    /// Spends one late frame (a frame for a stream already gone), beyond
+    /// one per stream opened since the window's first (see
+    /// [`Budgets::spend_late`](super::budget::Budgets::spend_late)).
+    pub(super) fn spend_late(&mut self, now: &mut dyn FnMut() -> Instant) -> Result<(), Fatal> {
+        // Ids are claimed in order: half the highest id of each side is
+        // how many streams it opened (a side that ran out of ids opened
+        // all it could).
+        let local = match self.ids.next_local {
+            0 => self.limits.max_stream_id.div_ceil(2),
+            next => (next - 1) / 2,
+        };
+        let streams = local.saturating_add(self.ids.highest_remote.div_ceil(2));
+        if self.guards.rates.spend_late(now(), streams) {
+            Ok(())
+        } else {
+            Err(CloseCause::local(
+                Reason::ENHANCE_YOUR_CALM,
+                "late frame flood",
+            ))
+        }
+    }
+
     pub(super) fn spend(
         &mut self,
         kind: Spend,
@@ -199,7 +221,7 @@ impl Session {
         if !known {
             return Err(protocol("frame for a stream never opened"));
         }
-        self.spend(Spend::Late, now, "late frame flood")
+        self.spend_late(now)
     }
 
     #[inline]
@@ -260,7 +282,7 @@ impl Session {
         };
         if s.failed.is_some() {
             self.release_conn(len);
-            return self.spend(Spend::Late, now, "late frame flood");
+            return self.spend_late(now);
         }
         if s.recv_ended() {
             self.release_conn(len);
@@ -444,7 +466,7 @@ impl Session {
             return self.unknown_stream(id, now);
         };
         if s.failed.is_some() {
-            return self.spend(Spend::Late, now, "late frame flood");
+            return self.spend_late(now);
         }
         let pending_accept = matches!(s.handle, Handle::Unaccepted | Handle::UnacceptedReset);
         let kind = if reason == Reason::REFUSED_STREAM && !s.remote {
@@ -493,7 +515,7 @@ impl Session {
             return self.unknown_stream(id, now);
         };
         if s.failed.is_some() {
-            return self.spend(Spend::Late, now, "late frame flood");
+            return self.spend_late(now);
         }
         if inc == 0 {
             return self.peer_caused_reset(id, Reason::PROTOCOL_ERROR);

@@ -54,7 +54,7 @@ impl Session {
         }
         match self.streams.get_mut(&id) {
             Some(s) if s.failed.is_none() => self.peer_caused_reset(id, reason),
-            Some(_) => self.spend(Spend::Late, now, "late frame flood"),
+            Some(_) => self.spend_late(now),
             None => self.unknown_stream(id, now),
         }
     }
