@@ -4,26 +4,33 @@
 //! does, until it is written).
 
 use bytes::Bytes;
-use weft_mux::{Config, Metadata};
+use weft_mux::{Config, Metadata, Stream};
 use weft_testkit::duplex_pair;
 
 fn trailers() -> Metadata {
     Metadata::builder().status(0).message("done").finish()
 }
 
-#[tokio::test]
-async fn a_failed_send_lets_go_of_its_data_and_metadata() {
-    let ((client, _ci), (_server, mut incoming)) =
+/// A stream the client opened (its end sent with the `OPEN` if `end`),
+/// and the server's side of it, accepted.
+async fn opened(end: bool) -> (Stream, Stream, impl Sized) {
+    let ((client, ci), (server, mut incoming)) =
         duplex_pair(64 * 1024, Config::default(), Config::default()).await;
-    let mut stream = client
+    let stream = client
         .open(
             Metadata::builder().method("svc/x").finish(),
             Bytes::new(),
-            true,
+            end,
         )
         .await
         .unwrap();
-    let _peer = incoming.accept().await.unwrap();
+    let peer = incoming.accept().await.unwrap();
+    (stream, peer, (client, ci, server, incoming))
+}
+
+#[tokio::test]
+async fn a_failed_send_lets_go_of_its_data_and_metadata() {
+    let (mut stream, _peer, _conns) = opened(true).await;
     let data = Bytes::from(vec![7u8; 100]);
     let (held, md) = (data.clone(), trailers());
     let held_md = md.as_bytes().clone();
@@ -35,17 +42,7 @@ async fn a_failed_send_lets_go_of_its_data_and_metadata() {
 
 #[tokio::test]
 async fn a_queued_send_keeps_nothing_once_its_frame_is_written() {
-    let ((client, _ci), (_server, mut incoming)) =
-        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
-    let mut stream = client
-        .open(
-            Metadata::builder().method("svc/x").finish(),
-            Bytes::new(),
-            false,
-        )
-        .await
-        .unwrap();
-    let mut peer = incoming.accept().await.unwrap();
+    let (mut stream, mut peer, _conns) = opened(false).await;
     let data = Bytes::from(vec![7u8; 100]);
     let (held, md) = (data.clone(), trailers());
     let held_md = md.as_bytes().clone();
