@@ -80,17 +80,19 @@ impl FrameCodec {
         Ok(Some((header, body)))
     }
 
-    /// Checks the metadata block of a frame that
-    /// [`decode_raw`](Self::decode_raw) returned (once the record layer
-    /// has opened the body and split the block off) as
-    /// [`decode`](Decoder::decode) does: against this decoder's last
-    /// valid block first. The caller builds the frame
+    /// Splits the metadata block (its first `len` bytes) off the body of
+    /// a frame that [`decode_raw`](Self::decode_raw) returned, once the
+    /// record layer has opened it, and checks it as
+    /// [`decode`](Decoder::decode) does: against this decoder's last valid
+    /// block first, the ok status stepped over (see
+    /// [`LastValid::split_from`]); the payload is left in `body`. The
+    /// caller builds the frame
     /// ([`Frame::from_header`]) where it returns it: a frame built here
     /// came back through memory and was moved once more on its way out
     /// (about 17 instructions a frame). Allocates nothing.
     #[inline(always)]
-    pub fn check_metadata(&mut self, raw: Bytes) -> Result<Metadata, FrameError> {
-        Ok(self.last.metadata(raw)?)
+    pub fn split_metadata(&mut self, body: &mut Bytes, len: usize) -> Result<Metadata, FrameError> {
+        Ok(self.last.split_from(body, len)?)
     }
 
     /// The header of the frame at the front of `src` once all of it is

@@ -84,8 +84,8 @@ proptest! {
         }
     }
 
-    /// The record layer's check of a block it split off an opened body
-    /// (`check_metadata`, one decoder over the sequence) answers as a
+    /// The record layer's split and check of a block off an opened body
+    /// (`split_metadata`, one decoder over the sequence) answers as a
     /// fresh check too, and the frame it builds from the parts
     /// (`Frame::from_header`) is the one the decoder gives for the same
     /// bytes.
@@ -109,9 +109,11 @@ proptest! {
             wire.extend_from_slice(&raw);
             wire.extend_from_slice(&payload);
             let decoded = dec.decode(&mut wire);
-            match (records.check_metadata(raw.clone()), Metadata::from_bytes(raw)) {
+            let mut body = Bytes::from([&raw[..], &payload[..]].concat());
+            match (records.split_metadata(&mut body, raw.len()), Metadata::from_bytes(raw)) {
                 (Ok(m), Ok(want)) => {
                     prop_assert_eq!(&m, &want);
+                    prop_assert_eq!(&body, &payload);
                     let built = Frame::from_header(&header, m, payload.clone());
                     prop_assert_eq!(Some(built), decoded.ok().flatten());
                 }

@@ -526,9 +526,7 @@ impl Inbound {
                     continue;
                 }
             }
-            let mut body = body.freeze();
-            let metadata = body.split_to(header.metadata_len as usize);
-            return self.finish(&header, metadata, body);
+            return self.finish(&header, body.freeze());
         }
     }
 
@@ -546,10 +544,12 @@ impl Inbound {
     fn finish(
         &mut self,
         header: &Header,
-        metadata: Bytes,
-        payload: Bytes,
+        mut payload: Bytes,
     ) -> Result<Option<Frame>, TransformError> {
-        let metadata = match self.codec.check_metadata(metadata) {
+        let metadata = match self
+            .codec
+            .split_metadata(&mut payload, header.metadata_len as usize)
+        {
             Ok(metadata) => metadata,
             Err(e) => return self.fail(e.into()),
         };

@@ -14,7 +14,7 @@
 //! never receives one.
 
 use bytes::{Buf, BufMut, BytesMut};
-use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header, Metadata};
+use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header};
 
 use super::{Inbound, Outbound, Pending, TAG, checked_header, fatal, header_slot};
 use crate::error::{TransformError, TransformErrorKind};
@@ -29,9 +29,6 @@ pub const BATCH_SETTING: &[u8] = b"sealed-batch";
 /// The value of [`BATCH_SETTING`]: the batch format, u32 big-endian 1. A
 /// sender that reads another value sends no batches (a later format).
 pub const BATCH_SETTING_VALUE: [u8; 4] = 1u32.to_be_bytes();
-
-/// A successful call's usual trailers: a reply's metadata, most often.
-static OK_STATUS: Metadata = Metadata::ok_status();
 
 fn bad(what: &'static str) -> TransformError {
     fatal(TransformErrorKind::Batch(what))
@@ -295,18 +292,10 @@ impl Inbound {
         // stepped over on the frozen piece (a pointer bump), as the plain
         // codec's `decode` takes it. Two splits of the read buffer
         // (header and metadata, then payload) cost more now that LTO keeps
-        // both out of line here. A successful call's usual trailers (most
-        // replies' only metadata) are known valid, so they are stepped
-        // over, never split off or checked, as the plain codec does too.
-        let ok = OK_STATUS.as_bytes();
-        let mut payload = src.split_to(HEADER_LEN + header.body_len()).freeze();
-        payload.advance(HEADER_LEN);
-        let metadata = if header.metadata_len as usize == ok.len() && payload.starts_with(ok) {
-            payload.advance(ok.len());
-            None
-        } else {
-            Some(payload.split_to(header.metadata_len as usize))
-        };
+        // both out of line here. `finish` takes the metadata off the body
+        // as the plain codec does (the ok status stepped over).
+        let mut body = src.split_to(HEADER_LEN + header.body_len()).freeze();
+        body.advance(HEADER_LEN);
         self.pending = match rest {
             0 => {
                 src.advance(TAG as usize);
@@ -315,10 +304,7 @@ impl Inbound {
             // `rest` < `left`, a u32.
             _ => Pending::Batch { left: rest as u32 },
         };
-        match metadata {
-            None => self.build(&header, Metadata::ok_status(), payload),
-            Some(metadata) => self.finish(&header, metadata, payload),
-        }
+        self.finish(&header, body)
     }
 
     /// The header of the batch's next frame (at the front of `src`, within
