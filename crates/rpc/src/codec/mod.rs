@@ -63,20 +63,31 @@ pub enum Framed {
 }
 
 /// Frames `body` (see [`COPY_THRESHOLD`]), checking it against `max`.
+#[inline]
 pub fn frame(body: Bytes, max: usize) -> Result<Framed, Status> {
+    frame_ref(&body, max)
+}
+
+/// [`frame`] from a reference: only a large message keeps the caller's
+/// bytes (sent apart, after its prefix), so only it takes a reference on
+/// them; a small one is copied behind its prefix where it lies (a clone
+/// just to copy it counted a reference up and down again, an atomic
+/// pair, on every call of a caller that keeps its request, as a
+/// `Channel` does for a retry).
+pub(crate) fn frame_ref(body: &Bytes, max: usize) -> Result<Framed, Status> {
     let len = check_len(body.len(), max)?;
     if body.is_empty() {
         return Ok(Framed::One(empty_message()));
     }
     if body.len() > COPY_THRESHOLD {
-        return Ok(Framed::Two(prefix(len), body));
+        return Ok(Framed::Two(prefix(len), body.clone()));
     }
     // The length is known and checked: the prefix is written once, not
     // zeroed and patched as `frame_with` must for a serializer's output.
     Ok(Framed::One(in_arena(|buf| {
         buf.reserve(PREFIX_LEN + body.len());
         buf.put_u32(len);
-        buf.put_slice(&body);
+        buf.put_slice(body);
         buf.split().freeze()
     })))
 }

@@ -53,27 +53,10 @@ pub struct Raw;
 impl Codec<Bytes> for Raw {
     const NAME: &'static str = "raw";
 
-    /// Framed as [`codec::frame`] frames it, byte for byte, but from the
-    /// reference: only a large message keeps the caller's bytes (sent
-    /// apart, after its prefix), so only it takes a reference on them. A
-    /// small one is copied behind its prefix where it lies; cloning the
-    /// `Bytes` for that copy counted a reference up and down again (an
-    /// atomic pair, or a call through its vtable) on every call of a
-    /// caller that keeps its request, as a `Channel` does for a retry.
+    /// Framed from the reference ([`codec::frame`] without a clone of a
+    /// small message).
     fn encode(value: &Bytes, max: usize) -> Result<Framed, Status> {
-        match value.len() {
-            0 => Ok(Framed::One(codec::empty_message())),
-            n if n <= codec::COPY_THRESHOLD => {
-                let framed = codec::frame_with(max, |buf| {
-                    buf.extend_from_slice(value);
-                    Ok::<(), std::convert::Infallible>(())
-                });
-                framed
-                    .unwrap_or_else(|never| match never {})
-                    .map(Framed::One)
-            }
-            _ => codec::frame(value.clone(), max),
-        }
+        codec::frame_ref(value, max)
     }
 
     fn decode(body: Bytes) -> Result<Bytes, Status> {
