@@ -44,6 +44,7 @@ use tokio_util::codec::{Encoder, FramedRead, LengthDelimitedCodec};
 use weft::{CallOptions, Client, Config, EncryptionPolicy, Listener, Router, Status};
 
 use crate::Runtime;
+use crate::bulk_latency::Tuning;
 use crate::split::ServerProcess;
 
 /// Calls (or pipelined requests) in flight on the one connection.
@@ -241,8 +242,8 @@ pub enum Server {
     },
     /// The latency run's ([`small_calls`](crate::bulk_latency::small_calls)).
     Latency {
-        /// weft's largest frame payload, if not the default.
-        frame: Option<u32>,
+        /// What its connections change from the defaults.
+        tuning: Tuning,
     },
 }
 
@@ -264,7 +265,16 @@ impl Server {
                 ],
                 frame,
             ),
-            Server::Latency { frame } => (vec!["latency".to_string()], frame),
+            Server::Latency { tuning } => {
+                // Both optional numbers, "-" for none, so each keeps its place.
+                let word = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+                let words = [
+                    "latency".to_string(),
+                    word(tuning.frame),
+                    word(tuning.window),
+                ];
+                return words.to_vec();
+            }
         };
         args.extend(frame.map(|f| f.to_string()));
         args
@@ -286,9 +296,17 @@ impl Server {
                 size: size.parse().map_err(|_| bad())?,
                 frame: frame(frame_arg)?,
             }),
-            ["latency", ref frame_arg @ ..] => Ok(Server::Latency {
-                frame: frame(frame_arg)?,
-            }),
+            ["latency", frame, window] => {
+                let word = |w: &str| match w {
+                    "-" => Ok(None),
+                    n => n.parse().map(Some).map_err(|_| bad()),
+                };
+                let tuning = Tuning {
+                    frame: word(frame)?,
+                    window: word(window)?,
+                };
+                Ok(Server::Latency { tuning })
+            }
             _ => Err(bad()),
         }
     }
@@ -303,7 +321,7 @@ impl Server {
                 size,
                 frame,
             } => start(mode, shape, size, frame).await,
-            Server::Latency { frame } => crate::bulk_latency::start(frame).await,
+            Server::Latency { tuning } => crate::bulk_latency::start(tuning).await,
         }
     }
 }
@@ -773,8 +791,21 @@ mod tests {
                 size: 65536,
                 frame: Some(16384),
             },
-            Server::Latency { frame: None },
-            Server::Latency { frame: Some(32768) },
+            Server::Latency {
+                tuning: Tuning::default(),
+            },
+            Server::Latency {
+                tuning: Tuning {
+                    frame: Some(32768),
+                    window: None,
+                },
+            },
+            Server::Latency {
+                tuning: Tuning {
+                    frame: None,
+                    window: Some(65536),
+                },
+            },
         ];
         for server in servers {
             assert_eq!(Server::parse(&server.args()), Ok(server));
@@ -784,6 +815,8 @@ mod tests {
             &["cell", "sealed", "echo", "64"],
             &["cell", "plain", "echo", "64", "1", "2"],
             &["latency", "big"],
+            &["latency", "-"],
+            &["latency", "-", "big"],
             &[],
         ] {
             let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
