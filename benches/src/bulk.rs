@@ -7,7 +7,13 @@
 //! - `raw-sealed`: the same with every message sealed by the sender and
 //!   opened by the receiver with ring's AES-256-GCM, whole (the bound an
 //!   encrypted weft echo is compared with: raw codec plus the AEAD of the
-//!   same bytes, twice each way in an echo).
+//!   same bytes, twice each way in an echo), sealed where the codec's copy
+//!   put it, so it does no copy the raw codec does not.
+//!
+//! Both baselines are pipelined at each end as weft is: the client writes
+//! from one task and reads in another; the server reads (and opens) in
+//! one task and frames (and seals) and writes in another, linked by a
+//! channel.
 //!
 //! Two call shapes: `echo` (a unary call whose response is its request)
 //! and `stream` (a count-style server-streaming call: an 8-byte request
@@ -31,12 +37,14 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::codec::{Encoder, FramedRead, LengthDelimitedCodec};
 use weft::{CallOptions, Client, Config, EncryptionPolicy, Listener, Router, Status};
 
 use crate::Runtime;
+use crate::bulk_latency::Tuning;
 use crate::split::ServerProcess;
 
 /// Calls (or pipelined requests) in flight on the one connection.
@@ -234,8 +242,8 @@ pub enum Server {
     },
     /// The latency run's ([`small_calls`](crate::bulk_latency::small_calls)).
     Latency {
-        /// weft's largest frame payload, if not the default.
-        frame: Option<u32>,
+        /// What its connections change from the defaults.
+        tuning: Tuning,
     },
 }
 
@@ -257,7 +265,16 @@ impl Server {
                 ],
                 frame,
             ),
-            Server::Latency { frame } => (vec!["latency".to_string()], frame),
+            Server::Latency { tuning } => {
+                // Both optional numbers, "-" for none, so each keeps its place.
+                let word = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+                let words = [
+                    "latency".to_string(),
+                    word(tuning.frame),
+                    word(tuning.window),
+                ];
+                return words.to_vec();
+            }
         };
         args.extend(frame.map(|f| f.to_string()));
         args
@@ -279,9 +296,17 @@ impl Server {
                 size: size.parse().map_err(|_| bad())?,
                 frame: frame(frame_arg)?,
             }),
-            ["latency", ref frame_arg @ ..] => Ok(Server::Latency {
-                frame: frame(frame_arg)?,
-            }),
+            ["latency", frame, window] => {
+                let word = |w: &str| match w {
+                    "-" => Ok(None),
+                    n => n.parse().map(Some).map_err(|_| bad()),
+                };
+                let tuning = Tuning {
+                    frame: word(frame)?,
+                    window: word(window)?,
+                };
+                Ok(Server::Latency { tuning })
+            }
             _ => Err(bad()),
         }
     }
@@ -296,7 +321,7 @@ impl Server {
                 size,
                 frame,
             } => start(mode, shape, size, frame).await,
-            Server::Latency { frame } => crate::bulk_latency::start(frame).await,
+            Server::Latency { tuning } => crate::bulk_latency::start(tuning).await,
         }
     }
 }
@@ -517,16 +542,6 @@ impl Aead {
         Nonce::assume_unique_for_key(n)
     }
 
-    /// Seals `msg` in place, appending the tag.
-    fn seal(&mut self, msg: &mut BytesMut) {
-        let nonce = self.nonce();
-        let tag = self
-            .key
-            .seal_in_place_separate_tag(nonce, Aad::empty(), msg)
-            .expect("seal");
-        msg.extend_from_slice(tag.as_ref());
-    }
-
     /// Opens `msg` in place (the sender's counter runs in step with ours).
     fn open(&mut self, msg: &mut BytesMut) {
         let nonce = self.nonce();
@@ -546,6 +561,45 @@ fn raw_codec(size: usize) -> LengthDelimitedCodec {
         .new_codec()
 }
 
+/// How a raw baseline's side frames what it sends: the codec's encode
+/// (its 4-byte length and its one copy of the message into the write
+/// buffer), and with a sealer, that copy sealed where it lies and the tag
+/// appended. So `raw-sealed` does exactly `raw`'s byte work plus the AEAD
+/// of the same bytes: no copy of its own.
+struct Framer {
+    codec: LengthDelimitedCodec,
+    sealer: Option<Aead>,
+}
+
+impl Framer {
+    fn new(size: usize, sealed: bool) -> Framer {
+        Framer {
+            codec: raw_codec(size),
+            sealer: sealed.then(Aead::new),
+        }
+    }
+
+    /// Appends `msg`'s frame (sealed if this side seals) to `buf`.
+    fn frame(&mut self, msg: &Bytes, buf: &mut BytesMut) {
+        let Some(sealer) = &mut self.sealer else {
+            self.codec.encode(msg.clone(), buf).expect("encode");
+            return;
+        };
+        // The codec's layout (a big-endian u32 length, its default), for
+        // the message and its tag; the peer's codec reads it back.
+        let len = u32::try_from(msg.len() + AES_256_GCM.tag_len()).expect("a u32 length");
+        buf.extend_from_slice(&len.to_be_bytes());
+        let at = buf.len();
+        buf.extend_from_slice(msg);
+        let nonce = sealer.nonce();
+        let tag = sealer
+            .key
+            .seal_in_place_separate_tag(nonce, Aad::empty(), &mut buf[at..])
+            .expect("seal");
+        buf.extend_from_slice(tag.as_ref());
+    }
+}
+
 /// The raw baselines' server: `echo` sends each message back; `stream`
 /// answers a request with [`ITEMS`] frames of the message. Serves every
 /// connection until the runtime ends.
@@ -560,33 +614,49 @@ async fn raw_server(sealed: bool, shape: Shape, size: usize) -> SocketAddr {
     addr
 }
 
-/// One connection of [`raw_server`].
+/// One connection of [`raw_server`], pipelined as weft's own reader and
+/// writer are: this task reads (and opens) requests and hands them to a
+/// writer task over a channel, which frames (and seals) the answers and
+/// writes them. So the socket is read while an answer is being written,
+/// and an answer is written while the next request arrives; a serial loop
+/// (read, open, seal, write, one after another) left either direction
+/// idle while the other worked, and was no fair bound for weft.
 async fn raw_serve(sock: TcpStream, sealed: bool, shape: Shape, size: usize) {
     sock.set_nodelay(true).expect("nodelay");
-    let (r, mut w) = sock.into_split();
+    let (r, w) = sock.into_split();
+    let (tx, rx) = mpsc::channel(IN_FLIGHT);
+    tokio::spawn(raw_answer(w, rx, sealed, shape, size));
     let mut reader = FramedRead::new(r, raw_codec(size));
-    let (mut enc, mut buf) = (raw_codec(size), BytesMut::new());
-    let (mut opener, mut sealer) = (Aead::new(), Aead::new());
-    let item = message(size);
+    let mut opener = Aead::new();
     while let Some(Ok(mut req)) = reader.next().await {
         if sealed {
             opener.open(&mut req);
         }
-        let replies = match shape {
-            Shape::Echo => vec![req.freeze()],
-            Shape::Stream => (0..shape.items()).map(|_| item.clone()).collect(),
+        if tx.send(req.freeze()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// [`raw_serve`]'s writer: answers each request `requests` hands it
+/// (`echo`: the request; `stream`: [`ITEMS`] messages) until the reader
+/// ends or the socket fails.
+async fn raw_answer(
+    mut w: OwnedWriteHalf,
+    mut requests: mpsc::Receiver<Bytes>,
+    sealed: bool,
+    shape: Shape,
+    size: usize,
+) {
+    let (mut framer, mut buf) = (Framer::new(size, sealed), BytesMut::new());
+    let item = message(size);
+    while let Some(req) = requests.recv().await {
+        let reply = match shape {
+            Shape::Echo => &req,
+            Shape::Stream => &item,
         };
-        for reply in replies {
-            // The codec's encode copies the message into `buf`
-            // (its one copy); sealing needs a buffer of its own.
-            let reply = if sealed {
-                let mut m = BytesMut::from(&reply[..]);
-                sealer.seal(&mut m);
-                m.freeze()
-            } else {
-                reply
-            };
-            enc.encode(reply, &mut buf).expect("encode");
+        for _ in 0..shape.items() {
+            framer.frame(reply, &mut buf);
             if w.write_all(&buf).await.is_err() {
                 return;
             }
@@ -606,7 +676,6 @@ async fn raw(
     length: Length,
 ) -> (u64, Duration) {
     let items = shape.items();
-    let codec = move || raw_codec(size);
     let sock = TcpStream::connect(addr).await.expect("connect");
     sock.set_nodelay(true).expect("nodelay");
     let (r, mut w) = sock.into_split();
@@ -623,16 +692,10 @@ async fn raw(
         let (tally, slots, sent, msg) = (tally.clone(), slots.clone(), sent.clone(), msg.clone());
         let started = AtomicU64::new(0);
         tokio::spawn(async move {
-            let (mut enc, mut buf, mut sealer) = (codec(), BytesMut::new(), Aead::new());
+            let (mut framer, mut buf) = (Framer::new(size, sealed), BytesMut::new());
             while tally.claim(&started) {
                 slots.acquire().await.expect("open semaphore").forget();
-                if sealed {
-                    let mut m = BytesMut::from(&msg[..]);
-                    sealer.seal(&mut m);
-                    enc.encode(m.freeze(), &mut buf).expect("encode");
-                } else {
-                    enc.encode(msg.clone(), &mut buf).expect("encode");
-                }
+                framer.frame(&msg, &mut buf);
                 w.write_all(&buf).await.expect("write");
                 buf.clear();
                 sent.fetch_add(1, Ordering::Relaxed);
@@ -640,7 +703,7 @@ async fn raw(
             w
         })
     };
-    let mut reader = FramedRead::new(r, codec());
+    let mut reader = FramedRead::new(r, raw_codec(size));
     let mut opener = Aead::new();
     let mut writer = writer;
     let mut writing = true;
@@ -686,6 +749,31 @@ async fn raw(
 mod tests {
     use super::*;
 
+    /// The raw baselines' frames read back through the codec as the
+    /// message itself, sealed or not: `raw-sealed` seals the codec's copy
+    /// where it lies, and its peer opens what its codec reads.
+    #[test]
+    fn a_raw_frame_reads_back_as_its_message_sealed_or_not() {
+        use tokio_util::codec::Decoder;
+        let msg = message(1000);
+        for sealed in [false, true] {
+            let (mut framer, mut buf) = (Framer::new(msg.len(), sealed), BytesMut::new());
+            let (mut codec, mut opener) = (raw_codec(msg.len()), Aead::new());
+            for _ in 0..3 {
+                framer.frame(&msg, &mut buf);
+            }
+            for _ in 0..3 {
+                let mut got = codec.decode(&mut buf).expect("a frame").expect("whole");
+                if sealed {
+                    assert_ne!(got[..msg.len()], msg[..], "sealed bytes differ");
+                    opener.open(&mut got);
+                }
+                assert_eq!(got, msg, "sealed: {sealed}");
+            }
+            assert!(buf.is_empty());
+        }
+    }
+
     /// A split layout's server process rebuilds the server its parent
     /// described, every field included; anything else is refused.
     #[test]
@@ -703,8 +791,21 @@ mod tests {
                 size: 65536,
                 frame: Some(16384),
             },
-            Server::Latency { frame: None },
-            Server::Latency { frame: Some(32768) },
+            Server::Latency {
+                tuning: Tuning::default(),
+            },
+            Server::Latency {
+                tuning: Tuning {
+                    frame: Some(32768),
+                    window: None,
+                },
+            },
+            Server::Latency {
+                tuning: Tuning {
+                    frame: None,
+                    window: Some(65536),
+                },
+            },
         ];
         for server in servers {
             assert_eq!(Server::parse(&server.args()), Ok(server));
@@ -714,6 +815,8 @@ mod tests {
             &["cell", "sealed", "echo", "64"],
             &["cell", "plain", "echo", "64", "1", "2"],
             &["latency", "big"],
+            &["latency", "-"],
+            &["latency", "-", "big"],
             &[],
         ] {
             let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();

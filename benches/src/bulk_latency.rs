@@ -50,6 +50,18 @@ pub struct Latency {
     pub reply_p99: Duration,
 }
 
+/// What a latency run's connections change from the defaults, both ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// weft's largest frame payload, if not the default 64 KiB.
+    pub frame: Option<u32>,
+    /// The stream window, if not the default 256 KiB: on loopback a
+    /// small call waits behind up to one window of a transfer's bytes in
+    /// the kernel on each leg (`crates/mux/tests/bulk_fairness.rs`), so
+    /// this is the lever to look at.
+    pub window: Option<u32>,
+}
+
 /// The bytes of a stamp: nanoseconds since the Unix epoch, big-endian.
 const STAMP: usize = 16;
 
@@ -70,9 +82,9 @@ struct Legs {
 }
 
 /// Starts the latency run's server on the current runtime (`echo` of
-/// 1 MiB and the stamped small echo, default windows, frames up to
-/// `frame` bytes if given) and returns its address.
-pub async fn start(frame: Option<u32>) -> SocketAddr {
+/// 1 MiB and the stamped small echo, defaults but for `tuning`) and
+/// returns its address.
+pub async fn start(tuning: Tuning) -> SocketAddr {
     let listener = Listener::bind("127.0.0.1:0").await.expect("bind loopback");
     let addr = listener.local_addr().expect("local addr");
     let routes = router(LARGE).unary(STAMPED, |_ctx, req: Bytes| async move {
@@ -85,46 +97,40 @@ pub async fn start(frame: Option<u32>) -> SocketAddr {
     tokio::spawn(weft::serve(
         listener,
         routes,
-        config(frame),
+        config(tuning),
         std::future::pending(),
     ));
     addr.parse().expect("a TCP address")
 }
 
 /// What the latency run's connections use: plain, compression off, the
-/// default windows (what a user who did not tune for bulk has).
-fn config(frame: Option<u32>) -> Config {
-    match frame {
-        Some(bytes) => Config::new().max_frame_payload(bytes),
-        None => Config::new(),
+/// defaults otherwise (what a user who did not tune for bulk has) but for
+/// `tuning`.
+fn config(tuning: Tuning) -> Config {
+    let mut config = Config::new()
+        .encryption(EncryptionPolicy::Off)
+        .compression(false);
+    if let Some(bytes) = tuning.frame {
+        config = config.max_frame_payload(bytes);
     }
-    .encryption(EncryptionPolicy::Off)
-    .compression(false)
+    if let Some(bytes) = tuning.window {
+        config = config.stream_window(bytes);
+    }
+    config
 }
 
 /// Small calls for `length` on a connection with `transfers` tasks echoing
-/// 1 MiB messages back to back (0: alone), weft's frames up to `frame`
-/// bytes if given (else 64 KiB), client and server laid out as `layout`
-/// says.
-pub fn small_calls(
-    transfers: usize,
-    length: Duration,
-    frame: Option<u32>,
-    layout: Layout,
-) -> Latency {
-    layout.run(Server::Latency { frame }, async |addr| {
-        measure(addr, transfers, length, frame).await
+/// 1 MiB messages back to back (0: alone), both ends configured with
+/// `tuning`, client and server laid out as `layout` says.
+pub fn small_calls(transfers: usize, length: Duration, tuning: Tuning, layout: Layout) -> Latency {
+    layout.run(Server::Latency { tuning }, async |addr| {
+        measure(addr, transfers, length, tuning).await
     })
 }
 
 /// The client side of [`small_calls`], against the server at `addr`.
-async fn measure(
-    addr: SocketAddr,
-    transfers: usize,
-    length: Duration,
-    frame: Option<u32>,
-) -> Latency {
-    let client: Client = weft::connect(&addr.to_string(), &config(frame))
+async fn measure(addr: SocketAddr, transfers: usize, length: Duration, tuning: Tuning) -> Latency {
+    let client: Client = weft::connect(&addr.to_string(), &config(tuning))
         .await
         .expect("connect");
     let (large, small) = (message(LARGE), message(SMALL));

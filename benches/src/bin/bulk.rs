@@ -4,7 +4,8 @@
 //! usage: weft-bulk [--sizes 65536,1048576,8388608] [--modes raw,plain,...]
 //!                  [--shapes echo,stream] [--secs 3] [--rounds 3] [--frame BYTES]
 //!                  [--split [--runtime RT] | --shared]
-//!        weft-bulk --latency [--secs 3] [--rounds 3] [--frame BYTES] [--split [--runtime RT]]
+//!        weft-bulk --latency [--secs 3] [--rounds 3] [--frame BYTES] [--window BYTES]
+//!                  [--split [--runtime RT]]
 //!        weft-bulk --profile MODE --size BYTES --echoes N [--runtime RT]
 //!        weft-bulk --serve ARGS... --runtime RT   (a split layout's server process)
 //!   Rounds interleave every cell (shape × size × mode) in turn; each cell's
@@ -15,7 +16,9 @@
 //!   --latency times 64-byte echo calls on a connection alone and beside
 //!   1 and 8 callers echoing 1 MiB back to back (rounds interleaved), and
 //!   prints their p50 and p99 (the target: p99 beside one transfer at most
-//!   twice the p99 alone).
+//!   twice the p99 alone). --window sets both ends' stream window (default
+//!   256 KiB): on loopback a small call waits behind up to one window of
+//!   the transfer's bytes in the kernel on each leg.
 //!   --split runs every cell's server (weft's and the raw baselines' alike)
 //!   in a process of its own pinned to core 0 and the client in this one
 //!   pinned to core 1, each on a current-thread runtime (one core each:
@@ -34,7 +37,7 @@ use std::time::Duration;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use weft_benches::Runtime;
 use weft_benches::bulk::{Layout, Length, Mode, Shape, run, serve};
-use weft_benches::bulk_latency::{Latency, small_calls};
+use weft_benches::bulk_latency::{Latency, Tuning, small_calls};
 
 /// Counts allocations, so `--profile` can say how many an echo costs.
 #[global_allocator]
@@ -42,7 +45,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const USAGE: &str = "usage: weft-bulk [--sizes A,B] [--modes M,N] [--shapes echo,stream] [--secs S] \
                      [--rounds R] [--frame B] [--split [--runtime RT]] | --latency [--secs S] \
-                     [--rounds R] [--frame B] [--split [--runtime RT]] \
+                     [--rounds R] [--frame B] [--window B] [--split [--runtime RT]] \
                      | --profile MODE --size BYTES --echoes N [--runtime RT]";
 
 /// Large-message callers beside the small calls in `--latency` (0: alone).
@@ -56,6 +59,7 @@ struct Args {
     secs: f64,
     rounds: usize,
     frame: Option<u32>,
+    window: Option<u32>,
     profile: Option<(Mode, u64)>,
     layout: Layout,
 }
@@ -75,6 +79,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         secs: 3.0,
         rounds: 3,
         frame: None,
+        window: None,
         profile: None,
         layout: Layout::Shared(Runtime::MultiThread),
     };
@@ -103,6 +108,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--secs" => a.secs = v.parse().map_err(|_| "--secs: a number")?,
             "--rounds" => a.rounds = v.parse().map_err(|_| "--rounds: a number")?,
             "--frame" => a.frame = Some(v.parse().map_err(|_| "--frame: a number")?),
+            "--window" => a.window = Some(v.parse().map_err(|_| "--window: a number")?),
             "--profile" => profile_mode = Some(Mode::parse(v).ok_or("--profile: a mode")?),
             "--echoes" => echoes = Some(v.parse().map_err(|_| "--echoes: a number")?),
             "--runtime" => runtime = Some(Runtime::parse(v).ok_or("--runtime: a runtime")?),
@@ -227,7 +233,11 @@ fn latency(a: &Args) {
     let mut runs: Vec<Vec<Latency>> = vec![Vec::new(); BESIDE.len()];
     for round in 0..a.rounds {
         for (i, &n) in BESIDE.iter().enumerate() {
-            let l = small_calls(n, length, a.frame, a.layout);
+            let tuning = Tuning {
+                frame: a.frame,
+                window: a.window,
+            };
+            let l = small_calls(n, length, tuning, a.layout);
             eprintln!(
                 "round {round} beside {n}: {} calls, p50 {:?}, p99 {:?} (request leg {:?}, reply leg {:?}), {} large echoes",
                 l.calls, l.p50, l.p99, l.request_p99, l.reply_p99, l.large
