@@ -112,6 +112,26 @@ impl<T: Send + 'static> Pool<T> {
         }
     }
 
+    /// Polls the future in `slot` (a lent or a spawned call's); once it
+    /// has finished, the slot goes back (left holding it, see
+    /// `put_back`), so it is not polled again.
+    #[inline(always)]
+    fn poll_in(&self, slot: &mut Option<Slot<T>>, cx: &mut Context<'_>) -> Poll<()>
+    where
+        T: Future<Output = ()>,
+    {
+        let Some(fut) = slot.as_mut().and_then(|s| s.as_mut().as_pin_mut()) else {
+            return Poll::Ready(());
+        };
+        if fut.poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        if let Some(slot) = slot.take() {
+            self.put_back(slot, Left::Finished);
+        }
+        Poll::Ready(())
+    }
+
     #[cfg(test)]
     fn idle_count(&self) -> usize {
         let last = self.last.take();
@@ -145,16 +165,7 @@ impl<T: Future<Output = ()> + Send + 'static> Filled<'_, T> {
     /// Polls the future; once finished, its slot goes back (and it is not
     /// polled again).
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(fut) = self.slot.as_mut().and_then(|s| s.as_mut().as_pin_mut()) else {
-            return Poll::Ready(());
-        };
-        if fut.poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        if let Some(slot) = self.slot.take() {
-            self.pool.put_back(slot, Left::Finished);
-        }
-        Poll::Ready(())
+        self.pool.poll_in(&mut self.slot, cx)
     }
 
     /// The future as one to spawn, its slot going back when it completes.
@@ -190,20 +201,9 @@ impl<T: Send + 'static> std::fmt::Debug for Pooled<T> {
 impl<T: Future<Output = ()> + Send + 'static> Future for Pooled<T> {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(slot) = self.slot.as_mut() else {
-            return Poll::Ready(());
-        };
-        let Some(fut) = slot.as_mut().as_pin_mut() else {
-            return Poll::Ready(());
-        };
-        if fut.poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        if let Some(slot) = self.slot.take() {
-            self.pool.put_back(slot, Left::Finished);
-        }
-        Poll::Ready(())
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        this.pool.poll_in(&mut this.slot, cx)
     }
 }
 
