@@ -65,7 +65,7 @@ where
 {
     let mut filled = pool.start(call, make);
     match filled.poll(cx) {
-        // Its slot goes back as `filled` is dropped.
+        // Its slot went back as it finished.
         Poll::Ready(()) => None,
         Poll::Pending => Some(Box::pin(filled.into_pooled())),
     }

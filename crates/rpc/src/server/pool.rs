@@ -4,7 +4,9 @@
 //! A route's call future has one concrete type; its slots are
 //! `Pin<Box<Option<T>>>`, refilled with `Pin::set` (safe: the old future is
 //! dropped in place before the new one moves in) and returned to the
-//! route's pool when the call ends. The pool is typed: the route's runner
+//! route's pool when the call ends (a finished future is left in its slot
+//! for the next call's `Pin::set` to drop: one drop per call, not two).
+//! The pool is typed: the route's runner
 //! names its future's type through the function that builds it (see
 //! `call::Runner`), so a call takes a slot without a type check (a
 //! type-erased pool's `dyn Any` check cost about 12 instructions a call).
@@ -58,9 +60,15 @@ impl<T: Send + 'static> Pool<T> {
         self.last.swap(None).or_else(|| self.rest().pop())
     }
 
-    /// Drops the future in `slot` and keeps the slot.
-    fn put_back(&self, mut slot: Slot<T>) {
-        slot.set(None);
+    /// Keeps `slot`, the future in it dropped now if it is `Left::Live`.
+    /// A finished one is left in place (a finished call future, an async
+    /// block that returned, holds nothing): the slot's next call replaces
+    /// it, and dropping it there as well as here was one more call to the
+    /// future's drop glue per call (about 12 instructions).
+    fn put_back(&self, mut slot: Slot<T>, left: Left) {
+        if left == Left::Live {
+            slot.set(None);
+        }
         if let Some(older) = self.last.swap(Some(slot)) {
             let mut rest = self.rest();
             // The cell holds one more, so at most MAX_IDLE are kept.
@@ -95,11 +103,33 @@ impl<T: Send + 'static> Pool<T> {
         T: Future<Output = ()>,
     {
         let mut slot = self.take().unwrap_or_else(|| Box::pin(None));
+        // Drops the slot's previous call future, if it finished (see
+        // `put_back`).
         slot.set(Some(make(input)));
         Filled {
             slot: Some(slot),
             pool: self,
         }
+    }
+
+    /// Polls the future in `slot` (a lent or a spawned call's); once it
+    /// has finished, the slot goes back (left holding it, see
+    /// `put_back`), so it is not polled again.
+    #[inline(always)]
+    fn poll_in(&self, slot: &mut Option<Slot<T>>, cx: &mut Context<'_>) -> Poll<()>
+    where
+        T: Future<Output = ()>,
+    {
+        let Some(fut) = slot.as_mut().and_then(|s| s.as_mut().as_pin_mut()) else {
+            return Poll::Ready(());
+        };
+        if fut.poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        if let Some(slot) = slot.take() {
+            self.put_back(slot, Left::Finished);
+        }
+        Poll::Ready(())
     }
 
     #[cfg(test)]
@@ -111,21 +141,31 @@ impl<T: Send + 'static> Pool<T> {
     }
 }
 
+/// What a slot going back to its pool holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Left {
+    /// A future that completed: it holds nothing and is left for the
+    /// slot's next call to replace.
+    Finished,
+    /// A future dropped before it completed: it is dropped as the slot
+    /// goes back, so what it holds (its stream, its call's entry) goes
+    /// now, not at the slot's next call.
+    Live,
+}
+
 /// A call future in a slot lent by its pool, polled where it was built;
-/// the slot goes back when it is dropped, unless it became a [`Pooled`]
-/// future first.
+/// the slot goes back as the future completes, or when it is dropped,
+/// unless it became a [`Pooled`] future first.
 pub(crate) struct Filled<'p, T: Send + 'static> {
     slot: Option<Slot<T>>,
     pool: &'p Arc<Pool<T>>,
 }
 
 impl<T: Future<Output = ()> + Send + 'static> Filled<'_, T> {
-    /// Polls the future (once finished, it is not polled again).
+    /// Polls the future; once finished, its slot goes back (and it is not
+    /// polled again).
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match self.slot.as_mut().and_then(|s| s.as_mut().as_pin_mut()) {
-            Some(fut) => fut.poll(cx),
-            None => Poll::Ready(()),
-        }
+        self.pool.poll_in(&mut self.slot, cx)
     }
 
     /// The future as one to spawn, its slot going back when it completes.
@@ -140,7 +180,7 @@ impl<T: Future<Output = ()> + Send + 'static> Filled<'_, T> {
 impl<T: Send + 'static> Drop for Filled<'_, T> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            self.pool.put_back(slot);
+            self.pool.put_back(slot, Left::Live);
         }
     }
 }
@@ -161,27 +201,16 @@ impl<T: Send + 'static> std::fmt::Debug for Pooled<T> {
 impl<T: Future<Output = ()> + Send + 'static> Future for Pooled<T> {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(slot) = self.slot.as_mut() else {
-            return Poll::Ready(());
-        };
-        let Some(fut) = slot.as_mut().as_pin_mut() else {
-            return Poll::Ready(());
-        };
-        if fut.poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        if let Some(slot) = self.slot.take() {
-            self.pool.put_back(slot);
-        }
-        Poll::Ready(())
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        this.pool.poll_in(&mut this.slot, cx)
     }
 }
 
 impl<T: Send + 'static> Drop for Pooled<T> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            self.pool.put_back(slot);
+            self.pool.put_back(slot, Left::Live);
         }
     }
 }
@@ -230,26 +259,32 @@ mod tests {
             wait,
         };
         // Finished in its first poll, where it was built: the slot goes
-        // back as the lent slot is dropped.
+        // back at once, the finished future left in it (a finished call
+        // future holds nothing) until the slot's next call replaces it.
         let mut first = pool.start(false, job);
         let ptr = addr(&first.slot);
         assert!(poll_once(|cx| first.poll(cx)).await.is_ready());
-        drop(first);
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(pool.idle_count(), 1);
-        // The next call of the same type reuses the slot, and a future
-        // handed on to be spawned returns it as it completes.
+        drop(first);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        assert_eq!(pool.idle_count(), 1);
+        // The next call of the same type reuses the slot (dropping the
+        // finished future), and a future handed on to be spawned returns
+        // it as it completes.
         let second = pool.start(false, job);
         assert_eq!(addr(&second.slot), ptr);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(pool.idle_count(), 0);
         let second = second.into_pooled();
         assert_eq!(addr(&second.slot), ptr);
         second.await;
-        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(pool.idle_count(), 1);
         // Pending in its first poll, then dropped as a spawned future:
-        // the future is dropped, the slot kept.
+        // the future is dropped at once (what it holds goes now), the
+        // slot kept.
         let mut third = pool.start(true, job);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
         assert!(poll_once(|cx| third.poll(cx)).await.is_pending());
         let mut third = third.into_pooled();
         assert!(
@@ -259,6 +294,12 @@ mod tests {
         );
         drop(third);
         assert_eq!(drops.load(Ordering::SeqCst), 3);
+        assert_eq!(pool.idle_count(), 1);
+        // Likewise a pending future dropped where it was built.
+        let mut fourth = pool.start(true, job);
+        assert!(poll_once(|cx| fourth.poll(cx)).await.is_pending());
+        drop(fourth);
+        assert_eq!(drops.load(Ordering::SeqCst), 4);
         assert_eq!(pool.idle_count(), 1);
         // The idle list is bounded.
         let many: Vec<_> = (0..MAX_IDLE + 10).map(|_| pool.start(true, job)).collect();
