@@ -70,7 +70,11 @@ where
         self.method
     }
 
-    #[inline]
+    /// Inlined into the call loop (itself inlined into the caller): out
+    /// of line, the call's preparation was a function of its own that
+    /// handed the client's call future back through memory, to be moved
+    /// into the loop's state.
+    #[inline(always)]
     fn attempt<'c>(
         &'c self,
         client: &'c Client,
@@ -93,6 +97,8 @@ where
         self.method
     }
 
+    /// Inlined, as [`Message`]'s.
+    #[inline(always)]
     fn attempt<'c>(
         &'c self,
         client: &'c Client,

@@ -497,6 +497,12 @@ impl Channel {
     where
         A: Attempt,
     {
+        // Inlined into whatever awaits the call: left to LLVM, the poll
+        // of a call awaited from more than one place (a user's code, the
+        // typed client's) stayed a function of its own, which cost every
+        // call its entry, its exit and its result passed through memory.
+        // Its rare paths are boxed futures of their own, out of line.
+        #[inline(always)]
         async move {
             // Read before any await only: kept across one, this reference
             // would take a slot of its own in the future beside `fixed`,
