@@ -9,6 +9,7 @@ use bytes::Bytes;
 use weft_frame::{Metadata, Reason};
 
 use super::combine::Owned;
+use super::task::Turn;
 use super::wake::{Waiter, Woken};
 use super::{BufferCapacity, Inner, now};
 use crate::error::{CloseCause, MuxError, StreamError};
@@ -485,9 +486,26 @@ impl Inner {
             // clock); a piece taken may have returned credit (a frame).
             let ends = matches!(&recv, Recv::End) || matches!(&recv, Recv::Chunk(c) if c.end);
             if ends || self.session.has_transmit() {
-                self.pump_app();
+                self.pump_received();
             }
             return Poll::Ready(recv);
+        }
+    }
+
+    /// The pump after a receive. Frames queued behind those already left
+    /// for the connection task ([`Turn::Owed`]) are its to write, so with
+    /// no event, timer or close to act on the pump is skipped, as after an
+    /// open (`pump_opened`). With spawned callers at 64 in flight the
+    /// other callers' next `OPEN`s are usually queued so when a reply is
+    /// taken, and the pump's call and tests cost about 45 instructions per
+    /// call. The turn is tested first, alone: `pump_opened`'s whole test
+    /// ahead of the usual quiet pump cost sequential calls 6 more.
+    #[inline(always)]
+    fn pump_received(&mut self) {
+        if self.link.turn == Turn::Owed {
+            self.pump_opened();
+        } else {
+            self.pump_app();
         }
     }
 
