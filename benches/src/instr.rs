@@ -55,6 +55,12 @@ pub enum Api {
     /// method, same server, same bytes), so [`Api::TypedChannel`] against
     /// it is what the typed client alone adds.
     ChannelJson,
+    /// `weft::Client::unary` of the typed method with its JSON request
+    /// bytes: the raw call the typed call over a `Client` wraps (same
+    /// method, same server, same bytes), so [`Api::Typed`] against it is
+    /// what the typed client alone adds, and [`Api::Raw`] against it what
+    /// a 4-byte request and a 1-byte reply cost over nil bytes.
+    RawJson,
 }
 
 /// What is called, how many at once, and whether encrypted.
@@ -78,12 +84,13 @@ pub enum Case {
 
 impl Api {
     /// Every API, in table order.
-    pub const ALL: [Api; 5] = [
+    pub const ALL: [Api; 6] = [
         Api::Raw,
         Api::Typed,
         Api::Channel,
         Api::TypedChannel,
         Api::ChannelJson,
+        Api::RawJson,
     ];
 
     /// Its name in cell names.
@@ -94,6 +101,7 @@ impl Api {
             Api::Channel => "channel",
             Api::TypedChannel => "typed-channel",
             Api::ChannelJson => "channel-json",
+            Api::RawJson => "raw-json",
         }
     }
 }
@@ -249,17 +257,48 @@ impl Caller for Channel {
     }
 }
 
-/// [`Api::ChannelJson`]'s caller: a `Channel` calling the typed method raw.
-#[derive(Clone)]
-struct JsonOverChannel(Channel);
+/// A raw unary call of bytes: [`Client::unary`] or [`Channel::unary`].
+trait UnaryBytes: Clone + Send + Sync + 'static {
+    /// Calls `method` with `body`.
+    fn unary_bytes(
+        &self,
+        method: &'static str,
+        body: Bytes,
+    ) -> impl Future<Output = Result<Bytes, Status>> + Send;
+}
 
-impl Caller for JsonOverChannel {
+impl UnaryBytes for Client {
+    fn unary_bytes(
+        &self,
+        method: &'static str,
+        body: Bytes,
+    ) -> impl Future<Output = Result<Bytes, Status>> + Send {
+        self.unary(method, body)
+    }
+}
+
+impl UnaryBytes for Channel {
+    fn unary_bytes(
+        &self,
+        method: &'static str,
+        body: Bytes,
+    ) -> impl Future<Output = Result<Bytes, Status>> + Send {
+        self.unary(method, body)
+    }
+}
+
+/// [`Api::ChannelJson`]'s and [`Api::RawJson`]'s caller: the typed method
+/// called raw, with its JSON request bytes.
+#[derive(Clone)]
+struct JsonBytes<C>(C);
+
+impl<C: UnaryBytes> Caller for JsonBytes<C> {
     async fn call(&self) {
         let body = self
             .0
-            .unary(CountMethods::ONE, Bytes::from_static(b"null"))
+            .unary_bytes(CountMethods::ONE, Bytes::from_static(b"null"))
             .await
-            .expect("channel call of the typed method");
+            .expect("raw call of the typed method");
         assert_eq!(body, &b"1"[..]);
     }
 }
@@ -309,8 +348,9 @@ pub fn run(cell: Cell, layout: Layout, units: [usize; 3]) -> Calls {
             }
             Api::ChannelJson => {
                 let channel = Channel::new(&addr, &config).expect("channel");
-                run_phases(JsonOverChannel(channel), shape, &units, Cuts).await
+                run_phases(JsonBytes(channel), shape, &units, Cuts).await
             }
+            Api::RawJson => run_phases(JsonBytes(client), shape, &units, Cuts).await,
         };
     });
     drop(server);
@@ -385,7 +425,7 @@ mod tests {
 
     #[test]
     fn cell_names_round_trip() {
-        assert_eq!(Cell::all().len(), 30);
+        assert_eq!(Cell::all().len(), 36);
         for cell in Cell::all() {
             assert_eq!(Cell::parse(&cell.name()), Some(cell));
         }
