@@ -213,6 +213,15 @@ impl ReadWake {
     /// The same waiter again (every `recv` poll of a call waiting for its
     /// reply) displaces nobody and leaves `waiter_code`, which always
     /// names the registered waiter, as it is.
+    ///
+    /// Why a new waiter displaces the old one rather than wait behind it
+    /// as an event waiter only (cheaper by the lock and the park): the
+    /// registered waiter may be stale, its future alive but no longer
+    /// polled (left behind by a `select!`, or its task busy elsewhere).
+    /// The socket's wake would then go to a task that never reads, and the
+    /// new waiter, relying on it, would sleep with bytes unread
+    /// (`loom_a_new_waiter_never_misses_the_socket_wake` fails so). Only
+    /// the newest waiter is known to be polled.
     #[inline(always)]
     fn set_recv(&self, who: Waiter, waker: &Waker) -> Option<(Waiter, Waker)> {
         let mut w = self.waiters();
