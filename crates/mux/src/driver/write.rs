@@ -184,9 +184,12 @@ impl Inner {
     /// with it). With no event, no deadline moved, the session open and
     /// reading not blocked, [`after_write`](Self::after_write) would wake
     /// no one and write nothing, so the test is `only_transmits`, not
-    /// `is_quiet` (which a queued reply always fails).
+    /// `is_quiet` (which a queued reply always fails). With the turn
+    /// already [`Turn::Owed`] the write would only defer again, so its own
+    /// tests (shut, idle, frames queued) are skipped too.
     pub(super) fn pump_send(&mut self) {
-        if self.write() && !self.reader.is_blocked() && self.session.only_transmits() {
+        let written = self.link.turn == Turn::Owed || self.write();
+        if written && !self.reader.is_blocked() && self.session.only_transmits() {
             return;
         }
         // Written already: a second write would find what this one left
