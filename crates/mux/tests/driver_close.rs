@@ -206,3 +206,36 @@ async fn a_write_failing_after_the_peers_goaway_reports_the_goaway() {
         "{cause} (send: {sent:?})"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_that_ends_the_drain_shuts_the_transport_while_its_handle_lives() {
+    // The server drains with a stream open; the handler's reply ends it
+    // both ways, which ends the drain and closes the session in the send
+    // itself. The send must wake the connection task to shut the
+    // transport: nothing else will (the handle lives on, the client has
+    // nothing more to say, the drain deadline is a minute away).
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), Config::default()).await;
+    let mut call = client
+        .open(Metadata::new(), Bytes::from_static(b"ask"), true)
+        .await
+        .unwrap();
+    let mut peer = incoming.accept().await.unwrap();
+    assert!(peer.recv().await.unwrap().unwrap().end);
+    let draining = server.clone();
+    let drain = tokio::spawn(async move { draining.shutdown(Duration::from_secs(60)).await });
+    tokio::task::yield_now().await;
+    assert!(!server.is_closed(), "the stream is still open");
+    peer.send(Bytes::from_static(b"answer"), true)
+        .await
+        .unwrap();
+    assert!(server.is_closed(), "the reply ended the drain");
+    tokio::time::timeout(Duration::from_secs(5), server.closed())
+        .await
+        .expect("the transport is shut without waiting for the drain deadline");
+    assert_eq!(server.close_cause().unwrap().reason, Reason::NO_ERROR);
+    let reply = call.recv().await.unwrap().unwrap();
+    assert_eq!(&reply.data[..], b"answer");
+    drain.await.unwrap();
+    drop(peer);
+}

@@ -176,8 +176,20 @@ impl Inner {
     /// first, and the rest (events, timers, reading resumed) only if the
     /// write left the session anything to report (a stream that finished
     /// sending, a failure) or reading waits for the control queue to drain.
+    ///
+    /// Frames still queued after the write do not call for the rest: the
+    /// write has just either left them to the connection task (woken for
+    /// them, [`Turn::Owed`]: the usual case for a reply with calls in
+    /// flight) or found the socket full (the driver's waker is registered
+    /// with it). With no event, no deadline moved, the session open and
+    /// reading not blocked, [`after_write`](Self::after_write) would wake
+    /// no one and write nothing, so the test is `only_transmits`, not
+    /// `is_quiet` (which a queued reply always fails). With the turn
+    /// already [`Turn::Owed`] the write would only defer again, so its own
+    /// tests (shut, idle, frames queued) are skipped too.
     pub(super) fn pump_send(&mut self) {
-        if self.write() && !self.reader.is_blocked() && self.session.is_quiet() {
+        let written = self.link.turn == Turn::Owed || self.write();
+        if written && !self.reader.is_blocked() && self.session.only_transmits() {
             return;
         }
         // Written already: a second write would find what this one left
