@@ -92,14 +92,11 @@ impl Session {
             .min(self.limits.max_payload.min(IMMEDIATE_MAX));
         let mut first = payload;
         // The whole request in the OPEN (the common case) splits nothing:
-        // `split_off` at the end still cost a call.
-        let rest = if n == first.len() {
-            Bytes::new()
-        } else {
-            first.split_off(n)
-        };
+        // `split_off` at the end still cost a call. No rest is `None`, not
+        // an empty `Bytes`: dropping that is a call through its vtable.
+        let rest = (n != first.len()).then(|| first.split_off(n));
         window.debit_with(&mut self.conn_send, n);
-        let all = rest.is_empty();
+        let all = rest.is_none();
         let ended = end && all;
         self.push_control_in_order(Frame {
             ty: FrameType::OPEN,
@@ -122,10 +119,10 @@ impl Session {
             st.send.window = window;
             if ended {
                 st.send.state = SendState::EndSent;
-            } else if !all {
+            } else if let Some(data) = rest {
                 st.send.push(Pending {
                     metadata: Metadata::new(),
-                    data: rest,
+                    data,
                     end,
                 });
             }
