@@ -442,3 +442,92 @@ async fn a_reply_read_by_another_calls_task_wakes_its_own() {
     let first = answer.unwrap().take_first().unwrap().unwrap();
     assert_eq!(&first.data[..], b"for a");
 }
+
+/// Metadata whose bytes count their owner's drops: it is let go once every
+/// clone of it is.
+fn tracked(method: &str, drops: &std::sync::Arc<Count>) -> Metadata {
+    struct Owner(Vec<u8>, std::sync::Arc<Count>);
+    impl AsRef<[u8]> for Owner {
+        fn as_ref(&self) -> &[u8] {
+            &self.0
+        }
+    }
+    impl Drop for Owner {
+        fn drop(&mut self) {
+            self.1.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let raw = md(method).as_bytes().to_vec();
+    Metadata::from_bytes(Bytes::from_owner(Owner(raw, drops.clone()))).unwrap()
+}
+
+/// Whether `drops` counts a drop within five seconds.
+async fn let_go(drops: &Count) -> bool {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while woken(drops) == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// The call keeps its `OPEN` metadata beside its state and hands it to the
+/// answer by hand (no copy moves with the state): whichever way a call
+/// ends — never polled, queued or waiting when dropped, failed, answered
+/// — the metadata is let go, once.
+#[tokio::test]
+async fn a_calls_metadata_is_let_go_however_the_call_ends() {
+    let mut capped = Config::default();
+    capped.max_concurrent_streams(1);
+    let ((client, _ci), (server, mut incoming)) =
+        duplex_pair(64 * 1024, Config::default(), capped).await;
+    // Settings exchanged: the cap is known once a call went through.
+    answered(&client, &mut incoming, ("svc/m", b"w"), (b"w", true)).await;
+
+    let never = std::sync::Arc::new(Count::default());
+    drop(client.call(tracked("svc/m", &never), Bytes::new()));
+    assert!(let_go(&never).await, "a call never polled");
+
+    let (waiting, queued) = (
+        std::sync::Arc::new(Count::default()),
+        std::sync::Arc::new(Count::default()),
+    );
+    {
+        let mut first = pin!(client.call(tracked("svc/m", &waiting), Bytes::new()));
+        let mut second = pin!(client.call(tracked("svc/m", &queued), Bytes::new()));
+        for call in [first.as_mut(), second.as_mut()] {
+            let mut call = call;
+            let polled = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+            assert!(polled.is_pending());
+        }
+    }
+    assert!(let_go(&queued).await, "a call dropped in the queue");
+    // The peer takes the request (its frame holds a copy of the metadata
+    // until written) and the reset.
+    let mut peer = incoming.accept().await.unwrap();
+    peer.recv().await.unwrap();
+    assert!(let_go(&waiting).await, "a call dropped while waiting");
+    drop(peer);
+
+    let answered_once = std::sync::Arc::new(Count::default());
+    let call = client.call(tracked("svc/m", &answered_once), Bytes::new());
+    let serve = async {
+        let mut peer = incoming.accept().await.unwrap();
+        peer.recv().await.unwrap();
+        peer.send(Bytes::from_static(b"a"), true).await.unwrap();
+    };
+    let (answer, ()) = tokio::join!(call, serve);
+    let answer = answer.unwrap();
+    assert_eq!(answer.metadata().method(), Some("svc/m"));
+    assert_eq!(woken(&answered_once), 0, "the answer holds it");
+    drop(answer);
+    assert!(let_go(&answered_once).await, "an answered call");
+
+    let failed = std::sync::Arc::new(Count::default());
+    server.shutdown(Duration::ZERO).await;
+    client.closed().await;
+    let e = client.call(tracked("svc/m", &failed), Bytes::new()).await;
+    assert!(e.is_err());
+    assert!(let_go(&failed).await, "a failed call");
+}
