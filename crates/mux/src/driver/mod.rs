@@ -61,6 +61,8 @@ mod combine;
 mod events;
 mod io;
 #[cfg(all(test, loom))]
+mod loom_link;
+#[cfg(all(test, loom))]
 mod loom_opens;
 #[cfg(all(test, loom))]
 mod loom_tests;

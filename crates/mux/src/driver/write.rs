@@ -240,7 +240,9 @@ impl Inner {
 
     /// [`pump_app`](Self::pump_app) past its write: events dispatched, the
     /// driver woken if a timer moved earlier, reading resumed or the
-    /// connection closed.
+    /// connection closed. Inline: its two callers are the pump's, once or
+    /// more per call (out of line it cost a call and the moves around it).
+    #[inline]
     fn after_write(&mut self) {
         self.dispatch_events();
         let earlier = self.session.take_timer_changed()
