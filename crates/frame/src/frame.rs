@@ -114,7 +114,7 @@ impl Frame {
 
     /// A `WINDOW_UPDATE` granting `increment` bytes (stream 0: the connection).
     /// Its 4-byte payload is cut from a per-thread buffer
-    /// ([`small_payload`]), not allocated: a long stream of small messages
+    /// (`small_payload`), not allocated: a long stream of small messages
     /// returns credit every quarter window, and that must not allocate.
     pub fn window_update(stream_id: u32, increment: u32) -> Frame {
         Frame::new(
