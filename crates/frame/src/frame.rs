@@ -113,12 +113,15 @@ impl Frame {
     }
 
     /// A `WINDOW_UPDATE` granting `increment` bytes (stream 0: the connection).
+    /// Its 4-byte payload is cut from a per-thread buffer
+    /// (`small_payload`), not allocated: a long stream of small messages
+    /// returns credit every quarter window, and that must not allocate.
     pub fn window_update(stream_id: u32, increment: u32) -> Frame {
         Frame::new(
             FrameType::WINDOW_UPDATE,
             Flags::NONE,
             stream_id,
-            Bytes::copy_from_slice(&increment.to_be_bytes()),
+            small_payload(&increment.to_be_bytes()),
         )
     }
 
@@ -195,4 +198,25 @@ impl Frame {
         let reason = Reason(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
         Ok((last, reason, p.slice(8..)))
     }
+}
+
+/// Bytes of the per-thread buffer small control payloads are cut from.
+const SMALL_PAYLOADS: usize = 4096;
+
+/// `bytes` as a `Bytes` cut from a per-thread buffer: no allocation once
+/// warm. The buffer is shared with the payloads cut from it; when it runs
+/// out, `reserve` takes it back in place if they are all gone (the usual
+/// case: a control frame is written soon after it is made), and allocates
+/// a new one only if one is still held.
+fn small_payload(bytes: &[u8]) -> Bytes {
+    thread_local! {
+        static SMALL: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+    }
+    SMALL.with_borrow_mut(|buf| {
+        if buf.capacity() < bytes.len() {
+            buf.reserve(SMALL_PAYLOADS);
+        }
+        buf.extend_from_slice(bytes);
+        buf.split().freeze()
+    })
 }

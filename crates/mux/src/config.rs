@@ -54,7 +54,7 @@ impl Default for Config {
             handshake: HandshakeConfig::default(),
             handshake_timeout: Duration::from_secs(10),
             max_concurrent_streams: 128,
-            stream_window: 256 * 1024,
+            stream_window: BASELINE_WINDOW,
             connection_window: 1024 * 1024,
             max_send_buffer: 256 * 1024,
             keepalive_interval: None,
@@ -116,8 +116,13 @@ impl Config {
     }
 
     /// Receive window per stream, in bytes, announced to the peer; clamped
-    /// to [`BASELINE_WINDOW`]..=[`MAX_WINDOW`]. Default 256 KiB. Memory: this
-    /// much data may be buffered per stream the application does not read.
+    /// to [`BASELINE_WINDOW`]..=[`MAX_WINDOW`]. Default 64 KiB (grpc-go's
+    /// first window), grown from bandwidth-delay estimates where the link
+    /// needs more ([`adaptive_window`](Self::adaptive_window)): a larger
+    /// first window lets a transfer put more ahead of a small call on the
+    /// same connection in a transport that takes it all (loopback), see
+    /// docs/FAQ.md. Memory: this much data (or the grown window) may be
+    /// buffered per stream the application does not read.
     pub fn stream_window(&mut self, bytes: u32) -> &mut Self {
         self.stream_window = bytes.clamp(BASELINE_WINDOW, MAX_WINDOW);
         self

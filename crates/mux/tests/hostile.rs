@@ -511,7 +511,7 @@ fn item_31_zero_window_stall_bounds_send_buffer_others_flow() {
         .open(Metadata::new(), Bytes::new(), false, p.now)
         .unwrap();
     p.drive();
-    // The server never reads `stalled`: its window (256 KiB) fills, then our
+    // The server never reads `stalled`: its window (64 KiB) fills, then our
     // send buffer (100 KiB) fills, and `send_room` says wait.
     let mut queued = 0usize;
     for _ in 0..100 {
@@ -528,7 +528,7 @@ fn item_31_zero_window_stall_bounds_send_buffer_others_flow() {
     assert_eq!(p.client.send_room(stalled).unwrap(), 0);
     // The buffer also counts each queued item's overhead (a few hundred
     // bytes), so slightly less payload than the buffer's size fits.
-    let most = 256 * 1024 + 100 * 1024;
+    let most = 64 * 1024 + 100 * 1024;
     assert!(
         queued <= most && queued + 4 * 1024 >= most,
         "window plus send buffer, no more: {queued}"

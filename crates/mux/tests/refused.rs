@@ -170,7 +170,7 @@ async fn refusals_after_cancelled_calls_are_retried_and_the_connection_lives() {
 }
 
 /// The server's window per stream (the default).
-const WINDOW: usize = 256 * 1024;
+const WINDOW: usize = 64 * 1024;
 
 /// A server session with a cap of one, its one slot taken, and no late
 /// frame allowed at all.

@@ -53,7 +53,7 @@ impl Default for Config {
             keepalive_interval: None,
             keepalive_timeout: Duration::from_secs(20),
             max_concurrent_streams: 128,
-            stream_window: 256 * 1024,
+            stream_window: 64 * 1024,
             connection_window: 1024 * 1024,
             call_timeout: None,
             shutdown_drain: Duration::from_secs(10),
@@ -184,8 +184,10 @@ impl Config {
         self
     }
 
-    /// Receive window per stream, bytes. Default 256 KiB (memory per stream
-    /// the peer can make us buffer).
+    /// Receive window per stream, bytes. Default 64 KiB, grown from
+    /// bandwidth-delay estimates where the link needs more (memory per
+    /// stream the peer can make us buffer; see weft-mux's
+    /// `Config::stream_window`).
     #[must_use]
     pub fn stream_window(mut self, bytes: u32) -> Config {
         self.stream_window = bytes;

@@ -489,7 +489,7 @@ impl Session {
     /// Gives `n` consumed bytes back to the connection window. The tests
     /// are inline: a call gives nothing back as often as not (a released
     /// stream with nothing unread), and when it does, the bytes are
-    /// usually counted and held (less than half the window consumed);
+    /// usually counted and held (less than a quarter of the window consumed);
     /// as calls, each cost about 20 instructions. The grant is apart.
     #[inline]
     pub(super) fn release_conn(&mut self, n: u32) {

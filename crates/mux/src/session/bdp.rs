@@ -27,6 +27,19 @@
 //!   default ping budget of a weft peer (64 per 10 s, section 6.7), which
 //!   counts every `PING` it receives.
 //!
+//! And one to keep a window from growing into a queue: a probe's round
+//! trip includes whatever waits ahead of the `PING` and its `ACK` (on
+//! loopback, or any link whose buffers hold more than a window, the
+//! peer's bytes already in the socket buffers), and the bytes received
+//! meanwhile are that queue, not the link's bandwidth-delay product. A
+//! window grown from them lets the peer queue more, the next round trip
+//! is longer still, and a small call on the connection waits behind all
+//! of it (bufferbloat). So a sample counts the bytes of one round trip of
+//! the link's own: scaled by the shortest round trip seen over this one's
+//! (as BBR's estimate is bandwidth times the least round trip). On a
+//! link without a queue every round trip is the shortest and nothing
+//! changes.
+//!
 //! Sans-I/O like the rest of the session: every input carries its `now`.
 
 use std::num::NonZeroU32;
@@ -146,6 +159,9 @@ pub(crate) struct Estimator {
     samples: u32,
     /// Highest bandwidth seen, bytes per second.
     max_bw: f64,
+    /// The shortest round trip seen, in seconds (`INFINITY` before the
+    /// first non-zero sample): the link's own, no queue ahead of the probe.
+    min_rtt: f64,
 }
 
 impl Estimator {
@@ -164,6 +180,7 @@ impl Estimator {
             rtt: 0.0,
             samples: 0,
             max_bw: 0.0,
+            min_rtt: f64::INFINITY,
         }
     }
 
@@ -237,6 +254,14 @@ impl Estimator {
         if bw > self.max_bw {
             self.max_bw = bw;
         }
+        // The bytes of one round trip of the link's own, not of a queue
+        // (see the module's doc). A zero round trip scales nothing.
+        let bytes = if rtt > 0.0 {
+            self.min_rtt = self.min_rtt.min(rtt);
+            (bytes as f64 * self.min_rtt / rtt) as u64
+        } else {
+            bytes
+        };
         if (bytes as f64) < BETA * f64::from(self.bdp) || bw < self.max_bw {
             return None;
         }
@@ -323,6 +348,27 @@ mod tests {
         let slow = Duration::from_millis(400);
         assert_eq!(probe(&mut e, t0 + PROBE_INTERVAL, 100 * K, slow), None);
         assert_eq!(e.window(), 128 * K);
+    }
+
+    #[test]
+    fn a_round_trip_lengthened_by_a_queue_does_not_grow_the_window() {
+        let t0 = Instant::now();
+        let mut e = Estimator::new(64 * K, Some(1 << 30));
+        // The link's own round trip: 10 ms, and the window filled in it.
+        let rtt = Duration::from_millis(10);
+        assert_eq!(probe(&mut e, t0, 64 * K, rtt), Some(128 * K));
+        // The grown window's bytes now wait in a queue: twice the bytes,
+        // but over twice the round trip (the probe's ACK waited behind
+        // them). The link carries no more per round trip of its own, so
+        // the window stays (it grew to 256 KiB here before, and on with
+        // every probe while the queue grew).
+        let t1 = t0 + PROBE_INTERVAL;
+        assert_eq!(probe(&mut e, t1, 128 * K, rtt * 2), None);
+        assert_eq!(e.window(), 128 * K);
+        // A longer round trip that is the link's (no queue: the bytes per
+        // round trip of its own grew too) still grows it.
+        let t2 = t1 + PROBE_INTERVAL;
+        assert_eq!(probe(&mut e, t2, 128 * K, rtt), Some(256 * K));
     }
 
     #[test]

@@ -81,6 +81,17 @@ impl SendWindow {
     }
 }
 
+/// A receive window's consumed bytes are granted back once they reach
+/// this fraction of it: a quarter, as grpc-go (`inFlow`). The sender then
+/// never has more than a quarter of the window waiting for credit that
+/// its bytes have earned, so a window about the bandwidth-delay product
+/// keeps the link busy; at a half (h2's rule) a window must be about
+/// twice that, and what it lets the sender queue ahead of a small call on
+/// a link whose buffers take it (loopback) doubles too. A grant is one
+/// `WINDOW_UPDATE` per quarter window of a transfer; small calls never
+/// consume a quarter of a window and send none.
+pub(crate) const GRANT_FRACTION: u32 = 4;
+
 /// The credit we gave the peer, and what it spent that the application
 /// has consumed but we have not granted back yet.
 ///
@@ -147,8 +158,8 @@ impl RecvWindow {
         Ok(())
     }
 
-    /// The application consumed `n` bytes: once half the window is
-    /// consumed, all of it is granted back at once, with the window raised
+    /// The application consumed `n` bytes: once a quarter of the window
+    /// is consumed ([`GRANT_FRACTION`]), all of it is granted back at once, with the window raised
     /// to `target` if that is larger, and the increment to announce in a
     /// `WINDOW_UPDATE` is returned.
     #[inline]
@@ -160,13 +171,13 @@ impl RecvWindow {
     }
 
     /// [`consume`](Self::consume)'s first half: counts `n` consumed bytes
-    /// and says whether they stay unannounced (less than half the window
+    /// and says whether they stay unannounced (less than a quarter of the window
     /// is consumed), so a caller can test that before it works out the
     /// `target` of a [`grant`](Self::grant).
     #[inline(always)]
     pub(crate) fn hold(&mut self, n: u32) -> bool {
         self.unacked += n;
-        self.unacked < self.size / 2
+        self.unacked < self.size / GRANT_FRACTION
     }
 
     /// [`consume`](Self::consume)'s second half, once [`hold`](Self::hold)
@@ -187,32 +198,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn recv_window_refuses_beyond_credit_and_grants_back_at_half() {
+    fn recv_window_refuses_beyond_credit_and_grants_back_at_a_quarter() {
         let mut w = RecvWindow::new(100);
         assert!(w.debit(101).is_err());
         assert_eq!(w.credit(), 100, "a refused debit takes nothing");
         w.debit(100).unwrap();
         assert_eq!(w.credit(), 0);
-        assert_eq!(w.consume(49, 100), None);
-        assert_eq!((w.credit(), w.unacked()), (0, 49));
-        assert_eq!(w.consume(1, 100), Some(50), "exactly half grants");
-        assert_eq!((w.credit(), w.unacked()), (50, 0));
+        assert_eq!(w.consume(24, 100), None);
+        assert_eq!((w.credit(), w.unacked()), (0, 24));
+        assert_eq!(w.consume(1, 100), Some(25), "exactly a quarter grants");
+        assert_eq!((w.credit(), w.unacked()), (25, 0));
     }
 
     #[test]
     fn a_larger_target_is_granted_with_the_next_grant_back() {
         let mut w = RecvWindow::new(100);
         w.debit(100).unwrap();
-        // A target above the window does not move the half-window rule
+        // A target above the window does not move the quarter-window rule
         // (small streams send no extra update) ...
-        assert_eq!(w.consume(49, 300), None);
-        // ... and the grant then carries the growth: 50 back + 200 more.
-        assert_eq!(w.consume(1, 300), Some(250));
-        assert_eq!((w.credit(), w.size()), (250, 300));
-        // The next grant uses the grown window's half.
-        w.debit(250).unwrap();
-        assert_eq!(w.consume(149, 300), None);
-        assert_eq!(w.consume(1, 300), Some(150));
+        assert_eq!(w.consume(24, 300), None);
+        // ... and the grant then carries the growth: 25 back + 200 more.
+        assert_eq!(w.consume(1, 300), Some(225));
+        assert_eq!((w.credit(), w.size()), (225, 300));
+        // The next grant uses the grown window's quarter.
+        w.debit(225).unwrap();
+        assert_eq!(w.consume(74, 300), None);
+        assert_eq!(w.consume(1, 300), Some(75));
+        assert_eq!(w.consume(75, 300), Some(75));
         assert!(!w.under_pressure(), "150 of 300 left is not under half");
         w.debit(1).unwrap();
         assert!(w.under_pressure());
