@@ -26,22 +26,37 @@ pub(crate) struct Fx(u64);
 
 impl Fx {
     fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.0 = fx_add(self.0, word);
     }
+}
+
+/// One step of the hash: `word` mixed into `state`.
+#[inline(always)]
+const fn fx_add(state: u64, word: u64) -> u64 {
+    (state.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95)
+}
+
+/// `bytes` mixed into `state` a word at a time (the last 1 to 7 bytes as
+/// one zero-padded word): what [`Fx`] does with a write, usable in a
+/// constant, so a method key worked out at compile time
+/// ([`MethodKey`](crate::MethodKey)) hashes a long name as the cache does.
+#[inline]
+pub(crate) const fn fx_bytes(mut state: u64, bytes: &[u8]) -> u64 {
+    let (words, rest) = bytes.as_chunks::<8>();
+    let mut i = 0;
+    while i < words.len() {
+        state = fx_add(state, u64::from_le_bytes(words[i]));
+        i += 1;
+    }
+    if !rest.is_empty() {
+        state = fx_add(state, tail_word(rest));
+    }
+    state
 }
 
 impl Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            self.add(tail_word(rest));
-        }
+        self.0 = fx_bytes(self.0, bytes);
     }
     fn write_u8(&mut self, n: u8) {
         self.add(u64::from(n));
@@ -65,19 +80,20 @@ impl Hasher for Fx {
 /// as two overlapping loads (or three bytes) instead. That copy has a
 /// length known only at run time, so it was a `memcpy` call on every hash
 /// of a name whose length is not a multiple of 8: most method names.
+/// A `const fn` (for [`fx_bytes`]), so its widenings are `as` casts.
 #[inline]
-pub(crate) fn tail_word(rest: &[u8]) -> u64 {
+pub(crate) const fn tail_word(rest: &[u8]) -> u64 {
     let n = rest.len();
-    debug_assert!((1..8).contains(&n));
+    debug_assert!(n >= 1 && n < 8);
     if n >= 4 {
         let lo = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
         let hi = u32::from_le_bytes([rest[n - 4], rest[n - 3], rest[n - 2], rest[n - 1]]);
         // The two halves overlap for n < 8: the bytes they share land on
         // the same bits, so `|` keeps them as they are.
-        u64::from(lo) | u64::from(hi) << ((n - 4) * 8)
+        lo as u64 | (hi as u64) << ((n - 4) * 8)
     } else {
         let (first, mid, last) = (rest[0], rest[n / 2], rest[n - 1]);
-        u64::from(first) | u64::from(mid) << (n / 2 * 8) | u64::from(last) << ((n - 1) * 8)
+        first as u64 | (mid as u64) << (n / 2 * 8) | (last as u64) << ((n - 1) * 8)
     }
 }
 

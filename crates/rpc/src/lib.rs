@@ -58,8 +58,8 @@ pub use client::split::{BidiReceiver, BidiSender};
 #[cfg(feature = "tower")]
 pub use client::tower::{DEFAULT_IN_FLIGHT, TypedRequest, TypedService, UnaryRequest};
 pub use client::{
-    BidiCall, Caller, Client, ClientInterceptors, ClientStreamingCall, OpenCall, Outgoing,
-    Streaming,
+    BidiCall, Caller, Client, ClientInterceptors, ClientStreamingCall, MethodKey, OpenCall,
+    Outgoing, Streaming,
 };
 #[cfg(feature = "tower")]
 pub use client::{OpenRequest, OpenService, TowerCaller};

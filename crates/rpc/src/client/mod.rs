@@ -28,6 +28,7 @@ mod caller;
 mod client_streaming;
 mod handles;
 mod intercept;
+mod key;
 mod plain;
 pub(crate) mod response;
 mod settings;
@@ -46,6 +47,7 @@ pub use caller::{Caller, OpenCall};
 pub use client_streaming::ClientStreamingCall;
 pub use handles::{BidiCall, Streaming};
 pub use intercept::{ClientInterceptors, Outgoing};
+pub use key::MethodKey;
 #[cfg(feature = "tower")]
 pub use tower_caller::{OpenRequest, OpenService, TowerCaller};
 
@@ -171,7 +173,8 @@ impl Client {
         codec: Option<&'static str>,
     ) -> Result<(Metadata, Option<Instant>), Status> {
         if opts.is_plain() && self.shared.default_timeout.is_none() {
-            return Ok((self.shared.plain.metadata(method, codec)?, None));
+            let key = MethodKey::new(method);
+            return Ok((self.shared.plain.metadata(&key, codec)?, None));
         }
         let method = method::canonicalize(method)?;
         let now = Instant::now();
@@ -237,7 +240,8 @@ impl Client {
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Bytes, Status>> + use<'_> {
         let framed = codec::frame(request, self.max());
-        self.unary_framed(method, framed, None, opts, |b, _| Ok(b))
+        let key = MethodKey::new(method);
+        self.unary_framed(&key, framed, None, opts, |b, _| Ok(b))
     }
 
     /// A unary call on raw bytes that also returns the response headers
@@ -250,7 +254,8 @@ impl Client {
         opts: &CallOptions,
     ) -> impl Future<Output = Result<Response<Bytes>, Status>> + use<'_> {
         let framed = codec::frame(request, self.max());
-        self.unary_framed(method, framed, None, opts, |b, r| Ok(Response::read(b, r)))
+        let key = MethodKey::new(method);
+        self.unary_framed(&key, framed, None, opts, |b, r| Ok(Response::read(b, r)))
     }
 
     /// A unary call on JSON values.
@@ -284,7 +289,7 @@ impl Client {
     {
         let body = crate::codec::message::to_json(request, self.max()).map(Framed::One);
         let codec = Some(<crate::codec::typed::Json as Codec<()>>::NAME);
-        self.unary_framed(method, body, codec, opts, |b, _| {
+        self.unary_framed(&MethodKey::new(method), body, codec, opts, |b, _| {
             crate::codec::message::from_json(&b)
         })
     }
@@ -295,6 +300,23 @@ impl Client {
     pub fn unary_codec<C, Req, Resp>(
         &self,
         method: &str,
+        codec: C,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Resp, Status>> + use<'_, C, Req, Resp>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
+        self.unary_codec_keyed(&MethodKey::new(method), codec, request, opts)
+    }
+
+    /// [`unary_codec`](Self::unary_codec) by a [`MethodKey`] made once for
+    /// many calls (as a `Channel` does for the tries of a call): the key's
+    /// work is not done again for each call.
+    #[inline(always)]
+    pub fn unary_codec_keyed<C, Req, Resp>(
+        &self,
+        method: &MethodKey<'_>,
         codec: C,
         request: &Req,
         opts: &CallOptions,
@@ -321,6 +343,22 @@ impl Client {
     where
         C: Codec<Req> + Codec<Resp>,
     {
+        self.unary_codec_response_keyed(&MethodKey::new(method), codec, request, opts)
+    }
+
+    /// [`unary_codec_response`](Self::unary_codec_response) by a
+    /// [`MethodKey`], as [`unary_codec_keyed`](Self::unary_codec_keyed).
+    #[inline(always)]
+    pub fn unary_codec_response_keyed<C, Req, Resp>(
+        &self,
+        method: &MethodKey<'_>,
+        codec: C,
+        request: &Req,
+        opts: &CallOptions,
+    ) -> impl Future<Output = Result<Response<Resp>, Status>> + use<'_, C, Req, Resp>
+    where
+        C: Codec<Req> + Codec<Resp>,
+    {
         self.unary_typed(method, codec, request, opts, |b, r| {
             <C as Codec<Resp>>::decode(b).map(|m| Response::read(m, r))
         })
@@ -329,7 +367,7 @@ impl Client {
     #[inline(always)]
     fn unary_typed<C, Req, T, F>(
         &self,
-        method: &str,
+        method: &MethodKey<'_>,
         _codec: C,
         request: &Req,
         opts: &CallOptions,
@@ -355,7 +393,7 @@ impl Client {
     #[inline(always)]
     fn unary_framed<T, F>(
         &self,
-        method: &str,
+        method: &MethodKey<'_>,
         framed: Result<Framed, Status>,
         codec: Option<&'static str>,
         opts: &CallOptions,
@@ -373,7 +411,7 @@ impl Client {
             let meta = self.shared.plain.metadata(method, codec);
             (observe::ClientCall::QUIET, meta.map(|meta| (meta, None)))
         } else {
-            self.prepared(method, opts, codec)
+            self.prepared(method.name(), opts, codec)
         };
         // Nested rather than one match of the pair: the pair was built
         // first, a copy of the framed request on every call.

@@ -7,18 +7,20 @@
 //! metadata; no lock is taken (a mutex's lock and unlock cost more than
 //! the rest of the lookup).
 //!
-//! A name of at most 32 bytes (most method names) is read once as four
-//! words ([`Name`]), which give both its hash and its compare: no hashing
-//! loop and no `memcmp` call. A longer name is hashed whole and compared
-//! with `memcmp`, as every name was before.
+//! A call finds its method's entry by the method's [`MethodKey`], made by
+//! the caller where the name is known (a constant name's at compile
+//! time): the probe starts where the key says, mixed from words read from
+//! both ends of the name. The compare is those words, read again at the
+//! lookup (a few loads): for a name of at most 32 bytes they are the whole
+//! name, so no hashing loop and no `memcmp` call; a longer name is hashed
+//! whole for its start and compared with `memcmp`.
 
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 use weft_frame::Metadata;
 
-use crate::hash::{FastHash, tail_word};
+use super::key::MethodKey;
 use crate::method;
 use crate::status::Status;
 
@@ -30,74 +32,25 @@ const SLOTS: usize = 256;
 const PROBES: usize = 8;
 
 /// One cached method: the name as the caller spelled it (a hit skips
-/// canonicalisation too) and the codec it names, beside its metadata
-/// (comparing two names beats finding the codec entry in the encoded
-/// metadata on every call).
+/// canonicalisation too) and the words of its key, and the codec it
+/// names, beside its metadata (comparing two names beats finding the
+/// codec entry in the encoded metadata on every call).
 #[derive(Debug)]
 struct Plain {
-    name: Name,
+    words: [u64; 4],
     method: Box<str>,
     codec: Option<&'static str>,
     metadata: Metadata,
 }
 
-/// Words read from both ends of a name of at most [`Name::WHOLE`] bytes:
-/// up to 16 from the start and 16 from the end, overlapping, or zero where
-/// a shorter name has no bytes. With the length they are the whole name,
-/// so two such names are equal exactly when their `Name`s are. Of a
-/// longer name they are its ends: unequal `Name`s still mean unequal names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Name {
-    len: usize,
-    words: [u64; 4],
-}
-
-impl Name {
-    /// The longest name a `Name` holds whole.
-    const WHOLE: usize = 32;
-
-    #[inline]
-    fn of(name: &str) -> Name {
-        let b = name.as_bytes();
-        let n = b.len();
-        let word = |at: usize| {
-            let w: [u8; 8] = b[at..at + 8].try_into().expect("8 bytes");
-            u64::from_le_bytes(w)
-        };
-        let words = match n {
-            0 => [0; 4],
-            1..=7 => [tail_word(b), 0, 0, 0],
-            8..=16 => [word(0), word(n - 8), 0, 0],
-            _ => [word(0), word(8), word(n - 16), word(n - 8)],
-        };
-        Name { len: n, words }
-    }
-
-    /// Whether the words are all of the name.
-    #[inline]
-    fn is_whole(&self) -> bool {
-        self.len <= Name::WHOLE
-    }
-
-    /// Where a lookup of `method` (whose `Name` this is) starts: a hash of
-    /// the words of a whole name, of every byte of a longer one (whose
-    /// words, its ends, many names may share, e.g. `a.v1.Users/Get` and
-    /// `a.v2.Users/Get` past 32 bytes).
-    #[inline]
-    fn start(&self, method: &str) -> usize {
-        if !self.is_whole() {
-            return FastHash.hash_one(method) as usize;
-        }
-        let [a, b, c, d] = self.words;
-        let mixed = a ^ b.rotate_left(16) ^ c.rotate_left(32) ^ d.rotate_left(48) ^ self.len as u64;
-        // The high bits of the product depend on every bit below them.
-        (mixed.wrapping_mul(0x517c_c1b7_2722_0a95) >> 56) as usize
-    }
-
-    /// Whether `cached` (its `Name` `self`) is `method` (its `Name` `other`).
-    #[inline]
-    fn same(&self, other: &Name, cached: &str, method: &str) -> bool {
-        *self == *other && (self.is_whole() || cached == method)
+impl Plain {
+    /// Whether this entry is `key`'s method: the same words and length,
+    /// and for a name longer than its words, the same bytes.
+    #[inline(always)]
+    fn is(&self, key: &MethodKey<'_>) -> bool {
+        self.words == key.words()
+            && self.method.len() == key.name().len()
+            && (key.is_whole() || *self.method == *key.name())
     }
 }
 
@@ -131,25 +84,24 @@ impl PlainCache {
     #[inline(always)]
     pub(super) fn metadata(
         &self,
-        method: &str,
+        key: &MethodKey<'_>,
         codec: Option<&'static str>,
     ) -> Result<Metadata, Status> {
-        let name = Name::of(method);
-        match self.cached(&name, method, codec) {
+        match self.cached(key, codec) {
             Some(metadata) => Ok(metadata),
-            None => self.miss(name, method, codec),
+            None => self.miss(key, codec),
         }
     }
 
-    /// The metadata cached for `method` (its `Name` `name`) by `codec`, if
-    /// its probe finds it before an empty slot (or past every probe).
+    /// The metadata cached for `key`'s method by `codec`, if its probe
+    /// finds it before an empty slot (or past every probe).
     #[inline(always)]
-    fn cached(&self, name: &Name, method: &str, codec: Option<&'static str>) -> Option<Metadata> {
+    fn cached(&self, key: &MethodKey<'_>, codec: Option<&'static str>) -> Option<Metadata> {
         let slots = self.slots.get()?;
-        let start = name.start(method);
+        let start = key.start();
         for i in 0..PROBES {
             let p = slots[start.wrapping_add(i) & (SLOTS - 1)].get()?;
-            if same_codec(p.codec, codec) && p.name.same(name, &p.method, method) {
+            if same_codec(p.codec, codec) && p.is(key) {
                 return Some(p.metadata.clone());
             }
         }
@@ -160,21 +112,17 @@ impl PlainCache {
     /// and kept in the first free slot of its probe if there is one.
     #[cold]
     #[inline(never)]
-    fn miss(
-        &self,
-        name: Name,
-        method: &str,
-        codec: Option<&'static str>,
-    ) -> Result<Metadata, Status> {
+    fn miss(&self, key: &MethodKey<'_>, codec: Option<&'static str>) -> Result<Metadata, Status> {
+        let method = key.name();
         let slots = self
             .slots
             .get_or_init(|| (0..SLOTS).map(|_| OnceLock::new()).collect());
-        let start = name.start(method);
+        let start = key.start();
         for i in 0..PROBES {
             let slot = &slots[start.wrapping_add(i) & (SLOTS - 1)];
             match slot.get() {
                 // Filled by another thread since the lookup.
-                Some(p) if same_codec(p.codec, codec) && p.name.same(&name, &p.method, method) => {
+                Some(p) if same_codec(p.codec, codec) && p.is(key) => {
                     return Ok(p.metadata.clone());
                 }
                 Some(_) => {}
@@ -184,7 +132,7 @@ impl PlainCache {
                     // call's metadata is simply not kept, and a later
                     // call probes on.
                     let _ = slot.set(Box::new(Plain {
-                        name,
+                        words: key.words(),
                         method: method.into(),
                         codec,
                         metadata: metadata.clone(),
@@ -231,8 +179,8 @@ mod tests {
     #[test]
     fn a_method_is_built_once_and_then_shared() {
         let cache = PlainCache::default();
-        let first = cache.metadata("svc/echo", None).unwrap();
-        let again = cache.metadata("svc/echo", None).unwrap();
+        let first = cache.metadata(&MethodKey::new("svc/echo"), None).unwrap();
+        let again = cache.metadata(&MethodKey::new("svc/echo"), None).unwrap();
         assert_eq!(first, again);
         assert_eq!(first.method(), Some("svc/echo"));
         // The very bytes the cache holds, not a second build.
@@ -245,8 +193,8 @@ mod tests {
     #[test]
     fn a_miss_takes_an_entry_filled_since_its_lookup() {
         let cache = PlainCache::default();
-        let first = cache.metadata("svc/echo", None).unwrap();
-        let again = cache.miss(Name::of("svc/echo"), "svc/echo", None).unwrap();
+        let first = cache.metadata(&MethodKey::new("svc/echo"), None).unwrap();
+        let again = cache.miss(&MethodKey::new("svc/echo"), None).unwrap();
         assert_eq!(first.as_bytes().as_ptr(), again.as_bytes().as_ptr());
         assert_eq!(cached(&cache), 1);
     }
@@ -254,12 +202,22 @@ mod tests {
     #[test]
     fn one_method_by_two_codecs_keeps_two_entries() {
         let cache = PlainCache::default();
-        let raw = cache.metadata("svc/echo", None).unwrap();
-        let json = cache.metadata("svc/echo", Some("json")).unwrap();
+        let raw = cache.metadata(&MethodKey::new("svc/echo"), None).unwrap();
+        let json = cache
+            .metadata(&MethodKey::new("svc/echo"), Some("json"))
+            .unwrap();
         assert_eq!(raw.codec(), None);
         assert_eq!(json.codec(), Some(&b"json"[..]));
-        assert_eq!(cache.metadata("svc/echo", None).unwrap(), raw);
-        assert_eq!(cache.metadata("svc/echo", Some("json")).unwrap(), json);
+        assert_eq!(
+            cache.metadata(&MethodKey::new("svc/echo"), None).unwrap(),
+            raw
+        );
+        assert_eq!(
+            cache
+                .metadata(&MethodKey::new("svc/echo"), Some("json"))
+                .unwrap(),
+            json
+        );
         assert_eq!(cached(&cache), 2);
     }
 
@@ -277,8 +235,15 @@ mod tests {
         assert!(!same_codec(None, Some("json")));
         assert!(same_codec(None, None));
         let cache = PlainCache::default();
-        let json = cache.metadata("svc/echo", Some("json")).unwrap();
-        assert_eq!(cache.metadata("svc/echo", Some(leaked)).unwrap(), json);
+        let json = cache
+            .metadata(&MethodKey::new("svc/echo"), Some("json"))
+            .unwrap();
+        assert_eq!(
+            cache
+                .metadata(&MethodKey::new("svc/echo"), Some(leaked))
+                .unwrap(),
+            json
+        );
         assert_eq!(cached(&cache), 1, "one entry for one codec");
     }
 
@@ -287,7 +252,7 @@ mod tests {
         let cache = PlainCache::default();
         for i in 0..SLOTS + 100 {
             let name = format!("svc/m{i}");
-            let m = cache.metadata(&name, None).unwrap();
+            let m = cache.metadata(&MethodKey::new(&name), None).unwrap();
             assert_eq!(m.method(), Some(name.as_str()));
         }
         assert!(cached(&cache) <= SLOTS);
@@ -295,29 +260,34 @@ mod tests {
         for i in (0..SLOTS + 100).rev() {
             let name = format!("svc/m{i}");
             assert_eq!(
-                cache.metadata(&name, None).unwrap().method(),
+                cache
+                    .metadata(&MethodKey::new(&name), None)
+                    .unwrap()
+                    .method(),
                 Some(name.as_str())
             );
         }
     }
 
-    /// Names of every length up to past [`Name::WHOLE`] that differ in
+    /// Names of every length up to past [`MethodKey::WHOLE`] that differ in
     /// one byte, at any position, are told apart; the same name from
     /// another string is found.
     #[test]
     fn names_differing_in_any_one_byte_are_told_apart() {
-        for len in 1..=Name::WHOLE + 9 {
+        for len in 1..=MethodKey::WHOLE + 9 {
             let cache = PlainCache::default();
             let base: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
-            let first = cache.metadata(&base, None).unwrap();
+            let first = cache.metadata(&MethodKey::new(&base), None).unwrap();
             for at in 0..len {
                 let mut other = base.clone().into_bytes();
                 other[at] = b'Z';
                 let other = String::from_utf8(other).unwrap();
-                let m = cache.metadata(&other, None).unwrap();
+                let m = cache.metadata(&MethodKey::new(&other), None).unwrap();
                 assert_eq!(m.method(), Some(other.as_str()), "len {len}, at {at}");
             }
-            let again = cache.metadata(&base.clone(), None).unwrap();
+            let again = cache
+                .metadata(&MethodKey::new(&base.clone()), None)
+                .unwrap();
             assert_eq!(
                 again.as_bytes().as_ptr(),
                 first.as_bytes().as_ptr(),
@@ -326,10 +296,51 @@ mod tests {
         }
     }
 
+    /// A key made in a constant, a key made at run time from another
+    /// string, and the uncached build all give the very same metadata, by
+    /// either codec, for names of every length around the key's words
+    /// (whole, ends only), whichever of them fills the cache first.
+    #[test]
+    fn a_key_gives_the_metadata_its_name_gives() {
+        const SHORT: MethodKey<'static> = MethodKey::new("svc/echo");
+        const EDGE: MethodKey<'static> = MethodKey::new("pkg.Service/Method_of_32_bytes_x");
+        const LONG: MethodKey<'static> = MethodKey::new("package.Service.v1.Users/GetEveryoneNow");
+        assert_eq!(EDGE.name().len(), MethodKey::WHOLE);
+        assert!(LONG.name().len() > MethodKey::WHOLE + 2);
+        for codec in [None, Some("json")] {
+            for constant_first in [true, false] {
+                let cache = PlainCache::default();
+                for key in [SHORT, EDGE, LONG] {
+                    let name = String::from(key.name());
+                    let by_name = MethodKey::new(&name);
+                    let want = build(&name, codec).unwrap();
+                    let (first, second) = if constant_first {
+                        (&key, &by_name)
+                    } else {
+                        (&by_name, &key)
+                    };
+                    let a = cache.metadata(first, codec).unwrap();
+                    let b = cache.metadata(second, codec).unwrap();
+                    assert_eq!(a.as_bytes(), want.as_bytes(), "{name} {codec:?}");
+                    assert_eq!(b.as_bytes(), want.as_bytes(), "{name} {codec:?}");
+                    // One entry, shared by both keys.
+                    assert_eq!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr(), "{name}");
+                }
+                // A name that shares a long name's words (its ends) but
+                // not its middle is not taken for it.
+                let twin = "package.Service.v2.Users/GetEveryoneNow";
+                assert_eq!(MethodKey::new(twin).words(), LONG.words());
+                let m = cache.metadata(&MethodKey::new(twin), codec).unwrap();
+                assert_eq!(m.method(), Some(twin));
+                assert_eq!(cached(&cache), 4);
+            }
+        }
+    }
+
     #[test]
     fn a_bad_name_is_refused_and_not_kept() {
         let cache = PlainCache::default();
-        assert!(cache.metadata("", None).is_err());
+        assert!(cache.metadata(&MethodKey::new(""), None).is_err());
         assert_eq!(cached(&cache), 0);
     }
 }

@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 
-use weft_rpc::{CallOptions, Caller, Client, Codec, OpenCall, Response, Status};
+use weft_rpc::{CallOptions, Caller, Client, Codec, MethodKey, OpenCall, Response, Status};
 
 /// One try of a call: what it sends, started on `client` with the call's
 /// fixed `opts`. Tried again, it sends the same request.
@@ -32,9 +32,11 @@ pub(super) trait Attempt {
 }
 
 /// A unary call: the reply's message (`Message`) or the whole
-/// [`Response`] (`WithMetadata`).
+/// [`Response`] (`WithMetadata`). It holds its method's [`MethodKey`],
+/// made where the caller named the method (a constant name's at compile
+/// time), so no try works out the client's cache key again.
 pub(super) struct Unary<'m, C, Req, Resp, Shape> {
-    pub(super) method: &'m str,
+    pub(super) method: MethodKey<'m>,
     pub(super) codec: C,
     pub(super) request: Req,
     pub(super) _shape: PhantomData<fn() -> (Resp, Shape)>,
@@ -47,7 +49,7 @@ pub(super) enum Message {}
 pub(super) enum WithMetadata {}
 
 impl<'m, C, Req, Resp, Shape> Unary<'m, C, Req, Resp, Shape> {
-    pub(super) fn new(method: &'m str, codec: C, request: Req) -> Self {
+    pub(super) fn new(method: MethodKey<'m>, codec: C, request: Req) -> Self {
         Unary {
             method,
             codec,
@@ -67,7 +69,7 @@ where
 
     #[inline]
     fn method(&self) -> &str {
-        self.method
+        self.method.name()
     }
 
     /// Inlined into the call loop (itself inlined into the caller): out
@@ -80,7 +82,7 @@ where
         client: &'c Client,
         opts: &'c CallOptions,
     ) -> impl Future<Output = Result<Resp, Status>> + 'c {
-        client.unary_codec(self.method, self.codec, &self.request, opts)
+        client.unary_codec_keyed(&self.method, self.codec, &self.request, opts)
     }
 }
 
@@ -94,7 +96,7 @@ where
 
     #[inline]
     fn method(&self) -> &str {
-        self.method
+        self.method.name()
     }
 
     /// Inlined, as [`Message`]'s.
@@ -104,7 +106,7 @@ where
         client: &'c Client,
         opts: &'c CallOptions,
     ) -> impl Future<Output = Result<Response<Resp>, Status>> + 'c {
-        client.unary_codec_response(self.method, self.codec, &self.request, opts)
+        client.unary_codec_response_keyed(&self.method, self.codec, &self.request, opts)
     }
 }
 

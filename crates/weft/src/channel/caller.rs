@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use weft_rpc::{CallOptions, Caller, Codec, OpenCall, Outgoing, Response, Status};
+use weft_rpc::{CallOptions, Caller, Codec, MethodKey, OpenCall, Outgoing, Response, Status};
 
 use super::Channel;
 #[cfg(feature = "tower")]
@@ -26,10 +26,13 @@ impl Caller for Channel {
         Req: Send + Sync,
         Resp: Send,
     {
-        let attempt = Unary::<_, _, _, Message>::new(method, codec, request);
+        // Keyed here, where a constant name is still visible (this is
+        // inlined into the caller): the attempt carries the key to every try.
+        let attempt = Unary::<_, _, _, Message>::new(MethodKey::new(method), codec, request);
         self.run(self.fix(method, opts), attempt)
     }
 
+    #[inline(always)]
     fn call_unary_response<C, Req, Resp>(
         &self,
         method: &str,
@@ -42,7 +45,7 @@ impl Caller for Channel {
         Req: Send + Sync,
         Resp: Send,
     {
-        let attempt = Unary::<_, _, _, WithMetadata>::new(method, codec, request);
+        let attempt = Unary::<_, _, _, WithMetadata>::new(MethodKey::new(method), codec, request);
         self.run(self.fix(method, opts), attempt)
     }
 

@@ -593,6 +593,9 @@ impl Channel {
     }
 
     /// A unary call on raw bytes.
+    // Inlined into every caller (as `Client::unary`), so a constant
+    // method name's cache key is worked out at compile time.
+    #[inline(always)]
     pub fn unary<'a>(
         &'a self,
         method: &'a str,
@@ -603,6 +606,7 @@ impl Channel {
 
     /// A unary call with options (deadline, metadata). Its timeout counts
     /// from this call, not from the future's first poll.
+    #[inline(always)]
     pub fn unary_with<'a>(
         &'a self,
         method: &'a str,
