@@ -317,3 +317,32 @@ async fn typed_and_client_streaming_calls_are_metered_too() {
     assert_eq!(s.samples(DURATION, &[("rpc_method", "svc.t/concat")]), 1);
     assert_eq!(s.gauge("weft_rpc_client_calls_in_flight"), 0.0);
 }
+
+/// The server meters a call only once its interceptor lets it through: a
+/// refused call never started (no `started`, no `handled` of its own),
+/// while the calls it passes are metered as usual.
+#[tokio::test]
+async fn a_call_the_servers_interceptor_refuses_is_not_metered() {
+    let (_local, snapshotter) = record();
+    let server = Server::new(router()).interceptor(|ctx| match ctx.metadata().get(b"token") {
+        Some(_) => Ok(()),
+        None => Err(Status::new(Code::UNAUTHENTICATED, "no token")),
+    });
+    let p = common::pair_with(server, Client::new).await;
+    let e = echo(&p.client).await.unwrap_err();
+    assert_eq!(e.code(), Code::UNAUTHENTICATED);
+    let s = Snap::take(&snapshotter);
+    assert!(!s.any("weft_rpc_server_started"), "{:#?}", s.0);
+    assert!(!s.any("weft_rpc_server_handled"), "{:#?}", s.0);
+    let opts = CallOptions::new().metadata(b"token", b"t");
+    let r = p
+        .client
+        .unary_with("svc.m/echo", Bytes::from_static(b"hi"), &opts)
+        .await;
+    assert_eq!(r.unwrap(), "hi");
+    let s = Snap::take(&snapshotter);
+    let echo = [("rpc_method", "svc.m/echo")];
+    let ok = [("rpc_method", "svc.m/echo"), ("code", "OK")];
+    assert_eq!(s.counter("weft_rpc_server_started_total", &echo), 1);
+    assert_eq!(s.counter("weft_rpc_server_handled_total", &ok), 1);
+}
