@@ -92,9 +92,9 @@ pub use weft_rpc::Postcard;
 pub use weft_rpc::{
     Ascii, BidiCall, BidiReceiver, BidiSender, BidiStream, Binary, CallOptions, Caller,
     CancelSignal, Client, ClientStreamingCall, Code, Codec, Context, Idempotency, Interceptor,
-    IntoRoutes, InvalidMetadata, Json, MAX_DETAILS, Metadata, MetadataKey, Metrics, Outgoing,
-    PeerInfo, Raw, RequestStream, Requests, Response, ResponseSink, Responses, Router, Server,
-    Shape, Status, Streaming, TRACEPARENT, TraceContext,
+    IntoRoutes, InvalidMetadata, Json, MAX_DETAILS, Metadata, MetadataKey, MethodKey, Metrics,
+    Outgoing, PeerInfo, Raw, RequestStream, Requests, Response, ResponseSink, Responses, Router,
+    Server, Shape, Status, Streaming, TRACEPARENT, TraceContext,
 };
 #[cfg(feature = "tower")]
 pub use weft_rpc::{
