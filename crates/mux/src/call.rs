@@ -117,6 +117,10 @@ impl<'a> Future for Call<'a> {
         } else {
             inner.poll_reply(*id, cx, life)
         };
+        // Let go before the answer is built, the piece held across the
+        // unlock (one 72-byte move more): building the answer first,
+        // straight into the output, measured worse: +32 instructions
+        // per call in every instr cell (the cause not found).
         inner.unlock();
         let Poll::Ready(first) = first else {
             *waiting = true;

@@ -383,6 +383,10 @@ impl Session {
                 None => return Recv::Pending,
             },
             // A slot meets only a releasing receive (`recv` promotes it).
+            // The reply moves out as a chunk and again into a `Recv`:
+            // moving it from the slot straight into the `Recv` (the slot
+            // matched in place, the bookkeeping after) measured 12
+            // instructions per call worse in every instr cell.
             Some((at, EntryMut::Unary(slot))) => {
                 return match slot.take_reply() {
                     Some((chunk, len)) => self.finish_call(at, chunk, len, release),
