@@ -354,6 +354,19 @@ fn compressible() -> Bytes {
     Bytes::copy_from_slice(&text[..3 * WINDOW])
 }
 
+/// The server's own stream window in these tests (fixed here, not the
+/// default: the peer sends a whole body of three [`WINDOW`]s before any
+/// credit, and the receive-window test sends one byte past it).
+const SERVER_WINDOW: u32 = 256 * 1024;
+
+/// `mode`'s server options with the stream window fixed at
+/// [`SERVER_WINDOW`].
+fn fixed_window(mode: &Mode) -> ServerOptions {
+    let mut options = ServerOptions::mode(mode);
+    options.config.stream_window(SERVER_WINDOW);
+    options
+}
+
 /// A raw peer that announces [`WINDOW`] for streams and adds nothing to
 /// the connection's baseline (also [`WINDOW`]), then sends `body` to the
 /// echo server on stream 1 (within the server's own windows).
@@ -426,7 +439,7 @@ async fn wire_frame(p: &mut RawPeer, buf: &mut Vec<u8>) -> Wire {
 /// it inflated receives the whole transfer, three windows.
 #[tokio::test]
 async fn windows_count_inflated_bytes_not_wire_bytes() {
-    let server = EchoServer::with(ServerOptions::mode(&Mode::deflate())).await;
+    let server = EchoServer::with(fixed_window(&Mode::deflate())).await;
     let body = compressible();
     let mut p = echo_through_a_small_window(&server, &body).await;
     let (mut buf, mut got, mut wire) = (Vec::new(), Vec::new(), 0);
@@ -462,7 +475,7 @@ async fn windows_count_inflated_bytes_not_wire_bytes() {
 /// exactly one window of payload before it grants credit, then the rest.
 #[tokio::test]
 async fn windows_do_not_count_the_record_tag() {
-    let server = EchoServer::with(ServerOptions::mode(&Mode::noise_nn())).await;
+    let server = EchoServer::with(fixed_window(&Mode::noise_nn())).await;
     let body = compressible();
     let mut p = echo_through_a_small_window(&server, &body).await;
     let mut got = Vec::new();
@@ -487,18 +500,18 @@ async fn windows_do_not_count_the_record_tag() {
 }
 
 /// The server, as a receiver, also counts inflated bytes: a peer that
-/// sends one byte more than the stream window (256 KiB) to a handler that
+/// sends one byte more than the stream window ([`SERVER_WINDOW`]) to a handler that
 /// does not read, in a few kilobytes of deflate, gets
 /// `RESET(FLOW_CONTROL_ERROR)` on that stream; exactly the window is fine.
 #[tokio::test]
 async fn the_receive_window_counts_inflated_bytes() {
-    let mut options = ServerOptions::mode(&Mode::deflate());
+    let mut options = fixed_window(&Mode::deflate());
     options.handler_delay = Duration::from_secs(3600);
     let server = EchoServer::with(options).await;
     let mut p = RawPeer::connect(server.addr(), server.client_handshake())
         .await
         .unwrap();
-    let window = 256 * 1024;
+    let window = SERVER_WINDOW as usize;
     for (id, len) in [(1, window), (3, window + 1)] {
         p.send(&Frame::new(FrameType::OPEN, Flags::NONE, id, Bytes::new()))
             .await

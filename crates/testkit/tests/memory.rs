@@ -220,7 +220,12 @@ fn main() {
     rt.block_on(async {
         let server = EchoServer::with(ServerOptions::mode(&Mode::deflate())).await;
         bomb(&server).await;
-        let mut slow = ServerOptions::mode_with(&Mode::plain(), Config::default());
+        // Streams of 256 KiB (set here, not the 64 KiB default): the flood
+        // fills each with four 60 KiB chunks, 16 MiB offered in all, and
+        // overruns the 1 MiB connection window.
+        let mut config = Config::default();
+        config.stream_window(256 * 1024);
+        let mut slow = ServerOptions::mode_with(&Mode::plain(), config);
         slow.handler_delay = Duration::from_secs(30);
         let server = EchoServer::with(slow).await;
         window_flood(&server).await;
