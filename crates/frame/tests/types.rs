@@ -6,8 +6,8 @@ use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 use weft_frame::metadata::{Entry, tag, validate};
 use weft_frame::{
-    Flags, Frame, FrameCodec, FrameError, FrameType, Header, Limits, Metadata, MetadataBuilder,
-    MetadataError, Reason, Scope,
+    CONNECTION_ID, Flags, Frame, FrameCodec, FrameError, FrameType, Header, Limits, Metadata,
+    MetadataBuilder, MetadataError, Reason, Scope,
 };
 
 #[test]
@@ -323,4 +323,37 @@ fn a_frame_from_a_checked_header_and_its_body() {
         err,
         FrameError::BadMetadata(MetadataError::Duplicate)
     ));
+}
+
+/// `Header::check` tests the stream id against the type's code directly;
+/// it must agree with [`FrameType::scope`] for every type, known or not.
+#[test]
+fn a_headers_scope_follows_its_type() {
+    let limits = Limits::default();
+    for code in 0..=u8::MAX {
+        let ty = FrameType(code);
+        for stream_id in [0, 1, u32::MAX] {
+            let h = Header {
+                ty,
+                flags: Flags::NONE,
+                stream_id,
+                metadata_len: 0,
+                payload_len: 0,
+            };
+            let allowed = match ty.scope() {
+                Some(Scope::Connection) => stream_id == CONNECTION_ID,
+                Some(Scope::Stream) => stream_id != CONNECTION_ID,
+                Some(Scope::Either) | None => true,
+            };
+            let got = h.check(&limits, 0);
+            assert_eq!(
+                got.is_ok(),
+                allowed,
+                "{ty:?} on stream {stream_id}: {got:?}"
+            );
+            if !allowed {
+                assert!(matches!(got, Err(FrameError::WrongScope { .. })));
+            }
+        }
+    }
 }
