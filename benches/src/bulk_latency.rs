@@ -55,7 +55,8 @@ pub struct Latency {
 pub struct Tuning {
     /// weft's largest frame payload, if not the default 64 KiB.
     pub frame: Option<u32>,
-    /// The stream window, if not the default 256 KiB: on loopback a
+    /// The stream window, if not the default 64 KiB (not grown on
+    /// loopback, whose round trips are under 1 ms): on loopback a
     /// small call waits behind up to one window of a transfer's bytes in
     /// the kernel on each leg (`crates/mux/tests/bulk_fairness.rs`), so
     /// this is the lever to look at.
