@@ -17,8 +17,8 @@
 //!   1 and 8 callers echoing 1 MiB back to back (rounds interleaved), and
 //!   prints their p50 and p99 (the target: p99 beside one transfer at most
 //!   twice the p99 alone). --window sets both ends' stream window (default
-//!   256 KiB): on loopback a small call waits behind up to one window of
-//!   the transfer's bytes in the kernel on each leg.
+//!   64 KiB, not grown on loopback): a small call waits behind up to one
+//!   window of the transfer's bytes in the kernel on each leg.
 //!   --split runs every cell's server (weft's and the raw baselines' alike)
 //!   in a process of its own pinned to core 0 and the client in this one
 //!   pinned to core 1, each on a current-thread runtime (one core each:
