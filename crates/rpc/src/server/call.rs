@@ -639,6 +639,12 @@ mod tests {
     /// end was an `async fn`
     /// (and the request's read another); 1,136 while `unary` was an
     /// `async fn` holding its call twice.
+    ///
+    /// With feature `tower` (the layers' hold is a pointer, its settling
+    /// a future of its own) this debug build measures 1,000 bytes since
+    /// the request's `match` ends before the read's await (864 before);
+    /// the release build's is 864 bytes either way, with and without
+    /// `tower`, and its call 11 to 15 instructions cheaper.
     #[tokio::test]
     async fn a_unary_call_future_stays_small() {
         let (call, _out) = a_call().await;
@@ -646,8 +652,8 @@ mod tests {
         let fut = unary(call, Arc::new(echo));
         let size = size_of_val(&fut);
         println!("unary call future: {size} bytes");
-        // 864 with feature `tower` (the layers' hold is a pointer then).
-        assert!(size <= 864, "{size} bytes");
+        let most = if cfg!(feature = "tower") { 1000 } else { 864 };
+        assert!(size <= most, "{size} bytes");
     }
 
     /// Drops its flag's count as it is dropped: whether a handler's
