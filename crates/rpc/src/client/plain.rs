@@ -28,6 +28,9 @@ use crate::status::Status;
 /// Past it, or past a full probe, calls build their own metadata.
 const SLOTS: usize = 256;
 
+// A key keeps a probe's start in `START_BITS` bits: no more slots than that reaches.
+const _: () = assert!(SLOTS <= 1 << MethodKey::START_BITS && SLOTS.is_power_of_two());
+
 /// Slots a lookup looks at, from the method's own onwards.
 const PROBES: usize = 8;
 
