@@ -68,6 +68,7 @@ impl<'a> MethodKey<'a> {
         let b = name.as_bytes();
         let w = words(b);
         let start = start(b, &w) as u64 & ((1 << Self::START_BITS) - 1);
+        // `words` puts a short name's bytes in its first word, below 2^56.
         let short = if b.len() < 8 { w[0] } else { 0 };
         MethodKey {
             name,
@@ -91,11 +92,26 @@ impl<'a> MethodKey<'a> {
     /// a word has its one word kept in the key.
     #[inline(always)]
     pub(crate) const fn words(&self) -> [u64; 4] {
-        if self.name.len() < 8 {
+        if self.is_short() {
             [self.packed >> Self::START_BITS, 0, 0, 0]
         } else {
             words(self.name.as_bytes())
         }
+    }
+
+    /// The start and, for a name shorter than a word, its word: equal
+    /// for two names shorter than a word (of one length) exactly when
+    /// the names are.
+    #[inline(always)]
+    pub(crate) const fn packed(&self) -> u64 {
+        self.packed
+    }
+
+    /// Whether the name is shorter than a word, so that its
+    /// [`packed`](Self::packed) word and length are all of it.
+    #[inline(always)]
+    pub(crate) const fn is_short(&self) -> bool {
+        self.name.len() < 8
     }
 
     /// Whether the words are all of the name: two such names are equal

@@ -41,6 +41,8 @@ const PROBES: usize = 8;
 #[derive(Debug)]
 struct Plain {
     words: [u64; 4],
+    /// The key's start and short word ([`MethodKey::packed`]).
+    packed: u64,
     method: Box<str>,
     codec: Option<&'static str>,
     metadata: Metadata,
@@ -51,6 +53,11 @@ impl Plain {
     /// and for a name longer than its words, the same bytes.
     #[inline(always)]
     fn is(&self, key: &MethodKey<'_>) -> bool {
+        // A short name is its key's one word and its length: one compare
+        // of what the key holds, no words assembled from it.
+        if key.is_short() {
+            return self.packed == key.packed() && self.method.len() == key.name().len();
+        }
         self.words == key.words()
             && self.method.len() == key.name().len()
             && (key.is_whole() || *self.method == *key.name())
@@ -136,6 +143,7 @@ impl PlainCache {
                     // call probes on.
                     let _ = slot.set(Box::new(Plain {
                         words: key.words(),
+                        packed: key.packed(),
                         method: method.into(),
                         codec,
                         metadata: metadata.clone(),
