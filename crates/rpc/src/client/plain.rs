@@ -311,6 +311,28 @@ mod tests {
     /// string, and the uncached build all give the very same metadata, by
     /// either codec, for names of every length around the key's words
     /// (whole, ends only), whichever of them fills the cache first.
+    /// Names shorter than a word are matched by their packed word: two
+    /// whose probes start in the same slot are each given their own
+    /// metadata.
+    #[test]
+    fn short_names_that_share_a_start_are_told_apart() {
+        let names: Vec<String> = (b'a'..=b'z')
+            .flat_map(|a| (b'a'..=b'z').map(move |b| format!("s/{}{}", a as char, b as char)))
+            .collect();
+        let start = |n: &str| MethodKey::new(n).start();
+        let first = &names[0];
+        let twin = names[1..]
+            .iter()
+            .find(|n| start(n) == start(first))
+            .expect("676 names over 256 starts");
+        let cache = PlainCache::default();
+        for name in [first, twin, first, twin] {
+            let m = cache.metadata(&MethodKey::new(name), None).unwrap();
+            assert_eq!(m.method(), Some(name.as_str()));
+        }
+        assert_eq!(cached(&cache), 2);
+    }
+
     #[test]
     fn a_key_gives_the_metadata_its_name_gives() {
         const SHORT: MethodKey<'static> = MethodKey::new("svc/echo");
