@@ -160,12 +160,21 @@ impl PlainCache {
 /// constants, so the one a method was cached with is almost always the
 /// very same string: comparing where they point first saves a `memcmp`
 /// call per typed call.
+#[inline(always)]
 fn same_codec(a: Option<&'static str>, b: Option<&'static str>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+        (Some(a), Some(b)) => std::ptr::eq(a, b) || same_name(a, b),
         _ => false,
     }
+}
+
+/// Two codec names at different addresses: compared out of line (rare: a
+/// codec's name is its constant).
+#[cold]
+#[inline(never)]
+fn same_name(a: &str, b: &str) -> bool {
+    a == b
 }
 
 /// The metadata of a plain call: the canonical method and, if typed, the
