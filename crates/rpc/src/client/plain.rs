@@ -58,9 +58,15 @@ impl Plain {
         if key.is_short() {
             return self.packed == key.packed() && self.method.len() == key.name().len();
         }
-        self.words == key.words()
-            && self.method.len() == key.name().len()
-            && (key.is_whole() || *self.method == *key.name())
+        if self.method.len() != key.name().len() {
+            return false;
+        }
+        let words = key.words();
+        // Of one length, up to 16 bytes: the last two words are zero in both.
+        if key.name().len() <= 16 {
+            return self.words[..2] == words[..2];
+        }
+        self.words == words && (key.is_whole() || *self.method == *key.name())
     }
 }
 
@@ -320,26 +326,31 @@ mod tests {
     /// string, and the uncached build all give the very same metadata, by
     /// either codec, for names of every length around the key's words
     /// (whole, ends only), whichever of them fills the cache first.
-    /// Names shorter than a word are matched by their packed word: two
-    /// whose probes start in the same slot are each given their own
-    /// metadata.
+    /// Names shorter than a word are matched by their packed word, names
+    /// of up to 16 bytes by two words: two whose probes start in the same
+    /// slot are each given their own metadata.
     #[test]
     fn short_names_that_share_a_start_are_told_apart() {
-        let names: Vec<String> = (b'a'..=b'z')
-            .flat_map(|a| (b'a'..=b'z').map(move |b| format!("s/{}{}", a as char, b as char)))
-            .collect();
-        let start = |n: &str| MethodKey::new(n).start();
-        let first = &names[0];
-        let twin = names[1..]
-            .iter()
-            .find(|n| start(n) == start(first))
-            .expect("676 names over 256 starts");
-        let cache = PlainCache::default();
-        for name in [first, twin, first, twin] {
-            let m = cache.metadata(&MethodKey::new(name), None).unwrap();
-            assert_eq!(m.method(), Some(name.as_str()));
+        // Short (one word), two words (their first one shared), four words.
+        for prefix in ["s/", "svc/longer_", "pkg.svc/much_longer_"] {
+            let names: Vec<String> = (b'a'..=b'z')
+                .flat_map(|a| {
+                    (b'a'..=b'z').map(move |b| format!("{prefix}{}{}", a as char, b as char))
+                })
+                .collect();
+            let start = |n: &str| MethodKey::new(n).start();
+            let first = &names[0];
+            let twin = names[1..]
+                .iter()
+                .find(|n| start(n) == start(first))
+                .expect("676 names over 256 starts");
+            let cache = PlainCache::default();
+            for name in [first, twin, first, twin] {
+                let m = cache.metadata(&MethodKey::new(name), None).unwrap();
+                assert_eq!(m.method(), Some(name.as_str()));
+            }
+            assert_eq!(cached(&cache), 2, "{prefix}");
         }
-        assert_eq!(cached(&cache), 2);
     }
 
     #[test]
