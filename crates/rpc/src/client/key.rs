@@ -40,25 +40,39 @@ use crate::hash::{fx_bytes, tail_word};
 /// The key is the name and one word: a `Channel`'s call future carries
 /// it, and every byte there is copied by each move of the call. The
 /// name's words (the compare) are read from the name at each lookup, a
-/// few loads; the probe's start, mixed from all of them, is kept.
+/// few loads; the probe's start, mixed from all of them, is kept, and so
+/// is the one word of a name shorter than a word (assembled from a few
+/// byte loads and shifts, it cost a key made at run time, a `Channel`'s,
+/// more than the rest of its lookup).
 #[derive(Clone, Copy)]
 pub struct MethodKey<'a> {
     name: &'a str,
-    /// Where the cache's probe for the name starts.
-    start: usize,
+    /// Where the cache's probe for the name starts (the low
+    /// [`START_BITS`](Self::START_BITS) bits) and, above them, the word
+    /// of a name of 1 to 7 bytes (which fits in the 56 bits left).
+    packed: u64,
 }
 
 impl<'a> MethodKey<'a> {
     /// The longest name whose words hold it whole.
     pub(crate) const WHOLE: usize = 32;
 
+    /// The bits of a probe's start: the cache has at most `1 << START_BITS`
+    /// slots.
+    pub(crate) const START_BITS: u32 = 8;
+
     /// The key of `name`. A `const fn`, inlined into every caller: a
     /// constant name's key costs nothing at run time.
     #[inline(always)]
     pub const fn new(name: &'a str) -> MethodKey<'a> {
+        let b = name.as_bytes();
+        let w = words(b);
+        let start = start(b, &w) as u64 & ((1 << Self::START_BITS) - 1);
+        // `words` puts a short name's bytes in its first word, below 2^56.
+        let short = if b.len() < 8 { w[0] } else { 0 };
         MethodKey {
             name,
-            start: start(name.as_bytes(), &words(name.as_bytes())),
+            packed: short << Self::START_BITS | start,
         }
     }
 
@@ -71,13 +85,33 @@ impl<'a> MethodKey<'a> {
     /// Where the cache's probe for this method starts.
     #[inline(always)]
     pub(crate) const fn start(&self) -> usize {
-        self.start
+        (self.packed & ((1 << Self::START_BITS) - 1)) as usize
     }
 
-    /// The words read from the name (see [`words`]).
+    /// The words read from the name (see [`words`]); a name shorter than
+    /// a word has its one word kept in the key.
     #[inline(always)]
     pub(crate) const fn words(&self) -> [u64; 4] {
-        words(self.name.as_bytes())
+        if self.is_short() {
+            [self.packed >> Self::START_BITS, 0, 0, 0]
+        } else {
+            words(self.name.as_bytes())
+        }
+    }
+
+    /// The start and, for a name shorter than a word, its word: equal
+    /// for two names shorter than a word (of one length) exactly when
+    /// the names are.
+    #[inline(always)]
+    pub(crate) const fn packed(&self) -> u64 {
+        self.packed
+    }
+
+    /// Whether the name is shorter than a word, so that its
+    /// [`packed`](Self::packed) word and length are all of it.
+    #[inline(always)]
+    pub(crate) const fn is_short(&self) -> bool {
+        self.name.len() < 8
     }
 
     /// Whether the words are all of the name: two such names are equal
@@ -151,8 +185,9 @@ mod tests {
     fn a_constant_key_is_the_run_time_key() {
         const SHORT: MethodKey<'static> = MethodKey::new("svc/echo");
         const LONG: MethodKey<'static> = MethodKey::new("a.very.long.package.Service/SomeMethod");
-        const STARTS: [usize; 2] = [SHORT.start(), LONG.start()];
-        for (k, start) in [SHORT, LONG].into_iter().zip(STARTS) {
+        const TINY: MethodKey<'static> = MethodKey::new("a/b");
+        const STARTS: [usize; 3] = [SHORT.start(), LONG.start(), TINY.start()];
+        for (k, start) in [SHORT, LONG, TINY].into_iter().zip(STARTS) {
             let name = String::from(k.name());
             let again = MethodKey::new(&name);
             assert_eq!(again.words(), k.words(), "{name}");
@@ -168,6 +203,9 @@ mod tests {
             let name: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
             let k = MethodKey::new(&name);
             let w = k.words();
+            // What the key keeps of a short name is what the name gives.
+            assert_eq!(w, words(name.as_bytes()), "len {len}");
+            assert!(k.start() < 1 << MethodKey::START_BITS);
             let mut back = vec![0u8; len];
             match len {
                 0 => {}

@@ -28,6 +28,9 @@ use crate::status::Status;
 /// Past it, or past a full probe, calls build their own metadata.
 const SLOTS: usize = 256;
 
+// A key keeps a probe's start in `START_BITS` bits: no more slots than that reaches.
+const _: () = assert!(SLOTS <= 1 << MethodKey::START_BITS && SLOTS.is_power_of_two());
+
 /// Slots a lookup looks at, from the method's own onwards.
 const PROBES: usize = 8;
 
@@ -38,6 +41,8 @@ const PROBES: usize = 8;
 #[derive(Debug)]
 struct Plain {
     words: [u64; 4],
+    /// The key's start and short word ([`MethodKey::packed`]).
+    packed: u64,
     method: Box<str>,
     codec: Option<&'static str>,
     metadata: Metadata,
@@ -48,9 +53,20 @@ impl Plain {
     /// and for a name longer than its words, the same bytes.
     #[inline(always)]
     fn is(&self, key: &MethodKey<'_>) -> bool {
-        self.words == key.words()
-            && self.method.len() == key.name().len()
-            && (key.is_whole() || *self.method == *key.name())
+        // A short name is its key's one word and its length: one compare
+        // of what the key holds, no words assembled from it.
+        if key.is_short() {
+            return self.packed == key.packed() && self.method.len() == key.name().len();
+        }
+        if self.method.len() != key.name().len() {
+            return false;
+        }
+        let words = key.words();
+        // Of one length, up to 16 bytes: the last two words are zero in both.
+        if key.name().len() <= 16 {
+            return self.words[..2] == words[..2];
+        }
+        self.words == words && (key.is_whole() || *self.method == *key.name())
     }
 }
 
@@ -133,6 +149,7 @@ impl PlainCache {
                     // call probes on.
                     let _ = slot.set(Box::new(Plain {
                         words: key.words(),
+                        packed: key.packed(),
                         method: method.into(),
                         codec,
                         metadata: metadata.clone(),
@@ -149,12 +166,21 @@ impl PlainCache {
 /// constants, so the one a method was cached with is almost always the
 /// very same string: comparing where they point first saves a `memcmp`
 /// call per typed call.
+#[inline(always)]
 fn same_codec(a: Option<&'static str>, b: Option<&'static str>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+        (Some(a), Some(b)) => std::ptr::eq(a, b) || same_name(a, b),
         _ => false,
     }
+}
+
+/// Two codec names at different addresses: compared out of line (rare: a
+/// codec's name is its constant).
+#[cold]
+#[inline(never)]
+fn same_name(a: &str, b: &str) -> bool {
+    a == b
 }
 
 /// The metadata of a plain call: the canonical method and, if typed, the
@@ -300,6 +326,33 @@ mod tests {
     /// string, and the uncached build all give the very same metadata, by
     /// either codec, for names of every length around the key's words
     /// (whole, ends only), whichever of them fills the cache first.
+    /// Names shorter than a word are matched by their packed word, names
+    /// of up to 16 bytes by two words: two whose probes start in the same
+    /// slot are each given their own metadata.
+    #[test]
+    fn short_names_that_share_a_start_are_told_apart() {
+        // Short (one word), two words (their first one shared), four words.
+        for prefix in ["s/", "svc/longer_", "pkg.svc/much_longer_"] {
+            let names: Vec<String> = (b'a'..=b'z')
+                .flat_map(|a| {
+                    (b'a'..=b'z').map(move |b| format!("{prefix}{}{}", a as char, b as char))
+                })
+                .collect();
+            let start = |n: &str| MethodKey::new(n).start();
+            let first = &names[0];
+            let twin = names[1..]
+                .iter()
+                .find(|n| start(n) == start(first))
+                .expect("676 names over 256 starts");
+            let cache = PlainCache::default();
+            for name in [first, twin, first, twin] {
+                let m = cache.metadata(&MethodKey::new(name), None).unwrap();
+                assert_eq!(m.method(), Some(name.as_str()));
+            }
+            assert_eq!(cached(&cache), 2, "{prefix}");
+        }
+    }
+
     #[test]
     fn a_key_gives_the_metadata_its_name_gives() {
         const SHORT: MethodKey<'static> = MethodKey::new("svc/echo");
