@@ -292,9 +292,10 @@ impl Config {
     /// in one round trip; when they reach 2/3 of the window and the
     /// bandwidth is the highest seen, the connection and stream windows
     /// become twice that. Not on links whose shortest round trip is under
-    /// 1 ms (loopback, most LANs): there the configured window is not what
-    /// bounds a transfer, and a grown one is what a small call on the
-    /// connection waits behind. Windows never shrink. `None` turns it off: the
+    /// 1 ms (loopback, LANs): on loopback growth made nothing faster, and a
+    /// grown window is what a small call on the connection waits behind; a
+    /// fast LAN that needs more than the stream window per round trip sets
+    /// it with [`stream_window`](Self::stream_window). Windows never shrink. `None` turns it off: the
     /// configured windows stay fixed. Default `Some(16 MiB)`. Memory: up
     /// to the cap of unread data per connection (and per stream), instead
     /// of the configured windows.

@@ -45,7 +45,7 @@
 //! configured window ([`MIN_GROWTH_RTT`]): on loopback a whole window
 //! reaches the reader within one round trip whatever its size (the bytes
 //! cross at memory speed, and the round trip is the peer's own work), so
-//! every probe found the window full and grew it, to 200-260 KiB per stream
+//! every probe found the window full and grew it, to 196-672 KiB per stream
 //! from the 64 KiB default, while the transfer went no faster (what limits
 //! it there is the two ends' work, not credit): a small call beside it
 //! waited behind that window in the kernel on each leg (its p50 about
@@ -79,13 +79,14 @@ pub(crate) fn transfer_under_way(len: u32, stream: RecvWindow, conn: RecvWindow)
 /// with room for keepalive.
 pub(crate) const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 
-/// The shortest round trip a window is grown for: 1 ms. Below it the
-/// configured window is never what bounds a transfer (64 KiB per round
-/// trip under 1 ms is at least 64 MB/s per stream, and on loopback, where
-/// round trips are 0.1-0.3 ms, over 200 MB/s), while a grown one is what a
-/// small call waits behind (see the module's doc). A link that needs more
-/// per stream at such round trips is configured for it
-/// (`Config::stream_window`).
+/// The shortest round trip a window is grown for: 1 ms. Below it 64 KiB
+/// per round trip is at least 64 MB/s per stream (on loopback, where round
+/// trips are 0.1-0.3 ms, over 200 MB/s, and growth there made nothing
+/// faster), while a grown window is what a small call waits behind (see
+/// the module's doc). The price is a fast LAN's: at 0.2 ms one stream is
+/// held to about 330 MB/s, so a link that needs more per stream at such
+/// round trips is configured for it (`Config::stream_window`); no round
+/// trip tells loopback from such a LAN.
 pub(crate) const MIN_GROWTH_RTT: Duration = Duration::from_millis(1);
 
 /// How long the shortest round trip seen stands before a probe's own
