@@ -346,7 +346,7 @@ impl Pool {
     #[cold]
     #[inline(never)]
     fn spent(&self, conn: &Arc<Conn>) {
-        retire_conn(conn.clone());
+        retire_conn(conn);
         self.kick();
     }
 
@@ -467,7 +467,7 @@ impl Pool {
             if let Slot::Ready { conn, .. } = &*slot
                 && Arc::ptr_eq(conn, leased)
             {
-                retire_conn(conn.clone());
+                retire_conn(conn);
                 *slot = Slot::Idle { failures: 0 };
                 drop(slot);
                 self.inner.changed.notify_waiters();
@@ -495,8 +495,12 @@ async fn wait(
 }
 
 /// Lets a replaced connection's calls finish, then closes it.
-fn retire_conn(conn: Arc<Conn>) {
-    tokio::spawn(async move { conn.client.connection().shutdown(RETIRE_DRAIN).await });
+fn retire_conn(conn: &Conn) {
+    // The client alone, not the connection's `Arc`: that holds a balanced
+    // endpoint's detector, which would stay counted in the balancer's
+    // census (and its ejection share) for the whole drain.
+    let client = conn.client.clone();
+    tokio::spawn(async move { client.connection().shutdown(RETIRE_DRAIN).await });
 }
 
 /// One connection attempt for slot `idx`, after `failures` failed ones.
@@ -583,7 +587,7 @@ impl Drop for Inner {
         }
         for m in &self.slots {
             if let Slot::Ready { conn, .. } = &*lock(m) {
-                retire_conn(conn.clone());
+                retire_conn(conn);
             }
         }
     }
@@ -643,6 +647,36 @@ mod tests {
         assert!(counted.is_current(None));
         drop(counted);
         assert_eq!(balanced.in_flight(), 0);
+    }
+
+    /// A balanced endpoint's connections hold its detector (for their
+    /// leases); a retired one draining its calls must not, or a removed
+    /// endpoint would stay counted in the census (and its share of
+    /// ejections) for the whole drain.
+    #[tokio::test(start_paused = true)]
+    async fn a_draining_connection_keeps_no_endpoint_counted() {
+        let endpoint = Endpoint::from_fn("memory", || async {
+            let never =
+                |_ctx, _req: bytes::Bytes| std::future::pending::<Result<bytes::Bytes, Status>>();
+            crate::memory(Router::new().unary("s.S/never", never), &Config::new()).await
+        });
+        let census = Arc::new(crate::channel::ejection::Census::default());
+        let detector = Detector::new(census.clone(), crate::channel::outlier::Policy::default());
+        let p = Pool::new(endpoint, Arc::new(Settings::default()), Some(detector));
+        let lease = p.lease(0, false).await.unwrap();
+        let client = lease.client().clone();
+        let call =
+            tokio::spawn(async move { client.unary("s.S/never", bytes::Bytes::new()).await });
+        tokio::task::yield_now().await;
+        // The connection drains (its call is in flight) once retired.
+        lease.retire(None);
+        drop((lease, p));
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!call.is_finished(), "the drain is still under way");
+        assert_eq!(census.endpoints(), 0, "the drain holds the client alone");
+        call.abort();
     }
 
     #[tokio::test(start_paused = true)]
