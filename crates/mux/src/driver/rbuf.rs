@@ -100,6 +100,7 @@ fn whole_frames(chunk: usize, overhead: u8) -> usize {
 /// A tail shorter than this part of a chunk is not read into: the bytes
 /// held move to a spare or a new chunk instead.
 const MIN_TAIL_PARTS: usize = 16;
+const MIN_TAIL_SHIFT: u8 = MIN_TAIL_PARTS.trailing_zeros() as u8;
 /// Below this chunk size the start of a frame split at the end of a full
 /// buffer is left to the codec's own reserve, as for small calls: moving
 /// it only pays under a transfer (and would allocate where small calls
@@ -240,10 +241,12 @@ pub(super) struct ReadBuf {
     shift: u8,
     /// Consecutive reads much smaller than the chunk.
     small_reads: u8,
-    /// Whether the last read took at most a quarter of the chunk
-    /// ([`SHORT_READ_DIVISOR`]): an empty buffer with half a chunk left
-    /// then takes the next read without a rewind.
-    short: bool,
+    /// How far an empty buffer's room may fall below the chunk before a
+    /// read rewinds it, as a shift of the chunk: 1 after a read of at most
+    /// a quarter chunk ([`SHORT_READ_DIVISOR`]; half a chunk of room then
+    /// takes the next read as it is), else 0 (any room short of the chunk
+    /// is rewound). A shift, not a flag, so the test is one comparison.
+    empty_slack: u8,
     /// What a record adds to each frame on the wire besides its header (the
     /// AEAD tag when encrypted, else 0): buffers are sized to hold whole
     /// records ([`whole_frames`]).
@@ -263,7 +266,7 @@ impl ReadBuf {
             buf,
             shift: FIRST_SHIFT,
             small_reads: 0,
-            short: false,
+            empty_slack: 0,
             overhead: 0,
             spares: None,
         }
@@ -321,15 +324,20 @@ impl ReadBuf {
         let room = self.room();
         // An empty buffer is rewound whenever it can be (a read into a
         // short tail leaves a frame split at its end, which must then be
-        // moved), unless the last read was small and half a chunk is left:
-        // four more reads like it fit. Small calls read a frame or two at
-        // a time, and rewinding before every read (the reply's, then the
-        // one that finds the socket empty) cost about 25 instructions a
-        // read in the check that the frames are gone.
+        // moved), unless the last read was short and half a chunk is left
+        // (two more reads like it fit: `empty_slack`). Small calls read a
+        // frame or two at a time, and rewinding before every read (the
+        // reply's, then the one that finds the socket empty) cost about 25
+        // instructions a read in the check that the frames are gone. A
+        // buffer holding bytes is rewound only below a sixteenth of the
+        // chunk (then it moves, below).
         let chunk = self.chunk();
-        let rewind = room < chunk
-            && (room < chunk / MIN_TAIL_PARTS
-                || (self.buf.is_empty() && (room < chunk / 2 || !self.short)));
+        let slack = if self.buf.is_empty() {
+            self.empty_slack
+        } else {
+            MIN_TAIL_SHIFT
+        };
+        let rewind = room < chunk >> slack;
         // The chunk first: whole records (encrypted, a transfer's chunks
         // only) are asked for when it does not fit, so the small calls'
         // reads pay one test.
@@ -364,7 +372,7 @@ impl ReadBuf {
     /// larger than it needs.
     pub(super) fn note_read(&mut self, n: usize, room: usize) {
         let chunk = self.chunk();
-        self.short = n <= chunk / SHORT_READ_DIVISOR;
+        self.empty_slack = u8::from(n <= chunk / SHORT_READ_DIVISOR);
         if n >= room && room >= chunk / 2 {
             self.grow();
             self.small_reads = 0;
