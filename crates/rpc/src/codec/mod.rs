@@ -84,8 +84,10 @@ pub(crate) fn frame_ref(body: &Bytes, max: usize) -> Result<Framed, Status> {
     }
     // The length is known and checked: the prefix is written once, not
     // zeroed and patched as `frame_with` must for a serializer's output.
+    // No `reserve` first: each write reserves its own bytes, and the
+    // arena always has room for the prefix, so the body's write asks for
+    // what a reserve of both would have (a third capacity test, saved).
     Ok(Framed::One(in_arena(|buf| {
-        buf.reserve(PREFIX_LEN + body.len());
         buf.put_u32(len);
         buf.put_slice(body);
         buf.split().freeze()
