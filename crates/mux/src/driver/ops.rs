@@ -140,7 +140,9 @@ impl Inner {
         payload: Bytes,
         end: bool,
     ) -> Result<u32, MuxError> {
-        let opened = self.session.open_unclocked(metadata, payload, end);
+        let opened = self
+            .session
+            .open_direct(metadata, payload, end, &mut self.writer);
         self.opened(opened)
     }
 
@@ -152,7 +154,9 @@ impl Inner {
         metadata: Metadata,
         payload: Bytes,
     ) -> Result<u32, MuxError> {
-        let opened = self.session.open_call(metadata, payload);
+        let opened = self
+            .session
+            .open_call_direct(metadata, payload, &mut self.writer);
         self.opened(opened)
     }
 
@@ -353,10 +357,13 @@ impl Inner {
     ) -> Poll<Result<(), StreamError>> {
         let mut released = false;
         let sent = (metadata, data, end);
-        match self
-            .session
-            .send_some_releasing(id, sent, &mut now, &mut released)
-        {
+        match self.session.send_releasing_direct(
+            id,
+            sent,
+            &mut now,
+            &mut released,
+            &mut self.writer,
+        ) {
             Ok(true) => {
                 if released {
                     *life = Life::Released;

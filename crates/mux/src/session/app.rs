@@ -46,7 +46,19 @@ impl Session {
         payload: Bytes,
         end: bool,
     ) -> Result<u32, OpenError> {
-        self.open_as(metadata, payload, end, Opening::Stream)
+        self.open_as(metadata, payload, end, Opening::Stream, &mut Queued)
+    }
+
+    /// [`open_unclocked`](Self::open_unclocked), the `OPEN` put to
+    /// `direct` when nothing is queued ahead of it (see `direct.rs`).
+    pub(crate) fn open_direct(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+        end: bool,
+        direct: &mut impl Direct,
+    ) -> Result<u32, OpenError> {
+        self.open_as(metadata, payload, end, Opening::Stream, direct)
     }
 
     /// [`open_unclocked`](Self::open_unclocked) with `end`, for a unary
@@ -54,13 +66,26 @@ impl Session {
     /// `OPEN`, the stream waits for its reply as a slot (`unary.rs`)
     /// instead of a full stream state, with the same semantics. Not while
     /// a progress deadline watches the streams: it would have to watch
-    /// slots too, and the full stream already does.
+    /// slots too, and the full stream already does. (The driver's is
+    /// [`open_call_direct`](Self::open_call_direct).)
+    #[cfg(test)]
     pub(crate) fn open_call(
         &mut self,
         metadata: Metadata,
         payload: Bytes,
     ) -> Result<u32, OpenError> {
-        self.open_as(metadata, payload, true, Opening::Call)
+        self.open_call_direct(metadata, payload, &mut Queued)
+    }
+
+    /// [`open_call`](Self::open_call), the `OPEN` put to `direct` when
+    /// nothing is queued ahead of it (see `direct.rs`).
+    pub(crate) fn open_call_direct(
+        &mut self,
+        metadata: Metadata,
+        payload: Bytes,
+        direct: &mut impl Direct,
+    ) -> Result<u32, OpenError> {
+        self.open_as(metadata, payload, true, Opening::Call, direct)
     }
 
     /// Always inline: each caller is one call path, and `opening` is a
@@ -72,6 +97,7 @@ impl Session {
         payload: Bytes,
         end: bool,
         opening: Opening,
+        direct: &mut impl Direct,
     ) -> Result<u32, OpenError> {
         if let State::Closed(c) = &self.state {
             return Err(OpenError::Closed(CloseCause::clone(c)));
@@ -98,7 +124,7 @@ impl Session {
         window.debit_with(&mut self.conn_send, n);
         let all = rest.is_none();
         let ended = end && all;
-        self.push_control_in_order(Frame {
+        let open = Frame {
             ty: FrameType::OPEN,
             flags: if ended {
                 Flags::END_STREAM
@@ -108,7 +134,10 @@ impl Session {
             stream_id: id,
             metadata,
             payload: first,
-        });
+        };
+        if !self.put_direct(direct, &open) {
+            self.push_control_in_order(open);
+        }
         let recv_window = RecvWindow::new(self.limits.stream_window);
         if opening == Opening::Call && ended && self.limits.progress_timeout.is_none() {
             self.streams.insert_slot(id, window, recv_window);
@@ -180,7 +209,7 @@ impl Session {
         data: &mut Bytes,
         end: bool,
     ) -> Result<bool, StreamError> {
-        self.send_then_release(id, (metadata, data, end), None)
+        self.send_then_release(id, (metadata, data, end), None, &mut Queued)
     }
 
     /// [`send_some`](Self::send_some), then
@@ -196,7 +225,22 @@ impl Session {
         now: &mut dyn FnMut() -> Instant,
         released: &mut bool,
     ) -> Result<bool, StreamError> {
-        self.send_then_release(id, (metadata, data, end), Some((now, released)))
+        self.send_releasing_direct(id, (metadata, data, end), now, released, &mut Queued)
+    }
+
+    /// [`send_some_releasing`](Self::send_some_releasing), a frame made at
+    /// once put to `direct` when nothing is queued ahead of it (see
+    /// `direct.rs`).
+    #[inline]
+    pub(crate) fn send_releasing_direct(
+        &mut self,
+        id: u32,
+        sent: (&mut Metadata, &mut Bytes, bool),
+        now: &mut dyn FnMut() -> Instant,
+        released: &mut bool,
+        direct: &mut impl Direct,
+    ) -> Result<bool, StreamError> {
+        self.send_then_release(id, sent, Some((now, released)), direct)
     }
 
     #[inline(always)]
@@ -205,6 +249,7 @@ impl Session {
         id: u32,
         (metadata, data, end): (&mut Metadata, &mut Bytes, bool),
         mut release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
+        direct: &mut impl Direct,
     ) -> Result<bool, StreamError> {
         let (cap, conn) = (self.limits.max_send_buffer, self.conn_send);
         let s = match self.streams.lookup_at(id) {
@@ -223,7 +268,7 @@ impl Session {
                 {
                     let total = data.len() + metadata.len();
                     slot.send_window.debit_with(&mut self.conn_send, total);
-                    self.reply_at_once((id, at), (metadata, data), &mut **now);
+                    self.reply_at_once((id, at), (metadata, data), &mut **now, direct);
                     **released = true;
                     return Ok(true);
                 }
@@ -253,7 +298,9 @@ impl Session {
         {
             let frame = s.send_now(&mut self.conn_send, id, (metadata, data), total, end);
             let done = if end { release_done(s, &release) } else { None };
-            self.immediate.push(frame);
+            if !self.put_direct(direct, &frame) {
+                self.immediate.push(frame);
+            }
             if let (Some(r), Some((now, released))) = (done, release) {
                 self.finish_release(id, r, now);
                 *released = true;
@@ -303,14 +350,18 @@ impl Session {
         (id, at): (u32, crate::idmap::At),
         (metadata, data): (&mut Metadata, &mut Bytes),
         now: &mut dyn FnMut() -> Instant,
+        direct: &mut impl Direct,
     ) {
-        self.immediate.push(Frame {
+        let reply = Frame {
             ty: FrameType::DATA,
             flags: Flags::END_STREAM,
             stream_id: id,
             metadata: std::mem::take(metadata),
             payload: std::mem::take(data),
-        });
+        };
+        if !self.put_direct(direct, &reply) {
+            self.immediate.push(reply);
+        }
         if self.streams.len() == 1 {
             self.clock = now();
         }
