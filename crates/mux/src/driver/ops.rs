@@ -134,9 +134,10 @@ impl Inner {
     }
 
     /// Opens a stream (see `Connection::open`); returns its id.
+    /// `metadata` is lent: the caller has it back as it was.
     pub(crate) fn open(
         &mut self,
-        metadata: Metadata,
+        metadata: &mut Metadata,
         payload: Bytes,
         end: bool,
     ) -> Result<u32, MuxError> {
@@ -149,9 +150,10 @@ impl Inner {
     /// Opens a unary call's stream (see `Connection::call`): its request
     /// whole with `END_STREAM`, waiting for the reply in a slot when the
     /// request fits the `OPEN` (`Session::open_call`); returns its id.
+    /// `metadata` is lent, as to [`open`](Self::open).
     pub(crate) fn open_call(
         &mut self,
-        metadata: Metadata,
+        metadata: &mut Metadata,
         payload: Bytes,
     ) -> Result<u32, MuxError> {
         let opened = self

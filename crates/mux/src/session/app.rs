@@ -9,6 +9,26 @@ use super::*;
 /// frame goes out whole, ahead of every stream's queue).
 const IMMEDIATE_MAX: usize = 16 * 1024;
 
+/// Whether an open's caller keeps the `OPEN` metadata (a driver's handle
+/// does, for its stream): the block is lent, taken for the frame and given
+/// back — as it was when the frame went straight to the writer's buffer
+/// (see `direct.rs`), a clone while the frame is queued. Lent rather than
+/// cloned by the caller: a block built for the call is shared, and a clone
+/// and its drop are two atomic operations through its vtable.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Yes,
+    No,
+}
+
+/// Puts `m` back in `slot`, which holds the empty block `mem::take` left:
+/// that owns nothing (a static, empty `Bytes`), so it is forgotten rather
+/// than dropped through its vtable.
+#[inline(always)]
+fn give_back(slot: &mut Metadata, m: Metadata) {
+    std::mem::forget(std::mem::replace(slot, m));
+}
+
 /// What an open is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Opening {
@@ -30,43 +50,37 @@ impl Session {
         now: Instant,
     ) -> Result<u32, OpenError> {
         self.clock = now;
-        self.open_unclocked(metadata, payload, end)
+        let mut metadata = metadata;
+        let sent = (&mut metadata, Keep::No);
+        self.open_as(sent, payload, end, Opening::Stream, &mut Queued)
     }
 
-    /// [`open`](Self::open) without a clock reading, for a driver that
-    /// would read the clock for nothing: the session's clock only stamps
-    /// the start of the idle period when a stream leaves the table with no
-    /// clock at hand, and a stream opened here can only leave that way
-    /// after its handle's release, which reads the clock (see
+    /// [`open`](Self::open) for a driver's `Stream` handle, which keeps
+    /// `metadata` (it is lent: see [`Keep`]), the `OPEN` put to `direct`
+    /// when nothing is queued ahead of it (see `direct.rs`); and without a
+    /// clock reading, which would be for nothing: the session's clock only
+    /// stamps the start of the idle period when a stream leaves the table
+    /// with no clock at hand, and a stream opened here can only leave that
+    /// way after its handle's release, which reads the clock (see
     /// `finish_release`). An open empties no table, and it stops the idle
     /// clock without reading it.
-    pub(crate) fn open_unclocked(
-        &mut self,
-        metadata: Metadata,
-        payload: Bytes,
-        end: bool,
-    ) -> Result<u32, OpenError> {
-        self.open_as(metadata, payload, end, Opening::Stream, &mut Queued)
-    }
-
-    /// [`open_unclocked`](Self::open_unclocked), the `OPEN` put to
-    /// `direct` when nothing is queued ahead of it (see `direct.rs`).
     pub(crate) fn open_direct(
         &mut self,
-        metadata: Metadata,
+        metadata: &mut Metadata,
         payload: Bytes,
         end: bool,
         direct: &mut impl Direct,
     ) -> Result<u32, OpenError> {
-        self.open_as(metadata, payload, end, Opening::Stream, direct)
+        let sent = (metadata, Keep::Yes);
+        self.open_as(sent, payload, end, Opening::Stream, direct)
     }
 
-    /// [`open_unclocked`](Self::open_unclocked) with `end`, for a unary
-    /// call (`Connection::call`): when the request goes whole in the
-    /// `OPEN`, the stream waits for its reply as a slot (`unary.rs`)
-    /// instead of a full stream state, with the same semantics. Not while
-    /// a progress deadline watches the streams: it would have to watch
-    /// slots too, and the full stream already does. (The driver's is
+    /// [`open`](Self::open) with `end`, for a unary call
+    /// (`Connection::call`): when the request goes whole in the `OPEN`,
+    /// the stream waits for its reply as a slot (`unary.rs`) instead of a
+    /// full stream state, with the same semantics. Not while a progress
+    /// deadline watches the streams: it would have to watch slots too, and
+    /// the full stream already does. (The driver's is
     /// [`open_call_direct`](Self::open_call_direct).)
     #[cfg(test)]
     pub(crate) fn open_call(
@@ -74,26 +88,30 @@ impl Session {
         metadata: Metadata,
         payload: Bytes,
     ) -> Result<u32, OpenError> {
-        self.open_call_direct(metadata, payload, &mut Queued)
+        let mut metadata = metadata;
+        let sent = (&mut metadata, Keep::No);
+        self.open_as(sent, payload, true, Opening::Call, &mut Queued)
     }
 
-    /// [`open_call`](Self::open_call), the `OPEN` put to `direct` when
+    /// [`open_call`](Self::open_call) for a driver's call, which keeps
+    /// `metadata` (lent: see [`Keep`]), the `OPEN` put to `direct` when
     /// nothing is queued ahead of it (see `direct.rs`).
     pub(crate) fn open_call_direct(
         &mut self,
-        metadata: Metadata,
+        metadata: &mut Metadata,
         payload: Bytes,
         direct: &mut impl Direct,
     ) -> Result<u32, OpenError> {
-        self.open_as(metadata, payload, true, Opening::Call, direct)
+        let sent = (metadata, Keep::Yes);
+        self.open_as(sent, payload, true, Opening::Call, direct)
     }
 
-    /// Always inline: each caller is one call path, and `opening` is a
-    /// constant there.
+    /// Always inline: each caller is one call path, and `opening` and
+    /// `keep` are constants there.
     #[inline(always)]
     fn open_as(
         &mut self,
-        metadata: Metadata,
+        (metadata, keep): (&mut Metadata, Keep),
         payload: Bytes,
         end: bool,
         opening: Opening,
@@ -132,10 +150,19 @@ impl Session {
                 Flags::NONE
             },
             stream_id: id,
-            metadata,
+            metadata: std::mem::take(metadata),
             payload: first,
         };
-        if !self.put_direct(direct, &open) {
+        if self.put_direct(direct, &open) {
+            if keep == Keep::Yes {
+                // Encoded: the block goes back to the caller uncloned.
+                let Frame { metadata: m, .. } = open;
+                give_back(metadata, m);
+            }
+        } else {
+            if keep == Keep::Yes {
+                give_back(metadata, open.metadata.clone());
+            }
             self.push_control_in_order(open);
         }
         let recv_window = RecvWindow::new(self.limits.stream_window);
