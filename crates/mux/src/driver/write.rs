@@ -1,7 +1,10 @@
 //! The write side: whoever holds the state encodes every queued frame
 //! into one buffer and writes it; with other streams in flight the
 //! connection task does, after one yield, so many calls share a syscall.
-//! Large payloads are chained rather than copied (see [`WriteBuf`]).
+//! Large payloads are chained rather than copied (see [`WriteBuf`]). On a
+//! plain connection a call's `OPEN` and a reply made at once are encoded
+//! into the buffer as they are made, when nothing is queued ahead of them
+//! (the [`Direct`] impl below); the write itself still waits its turn.
 //!
 //! A write is bounded by what the transport took lately ([`WriteBound`]): the
 //! frames of a large message leave in a few large vectored writes while

@@ -83,12 +83,18 @@ mod tests {
         }
     }
 
-    fn session(role: Role, now: Instant) -> Session {
+    /// A session of `role` past the peer's settings, and a taker that
+    /// takes frames if `open`.
+    fn session(role: Role, now: Instant, open: bool) -> (Session, Taker) {
         let mut s = Session::new(role, &Config::default(), now);
         s.handle_frame(settings_frame(1 << 20, BASELINE_WINDOW), now);
         while s.poll_transmit().is_some() {}
         while s.poll_event().is_some() {}
-        s
+        let w = Taker {
+            open,
+            took: Vec::new(),
+        };
+        (s, w)
     }
 
     fn sent(s: &mut Session) -> Vec<(FrameType, u32)> {
@@ -103,34 +109,33 @@ mod tests {
     #[test]
     fn an_open_goes_direct_only_with_nothing_queued_ahead() {
         let now = Instant::now();
-        let mut s = session(Role::Client, now);
-        let mut w = Taker {
-            open: true,
-            took: Vec::new(),
-        };
+        let (mut s, mut w) = session(Role::Client, now, true);
         let payload = || Bytes::from_static(b"request");
-        let id = s
-            .open_call_direct(Metadata::new(), payload(), &mut w)
-            .unwrap();
+        let block = Metadata::builder().custom(b"method", b"echo").finish();
+        // The metadata is lent: the caller has it back either way.
+        let mut md = block.clone();
+        let id = s.open_call_direct(&mut md, payload(), &mut w).unwrap();
+        assert_eq!(md, block, "given back after a direct encode");
         assert_eq!(w.took.len(), 1);
         assert_eq!((w.took[0].ty, w.took[0].stream_id), (FrameType::OPEN, id));
         assert!(w.took[0].flags.contains(Flags::END_STREAM));
+        assert_eq!(w.took[0].metadata, block);
         assert!(!s.has_transmit(), "taken, not queued too");
 
         s.handle_frame(Frame::ping([7; 8], false), now);
-        let next = s
-            .open_direct(Metadata::new(), payload(), true, &mut w)
-            .unwrap();
+        let next = s.open_direct(&mut md, payload(), true, &mut w).unwrap();
+        assert_eq!(md, block, "given back while queued");
         assert_eq!(w.took.len(), 1, "queued behind the ping's ack");
-        assert_eq!(
-            sent(&mut s),
-            [(FrameType::PING, 0), (FrameType::OPEN, next)]
-        );
+        let queued: Vec<Frame> = std::iter::from_fn(|| s.poll_transmit()).collect();
+        assert_eq!(queued.len(), 2);
+        assert_eq!(queued[0].ty, FrameType::PING);
+        assert_eq!((queued[1].ty, queued[1].stream_id), (FrameType::OPEN, next));
+        assert_eq!(queued[1].metadata, block);
 
         // A driver that takes no frames gets none.
         w.open = false;
-        s.open_call_direct(Metadata::new(), payload(), &mut w)
-            .unwrap();
+        s.open_call_direct(&mut md, payload(), &mut w).unwrap();
+        assert_eq!(md, block);
         assert_eq!(w.took.len(), 1);
         assert!(s.has_transmit());
     }
@@ -141,11 +146,7 @@ mod tests {
     #[test]
     fn a_reply_goes_direct_only_behind_nothing() {
         let now = Instant::now();
-        let mut s = session(Role::Server, now);
-        let mut w = Taker {
-            open: false,
-            took: Vec::new(),
-        };
+        let (mut s, mut w) = session(Role::Server, now, false);
         let request = |id| {
             Frame::new(
                 FrameType::OPEN,
