@@ -68,6 +68,10 @@ pub(super) const RETIRED_MAX: usize = 1024;
 /// it: a connection whose transfer ended stops reserving 256 KiB.
 const SMALL_READ_DIVISOR: usize = 8;
 const SMALL_READS_TO_SHRINK: u8 = 4;
+/// A read of at most this part of the chunk is short: an empty buffer
+/// with half a chunk of room left after it (room for two more like it)
+/// is not rewound before the next read (see [`ReadBuf::make_room`]).
+const SHORT_READ_DIVISOR: usize = 4;
 /// The allocation that holds `chunk` bytes of default-size frames whole:
 /// each 64 KiB of payload comes with its frame's header. A 256 KiB buffer
 /// held three frames and all but 64 bytes of a fourth, whose start was then
@@ -96,6 +100,7 @@ fn whole_frames(chunk: usize, overhead: u8) -> usize {
 /// A tail shorter than this part of a chunk is not read into: the bytes
 /// held move to a spare or a new chunk instead.
 const MIN_TAIL_PARTS: usize = 16;
+const MIN_TAIL_SHIFT: u8 = MIN_TAIL_PARTS.trailing_zeros() as u8;
 /// Below this chunk size the start of a frame split at the end of a full
 /// buffer is left to the codec's own reserve, as for small calls: moving
 /// it only pays under a transfer (and would allocate where small calls
@@ -236,6 +241,12 @@ pub(super) struct ReadBuf {
     shift: u8,
     /// Consecutive reads much smaller than the chunk.
     small_reads: u8,
+    /// How far an empty buffer's room may fall below the chunk before a
+    /// read rewinds it, as a shift of the chunk: 1 after a read of at most
+    /// a quarter chunk ([`SHORT_READ_DIVISOR`]; half a chunk of room then
+    /// takes the next read as it is), else 0 (any room short of the chunk
+    /// is rewound). A shift, not a flag, so the test is one comparison.
+    empty_slack: u8,
     /// What a record adds to each frame on the wire besides its header (the
     /// AEAD tag when encrypted, else 0): buffers are sized to hold whole
     /// records ([`whole_frames`]).
@@ -255,6 +266,7 @@ impl ReadBuf {
             buf,
             shift: FIRST_SHIFT,
             small_reads: 0,
+            empty_slack: 0,
             overhead: 0,
             spares: None,
         }
@@ -312,9 +324,20 @@ impl ReadBuf {
         let room = self.room();
         // An empty buffer is rewound whenever it can be (a read into a
         // short tail leaves a frame split at its end, which must then be
-        // moved).
+        // moved), unless the last read was short and half a chunk is left
+        // (two more reads like it fit: `empty_slack`). Small calls read a
+        // frame or two at a time, and rewinding before every read (the
+        // reply's, then the one that finds the socket empty) cost about 25
+        // instructions a read in the check that the frames are gone. A
+        // buffer holding bytes is rewound only below a sixteenth of the
+        // chunk (then it moves, below).
         let chunk = self.chunk();
-        let rewind = room < chunk && (self.buf.is_empty() || room < chunk / MIN_TAIL_PARTS);
+        let slack = if self.buf.is_empty() {
+            self.empty_slack
+        } else {
+            MIN_TAIL_SHIFT
+        };
+        let rewind = room < chunk >> slack;
         // The chunk first: whole records (encrypted, a transfer's chunks
         // only) are asked for when it does not fit, so the small calls'
         // reads pay one test.
@@ -349,6 +372,7 @@ impl ReadBuf {
     /// larger than it needs.
     pub(super) fn note_read(&mut self, n: usize, room: usize) {
         let chunk = self.chunk();
+        self.empty_slack = u8::from(n <= chunk / SHORT_READ_DIVISOR);
         if n >= room && room >= chunk / 2 {
             self.grow();
             self.small_reads = 0;
@@ -457,6 +481,45 @@ mod tests {
             "a read into {room} bytes (chunk {})",
             r.chunk()
         );
+    }
+
+    /// Small calls: after a short read whose frames are gone, an empty
+    /// buffer with half a chunk of room left is read into as it is (its
+    /// rewind checked that the frames were gone before every read, about
+    /// 25 instructions each); with less than half a chunk left, or after a
+    /// longer read, it is rewound to the whole chunk.
+    #[test]
+    fn short_reads_skip_the_rewind_while_half_a_chunk_is_left() {
+        let mut r = ReadBuf::new(BytesMut::new());
+        let chunk = r.chunk();
+        // One read of `n` bytes, its frames decoded and dropped; the room
+        // it was given.
+        let read = |r: &mut ReadBuf, n: usize| {
+            let room = r.make_room(no_window);
+            r.buf.resize(r.buf.len() + n, 7);
+            r.note_read(n, room);
+            drop(r.buf.split_to(n));
+            room
+        };
+        let short = chunk / 8;
+        let rooms: Vec<usize> = (0..6).map(|_| read(&mut r, short)).collect();
+        assert_eq!(
+            rooms,
+            [
+                chunk,
+                chunk - short,
+                chunk - 2 * short,
+                chunk - 3 * short,
+                chunk / 2,
+                chunk
+            ],
+            "rewound only below half a chunk"
+        );
+        // Not short (more than a quarter chunk), and more than half a
+        // chunk left after it.
+        let longer = chunk / SHORT_READ_DIVISOR + 1;
+        assert_eq!(read(&mut r, longer), chunk - short);
+        assert_eq!(read(&mut r, short), chunk, "rewound after a longer read");
     }
 
     /// A buffer the reader makes remembers its capacity, so the codec's

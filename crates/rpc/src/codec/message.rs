@@ -93,8 +93,12 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
     value: &T,
     max: usize,
 ) -> Result<Bytes, Status> {
-    codec::frame_with(max, |buf| serde_json::to_writer(codec::Append(buf), value))
-        .map_err(cannot_encode)?
+    codec::frame_written(
+        max,
+        |buf| serde_json::to_writer(codec::Append(buf), value),
+        cannot_encode,
+        |too_large| too_large,
+    )
 }
 
 #[cfg(all(test, feature = "json"))]

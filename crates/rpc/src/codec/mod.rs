@@ -110,23 +110,42 @@ pub fn frame_with<E>(
     max: usize,
     write: impl FnOnce(&mut BytesMut) -> Result<(), E>,
 ) -> Result<Result<Bytes, Status>, E> {
+    match frame_written(max, write, Err, Ok) {
+        Ok(b) => Ok(Ok(b)),
+        Err(Ok(too_large)) => Ok(Err(too_large)),
+        Err(Err(e)) => Err(e),
+    }
+}
+
+/// [`frame_with`] with each failure made the caller's error where it
+/// happens: `failed` makes `write`'s, `too_large` the limit's. A codec's
+/// encode makes both a `Status`, so its message comes back as one
+/// `Result`: through `frame_with`'s nested one, unwrapped and wrapped
+/// again, a serializer's message cost about 15 instructions more.
+#[inline(always)]
+pub(crate) fn frame_written<E, F>(
+    max: usize,
+    write: impl FnOnce(&mut BytesMut) -> Result<(), E>,
+    failed: impl FnOnce(E) -> F,
+    too_large: impl FnOnce(Status) -> F,
+) -> Result<Bytes, F> {
     in_arena(|buf| {
         buf.put_slice(&[0; PREFIX_LEN]);
         if let Err(e) = write(buf) {
             buf.clear();
-            return Err(e);
+            return Err(failed(e));
         }
         let body_len = buf.len() - PREFIX_LEN;
-        Ok(match check_len(body_len, max) {
+        match check_len(body_len, max) {
             Ok(n) => {
                 buf[..PREFIX_LEN].copy_from_slice(&n.to_be_bytes());
                 Ok(buf.split().freeze())
             }
             Err(e) => {
                 buf.clear();
-                Err(e)
+                Err(too_large(e))
             }
-        })
+        }
     })
 }
 

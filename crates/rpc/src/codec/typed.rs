@@ -110,15 +110,26 @@ serde_codec!(
     "postcard",
     // Written straight into the framing arena: no allocation in steady state.
     |value, max| {
-        codec::frame_with(max, |buf| {
-            postcard::to_io(value, codec::Append(buf)).map(drop)
-        })
-        .map_err(|e| Status::internal(format!("cannot encode postcard: {e}")))?
+        codec::frame_written(
+            max,
+            |buf| postcard::to_io(value, codec::Append(buf)).map(drop),
+            cannot_encode_postcard,
+            |too_large| too_large,
+        )
         .map(Framed::One)
     },
     |body: Bytes| postcard::from_bytes(&body)
         .map_err(|e| Status::invalid_argument(format!("malformed postcard message: {e}")))
 );
+
+/// The status of a value postcard could not write. Out of line, as the
+/// JSON codec's: the formatting stays out of every message's path.
+#[cfg(feature = "postcard")]
+#[cold]
+#[inline(never)]
+fn cannot_encode_postcard(e: postcard::Error) -> Status {
+    Status::internal(format!("cannot encode postcard: {e}"))
+}
 
 /// The custom `OPEN` metadata key under which a typed call names its codec
 /// (docs/PROTOCOL.md, "Codec of a typed call"); weft-frame builds and
@@ -454,5 +465,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A postcard message is framed whole, and each failure is its own
+    /// status: a value postcard cannot write is `INTERNAL` naming
+    /// postcard, a message over the limit `RESOURCE_EXHAUSTED`; the arena
+    /// frames the next message as if neither had been tried.
+    #[cfg(feature = "postcard")]
+    #[test]
+    fn postcard_frames_a_value_and_tells_its_failures_apart() {
+        use crate::status::Code;
+        struct Refused;
+        impl serde::Serialize for Refused {
+            fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+                Err(serde::ser::Error::custom("refuses"))
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for Refused {
+            fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+                Err(serde::de::Error::custom("never read"))
+            }
+        }
+        let e = <Postcard as Codec<Refused>>::encode(&Refused, 64).unwrap_err();
+        assert_eq!(e.code(), Code::INTERNAL);
+        assert!(e.message().contains("postcard"), "{}", e.message());
+        let long = "x".repeat(100);
+        let e = <Postcard as Codec<String>>::encode(&long, 10).unwrap_err();
+        assert_eq!(e.code(), Code::RESOURCE_EXHAUSTED);
+        let Ok(Framed::One(b)) = <Postcard as Codec<(u8, String)>>::encode(&(7, "ab".into()), 64)
+        else {
+            panic!("a small message is framed in one piece");
+        };
+        assert_eq!(&b[..], b"\0\0\0\x04\x07\x02ab");
     }
 }

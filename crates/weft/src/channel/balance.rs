@@ -196,7 +196,7 @@ async fn health_checks(pool: Weak<super::pool::Inner>, every: std::time::Duratio
         let Some(lease) = pool.try_lease(0) else {
             continue;
         };
-        let check = crate::health::check(&*lease.client, "");
+        let check = crate::health::check(lease.client(), "");
         match tokio::time::timeout(every, check).await {
             Ok(Ok(s)) => pool.set_serving(s == crate::Serving::Serving),
             Ok(Err(e)) => {

@@ -30,6 +30,12 @@ impl Census {
         last.as_ref().map(|(name, e)| format!("{name}: {e}"))
     }
 
+    /// The endpoints counted (their detectors alive).
+    #[cfg(test)]
+    pub(crate) fn endpoints(&self) -> usize {
+        self.endpoints.load(Ordering::Acquire)
+    }
+
     /// Takes one ejection place if fewer than the most allowed are taken.
     fn take_room(&self) -> bool {
         let most = most_ejected(self.endpoints.load(Ordering::Acquire));

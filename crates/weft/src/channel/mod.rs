@@ -340,7 +340,7 @@ impl Channel {
     pub async fn client(&self) -> Result<Client, Status> {
         let deadline = self.deadline(&CallOptions::new());
         let lease = self.lease_within(deadline).await?;
-        Ok(Client::clone(&lease.client))
+        Ok(lease.client().clone())
     }
 
     /// A live connection, waiting for one until `deadline`: a call that
@@ -521,9 +521,9 @@ impl Channel {
                 None => Box::pin(self.wait_for_lease(opts.deadline_at())).await?,
             };
             loop {
-                let recover = match attempt.attempt(&lease.client, fixed.sent()).await {
+                let recover = match attempt.attempt(lease.client(), fixed.sent()).await {
                     Ok(v) => {
-                        lease.held.record(Outcome::Success);
+                        lease.record(Outcome::Success);
                         fixed.finish();
                         return Ok(v);
                     }
@@ -554,7 +554,7 @@ impl Channel {
             Route::One(pool) => Some(pool),
             Route::Balanced(_) => None,
         };
-        lease.held.record(if status.code() == Code::UNAVAILABLE {
+        lease.record(if status.code() == Code::UNAVAILABLE {
             Outcome::Failure
         } else {
             Outcome::Success
@@ -566,7 +566,7 @@ impl Channel {
                 // max concurrent streams) instead of replacing it.
                 // (A connection replaced meanwhile has room.)
                 if lease.is_current(home) {
-                    let conn = lease.client.connection();
+                    let conn = lease.client().connection();
                     let room = std::future::poll_fn(|cx| conn.poll_open_ready(cx).map(|_| Ok(())));
                     let waited = within(opts.deadline_at(), room).await;
                     self.timed_out(waited, Waiting::Room)?;
@@ -759,14 +759,14 @@ mod tests {
         });
         let ch = Channel::builder().endpoint(endpoint);
         let lease = ch.lease_within(None).await.unwrap();
-        let first = lease.client.clone();
+        let first = ch.lease_within(None).await.unwrap();
         let going_away = Status::unavailable("going away").retry_safe();
         let retry = ch
             .recover("m/m", CallOptions::none(), lease, going_away)
             .await
             .unwrap();
         assert!(
-            !Arc::ptr_eq(&first, &retry.client),
+            !first.same_connection(&retry),
             "the retry goes to a new connection"
         );
         // Not retry-safe: no retirement, and no retry.

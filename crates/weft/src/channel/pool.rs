@@ -32,11 +32,11 @@ enum Slot {
     Idle { failures: u32 },
     /// An attempt is under way.
     Connecting,
-    /// A live connection. Its client is shared behind one `Arc`, so a
-    /// lease takes it with one reference count, not one per handle it
+    /// A live connection. It is shared behind one `Arc`, so a lease
+    /// takes it with one reference count, not one per handle its client
     /// holds.
     Ready {
-        client: Arc<Client>,
+        conn: Arc<Conn>,
         generation: u64,
         calls: u64,
     },
@@ -52,11 +52,11 @@ pub(crate) struct Inner {
     slots: Box<[Mutex<Slot>]>,
     /// Woken whenever a slot changes state.
     changed: Notify,
-    in_flight: AtomicUsize,
-    /// Behind a balancer: its outlier detector, and `in_flight` is kept
-    /// (only a balancer reads it; one shared counter touched by every
-    /// call costs cross-core traffic).
-    detector: Option<Detector>,
+    /// Behind a balancer: its calls in flight and its outlier detector
+    /// (only a balancer reads them; one shared counter touched by every
+    /// call costs cross-core traffic). Every connection of the pool holds
+    /// them too, so that a lease reaches them through its connection.
+    counted: Option<Arc<Counted>>,
     /// What the endpoint's health service last said (true until asked).
     serving: AtomicBool,
     generation: AtomicU64,
@@ -70,107 +70,118 @@ pub(crate) struct Pool {
     inner: Arc<Inner>,
 }
 
-/// A connection handed to one call: its client, and the claim on the
-/// connection it came from, which reports how the call went.
+/// A live connection: its client and, behind a balancer, its pool's
+/// count of calls in flight and outlier detector.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    client: Client,
+    counted: Option<Arc<Counted>>,
+}
+
+/// A balanced endpoint's calls in flight and outlier detector, shared by
+/// its pool and its connections (so by every lease), and the pool itself,
+/// weakly (a connection is held by its pool's slot: a strong handle back
+/// would keep the pool alive forever).
+#[derive(Debug)]
+struct Counted {
+    in_flight: AtomicUsize,
+    detector: Detector,
+    pool: Weak<Inner>,
+}
+
+/// A connection handed to one call, which reports how the call went.
+///
+/// One pointer: every call future holds its lease across the call, and
+/// every byte there is copied whenever the future moves (a `join_all`
+/// copies it into a task whose size decides `memcpy`'s path). Where the
+/// lease came from is found through its connection (behind a balancer)
+/// or given by the one-endpoint channel (`home`): a lease keeps no slot
+/// index and no generation either, since its connection names itself (the
+/// slot holds the same `Arc`; a replacement is a new allocation, and the
+/// lease keeps the old one alive, so its address is not reused meanwhile),
+/// and the failure paths that need its slot look for it among the few
+/// slots.
 #[derive(Debug)]
 pub(crate) struct Lease {
-    pub(crate) client: Arc<Client>,
-    pub(crate) held: Held,
+    conn: Arc<Conn>,
 }
 
 impl Lease {
-    /// The lease of `client`, claimed on `pool`: behind a balancer, one
-    /// more call in flight there until the lease drops (the count and the
-    /// handle that gives it back are taken together, on one test of the
-    /// detector).
+    /// The lease of `conn`: behind a balancer, one more call in flight on
+    /// its endpoint until the lease drops.
     #[inline]
-    fn new(client: Arc<Client>, pool: &Pool) -> Self {
-        let counted = pool.inner.detector.as_ref().map(|_| {
-            pool.inner.in_flight.fetch_add(1, Ordering::Relaxed);
-            pool.clone()
-        });
-        Lease {
-            client,
-            held: Held { counted },
+    fn new(conn: Arc<Conn>) -> Self {
+        if let Some(counted) = &conn.counted {
+            counted.in_flight.fetch_add(1, Ordering::Relaxed);
         }
+        Lease { conn }
     }
 
-    /// The connection refused the call retry-safe (it is going away or
-    /// out of stream ids): stop using it and connect a new one.
-    pub(crate) fn retire(&self, home: Option<&Pool>) {
-        if let Some(pool) = self.held.pool(home) {
-            pool.retire(&self.client);
-        }
+    /// The leased connection's client.
+    #[inline(always)]
+    pub(crate) fn client(&self) -> &Client {
+        &self.conn.client
     }
 
-    /// Whether a slot still holds the leased connection (it was not
-    /// replaced meanwhile).
-    pub(crate) fn is_current(&self, home: Option<&Pool>) -> bool {
-        self.held.pool(home).is_some_and(|pool| {
-            pool.inner.slots.iter().any(
-                |m| matches!(&*lock(m), Slot::Ready { client, .. } if Arc::ptr_eq(client, &self.client)),
-            )
-        })
-    }
-
-    /// The slot of `pool` holding the leased connection, while one does.
+    /// Whether `other` leases the same connection.
     #[cfg(test)]
-    fn slot(&self, pool: &Pool) -> Option<usize> {
-        pool.inner.slots.iter().position(
-            |m| matches!(&*lock(m), Slot::Ready { client, .. } if Arc::ptr_eq(client, &self.client)),
-        )
+    pub(crate) fn same_connection(&self, other: &Lease) -> bool {
+        Arc::ptr_eq(&self.conn, &other.conn)
     }
-}
 
-/// Where a lease came from, beside its client.
-///
-/// Behind a balancer it holds its pool, and counts as one call in flight
-/// there until dropped. A one-endpoint channel's pool keeps no count and
-/// hears nothing of a call that succeeded, so its leases hold no handle on
-/// it (a reference count taken and given back on every call is work the
-/// common call does not need, and a borrowed pool would cost every call a
-/// test of which it is): the failure paths are given it (`home`).
-///
-/// It keeps no slot index and no generation: the lease's client names its
-/// connection (the slot holds the same `Arc`; a replacement is a new
-/// allocation, and the lease keeps the old one alive, so its address is
-/// not reused meanwhile), and the failure paths that need its slot look
-/// for it among the few slots (every call future holds a lease; only a
-/// failed call asks).
-#[derive(Debug)]
-pub(crate) struct Held {
-    /// The pool, where it has an outlier detector (behind a balancer).
-    counted: Option<Pool>,
-}
-
-impl Drop for Held {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(pool) = &self.counted {
-            pool.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+    /// The pool the lease came from: its connection's (behind a balancer,
+    /// while the pool lives), or else `home`, the one-endpoint channel's
+    /// pool. Only failure paths ask.
+    fn pool(&self, home: Option<&Pool>) -> Option<Pool> {
+        match &self.conn.counted {
+            Some(counted) => Pool::upgrade(&counted.pool),
+            None => home.cloned(),
         }
-    }
-}
-
-impl Held {
-    /// The pool the lease came from: its own handle, or else `home`, the
-    /// one-endpoint channel's pool.
-    fn pool<'a>(&'a self, home: Option<&'a Pool>) -> Option<&'a Pool> {
-        self.counted.as_ref().or(home)
     }
 
     /// Tells the endpoint's outlier detector (if balanced) how the call
     /// ended.
     #[inline]
     pub(crate) fn record(&self, outcome: Outcome) {
-        if let Some(pool) = &self.counted
-            && let Some(d) = &pool.inner.detector
-        {
-            d.record(outcome);
-            if outcome == Outcome::Failure && d.ejected_until().is_some() {
+        if let Some(counted) = &self.conn.counted {
+            counted.detector.record(outcome);
+            if outcome == Outcome::Failure && counted.detector.ejected_until().is_some() {
                 // The balancer's waiters re-check their endpoints.
-                pool.inner.changed.notify_waiters();
+                if let Some(inner) = counted.pool.upgrade() {
+                    inner.changed.notify_waiters();
+                }
             }
+        }
+    }
+
+    /// The connection refused the call retry-safe (it is going away or
+    /// out of stream ids): stop using it and connect a new one.
+    pub(crate) fn retire(&self, home: Option<&Pool>) {
+        if let Some(pool) = self.pool(home) {
+            pool.retire(&self.conn);
+        }
+    }
+
+    /// Whether a slot still holds the leased connection (it was not
+    /// replaced meanwhile).
+    pub(crate) fn is_current(&self, home: Option<&Pool>) -> bool {
+        self.pool(home)
+            .is_some_and(|pool| self.slot(&pool).is_some())
+    }
+
+    /// The slot of `pool` holding the leased connection, while one does.
+    fn slot(&self, pool: &Pool) -> Option<usize> {
+        pool.inner.slots.iter().position(
+            |m| matches!(&*lock(m), Slot::Ready { conn, .. } if Arc::ptr_eq(conn, &self.conn)),
+        )
+    }
+}
+
+impl Drop for Lease {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(counted) = &self.conn.counted {
+            counted.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -195,13 +206,18 @@ impl Pool {
             .map(|_| Mutex::new(Slot::Idle { failures: 0 }))
             .collect();
         Pool {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|pool| Inner {
                 endpoint,
                 settings,
                 slots,
                 changed: Notify::new(),
-                in_flight: AtomicUsize::new(0),
-                detector,
+                counted: detector.map(|detector| {
+                    Arc::new(Counted {
+                        in_flight: AtomicUsize::new(0),
+                        detector,
+                        pool: pool.clone(),
+                    })
+                }),
                 serving: AtomicBool::new(true),
                 generation: AtomicU64::new(0),
                 last_error: Mutex::new(None),
@@ -236,7 +252,12 @@ impl Pool {
 
     /// The end of the endpoint's ejection, while it is ejected.
     fn ejected(&self) -> Option<Instant> {
-        self.inner.detector.as_ref()?.ejected_until()
+        self.detector()?.ejected_until()
+    }
+
+    /// The endpoint's outlier detector (behind a balancer).
+    fn detector(&self) -> Option<&Detector> {
+        self.inner.detector()
     }
 
     /// The endpoint's name.
@@ -246,13 +267,16 @@ impl Pool {
 
     /// Calls in flight on this endpoint.
     pub(crate) fn in_flight(&self) -> usize {
-        self.inner.in_flight.load(Ordering::Relaxed)
+        self.inner
+            .counted
+            .as_ref()
+            .map_or(0, |c| c.in_flight.load(Ordering::Relaxed))
     }
 
     /// The balancer's load: calls in flight, plus the penalty of recent
     /// failures (a fast-failing endpoint has few calls in flight).
     pub(crate) fn load(&self) -> f64 {
-        let penalty = self.inner.detector.as_ref().map_or(0.0, Detector::penalty);
+        let penalty = self.detector().map_or(0.0, Detector::penalty);
         self.in_flight() as f64 + penalty
     }
 
@@ -279,7 +303,7 @@ impl Pool {
     #[inline(always)]
     pub(crate) fn try_lease_with(&self, hint: impl FnOnce() -> usize) -> Option<Lease> {
         let claimed = self.claim(hint)?;
-        Some(Lease::new(claimed, self))
+        Some(Lease::new(claimed))
     }
 
     /// Claims a ready connection for one call (see `try_lease`): its
@@ -287,7 +311,7 @@ impl Pool {
     /// balancer reads the count). The preferred slot is tried inline (one
     /// lock, one reference count); the others only when it is not ready.
     #[inline(always)]
-    fn claim(&self, hint: impl FnOnce() -> usize) -> Option<Arc<Client>> {
+    fn claim(&self, hint: impl FnOnce() -> usize) -> Option<Arc<Conn>> {
         let n = self.inner.slots.len();
         let first = if n == 1 { 0 } else { hint() % n };
         match self.claim_slot(first) {
@@ -299,12 +323,12 @@ impl Pool {
     /// Claims slot `idx`'s connection if it is ready, counting the call
     /// against the connection's cap (`max_calls_per_connection`), if any.
     #[inline(always)]
-    fn claim_slot(&self, idx: usize) -> Option<Arc<Client>> {
+    fn claim_slot(&self, idx: usize) -> Option<Arc<Conn>> {
         let mut slot = lock(&self.inner.slots[idx]);
-        let Slot::Ready { client, calls, .. } = &mut *slot else {
+        let Slot::Ready { conn, calls, .. } = &mut *slot else {
             return None;
         };
-        let claimed = client.clone();
+        let claimed = conn.clone();
         // Only a cap reads the count, so only a capped pool keeps it.
         if let Some(max) = self.inner.settings.max_calls {
             *calls += 1;
@@ -321,8 +345,8 @@ impl Pool {
     /// finishes its calls in flight while its slot reconnects.
     #[cold]
     #[inline(never)]
-    fn spent(&self, client: &Arc<Client>) {
-        retire_client(client.clone());
+    fn spent(&self, conn: &Arc<Conn>) {
+        retire_conn(conn);
         self.kick();
     }
 
@@ -330,7 +354,7 @@ impl Pool {
     /// order, while the preferred one starts connecting.
     #[cold]
     #[inline(never)]
-    fn claim_another(&self, first: usize) -> Option<Arc<Client>> {
+    fn claim_another(&self, first: usize) -> Option<Arc<Conn>> {
         let n = self.inner.slots.len();
         let claimed = (1..n).find_map(|i| self.claim_slot((first + i) % n))?;
         self.kick();
@@ -437,13 +461,13 @@ impl Pool {
     }
 
     /// Retires the connection of `leased`, if a slot still holds it.
-    fn retire(&self, leased: &Arc<Client>) {
+    fn retire(&self, leased: &Arc<Conn>) {
         for m in &self.inner.slots {
             let mut slot = lock(m);
-            if let Slot::Ready { client, .. } = &*slot
-                && Arc::ptr_eq(client, leased)
+            if let Slot::Ready { conn, .. } = &*slot
+                && Arc::ptr_eq(conn, leased)
             {
-                retire_client(client.clone());
+                retire_conn(conn);
                 *slot = Slot::Idle { failures: 0 };
                 drop(slot);
                 self.inner.changed.notify_waiters();
@@ -471,7 +495,11 @@ async fn wait(
 }
 
 /// Lets a replaced connection's calls finish, then closes it.
-fn retire_client(client: Arc<Client>) {
+fn retire_conn(conn: &Conn) {
+    // The client alone, not the connection's `Arc`: that holds a balanced
+    // endpoint's detector, which would stay counted in the balancer's
+    // census (and its ejection share) for the whole drain.
+    let client = conn.client.clone();
     tokio::spawn(async move { client.connection().shutdown(RETIRE_DRAIN).await });
 }
 
@@ -484,7 +512,7 @@ async fn connect(inner: Arc<Inner>, idx: usize, failures: u32) {
         Ok(Ok(client)) => {
             // An error from before this connection would mislead later.
             *lock(&inner.last_error) = None;
-            if let Some(d) = &inner.detector {
+            if let Some(d) = inner.detector() {
                 d.connected(inner.endpoint.name(), Ok(()));
             }
             let generation = inner.generation.fetch_add(1, Ordering::Relaxed);
@@ -495,7 +523,10 @@ async fn connect(inner: Arc<Inner>, idx: usize, failures: u32) {
                 generation,
             ));
             Slot::Ready {
-                client: Arc::new(client),
+                conn: Arc::new(Conn {
+                    client,
+                    counted: inner.counted.clone(),
+                }),
                 generation,
                 calls: 0,
             }
@@ -514,7 +545,7 @@ async fn connect(inner: Arc<Inner>, idx: usize, failures: u32) {
 
 fn backoff(inner: &Inner, start: Instant, failures: u32, error: String) -> Slot {
     tracing::debug!(endpoint = inner.endpoint.name(), %error, "connect failed");
-    if let Some(d) = &inner.detector {
+    if let Some(d) = inner.detector() {
         d.connected(inner.endpoint.name(), Err(&error));
     }
     *lock(&inner.last_error) = Some(error);
@@ -540,6 +571,13 @@ async fn watch(pool: Weak<Inner>, client: Client, idx: usize, generation: u64) {
     inner.changed.notify_waiters();
 }
 
+impl Inner {
+    /// The endpoint's outlier detector (behind a balancer).
+    fn detector(&self) -> Option<&Detector> {
+        self.counted.as_ref().map(|c| &c.detector)
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         // The channel is gone: close its connections instead of leaving
@@ -548,8 +586,8 @@ impl Drop for Inner {
             return;
         }
         for m in &self.slots {
-            if let Slot::Ready { client, .. } = &*lock(m) {
-                retire_client(client.clone());
+            if let Slot::Ready { conn, .. } = &*lock(m) {
+                retire_conn(conn);
             }
         }
     }
@@ -578,11 +616,19 @@ mod tests {
         Pool::new(endpoint, Arc::new(settings), detector)
     }
 
+    /// Every call future holds its lease across the call; a lease of two
+    /// words made the `Channel`'s call future cross a size where the
+    /// copies `join_all` makes of it leave `memcpy`'s short path.
+    #[test]
+    fn a_lease_is_one_pointer() {
+        assert_eq!(std::mem::size_of::<Lease>(), std::mem::size_of::<usize>());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_one_endpoint_lease_holds_no_pool_and_is_found_through_its_home() {
         let p = pool_with(1, None);
         let lease = p.lease(0, false).await.unwrap();
-        assert!(lease.held.counted.is_none(), "no reference count per call");
+        assert!(lease.conn.counted.is_none(), "no reference count per call");
         assert_eq!(p.in_flight(), 0, "nothing counts calls without a balancer");
         // Its failure paths see its connection only through the pool given.
         assert!(!lease.is_current(None));
@@ -592,15 +638,45 @@ mod tests {
         lease.retire(Some(&p));
         assert!(!lease.is_current(Some(&p)), "retired");
         let fresh = p.lease(0, false).await.unwrap();
-        assert!(!Arc::ptr_eq(&fresh.client, &lease.client));
+        assert!(!fresh.same_connection(&lease));
         // Behind a balancer, the lease holds its pool and counts.
         let balanced = pool(1);
         let counted = balanced.lease(0, false).await.unwrap();
-        assert!(counted.held.counted.is_some());
+        assert!(counted.conn.counted.is_some());
         assert_eq!(balanced.in_flight(), 1);
         assert!(counted.is_current(None));
         drop(counted);
         assert_eq!(balanced.in_flight(), 0);
+    }
+
+    /// A balanced endpoint's connections hold its detector (for their
+    /// leases); a retired one draining its calls must not, or a removed
+    /// endpoint would stay counted in the census (and its share of
+    /// ejections) for the whole drain.
+    #[tokio::test(start_paused = true)]
+    async fn a_draining_connection_keeps_no_endpoint_counted() {
+        let endpoint = Endpoint::from_fn("memory", || async {
+            let never =
+                |_ctx, _req: bytes::Bytes| std::future::pending::<Result<bytes::Bytes, Status>>();
+            crate::memory(Router::new().unary("s.S/never", never), &Config::new()).await
+        });
+        let census = Arc::new(crate::channel::ejection::Census::default());
+        let detector = Detector::new(census.clone(), crate::channel::outlier::Policy::default());
+        let p = Pool::new(endpoint, Arc::new(Settings::default()), Some(detector));
+        let lease = p.lease(0, false).await.unwrap();
+        let client = lease.client().clone();
+        let call =
+            tokio::spawn(async move { client.unary("s.S/never", bytes::Bytes::new()).await });
+        tokio::task::yield_now().await;
+        // The connection drains (its call is in flight) once retired.
+        lease.retire(None);
+        drop((lease, p));
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!call.is_finished(), "the drain is still under way");
+        assert_eq!(census.endpoints(), 0, "the drain holds the client alone");
+        call.abort();
     }
 
     #[tokio::test(start_paused = true)]
@@ -614,7 +690,7 @@ mod tests {
         }
         let (a, b) = (p.try_lease(0).unwrap(), p.try_lease(1).unwrap());
         assert_eq!((a.slot(&p), b.slot(&p)), (Some(0), Some(1)));
-        assert!(!Arc::ptr_eq(&a.client, &b.client), "two connections");
+        assert!(!a.same_connection(&b), "two connections");
         assert_eq!(p.try_lease(2).unwrap().slot(&p), Some(0), "hint modulo n");
         assert_eq!(p.in_flight(), 3);
         drop((first, b));
@@ -634,7 +710,7 @@ mod tests {
             }
             tokio::task::yield_now().await;
         };
-        assert!(!Arc::ptr_eq(&fresh.client, &a.client), "a new connection");
+        assert!(!fresh.same_connection(&a), "a new connection");
         drop(again);
     }
 }
