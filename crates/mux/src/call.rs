@@ -95,7 +95,8 @@ impl<'a> Future for Call<'a> {
             else {
                 unreachable!("matched above");
             };
-            let id = match inner.open_call(Metadata::clone(&me.metadata), payload) {
+            // The metadata is lent, not cloned: the open gives it back.
+            let id = match inner.open_call(&mut me.metadata, payload) {
                 Ok(id) => id,
                 Err(e) => {
                     me.drop_metadata();

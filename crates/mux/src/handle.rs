@@ -129,8 +129,8 @@ impl Future for Opening<'_> {
         if inner.must_wait_to_open(cx, &mut me.ticket) {
             return Poll::Pending;
         }
-        let (metadata, payload) = me.args.take().expect("open polled after it completed");
-        let id = inner.open(metadata.clone(), payload, me.end);
+        let (mut metadata, payload) = me.args.take().expect("open polled after it completed");
+        let id = inner.open(&mut metadata, payload, me.end);
         drop(inner);
         Poll::Ready(id.map(|id| Stream::new(me.conn.shared.clone(), id, metadata)))
     }

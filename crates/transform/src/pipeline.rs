@@ -301,6 +301,26 @@ impl Outbound {
         self.seal.as_mut().expect("an encrypting half")
     }
 
+    /// Whether frames go as they are, neither compressed nor sealed (see
+    /// [`plain_codec`](Self::plain_codec)).
+    #[inline]
+    pub fn is_plain(&self) -> bool {
+        self.plain
+    }
+
+    /// The frame codec alone, when frames go as they are (neither
+    /// compressed nor sealed): [`encode`](Self::encode) is then its
+    /// `encode_frame`, and a frame may be encoded whenever it is made
+    /// (there is nothing to batch). `None` on a transformed half.
+    #[inline]
+    pub fn plain_codec(&mut self) -> Option<&mut FrameCodec> {
+        if self.plain {
+            Some(&mut self.codec)
+        } else {
+            None
+        }
+    }
+
     /// Whether frames are sealed.
     pub fn is_encrypting(&self) -> bool {
         self.seal.is_some()

@@ -134,25 +134,31 @@ impl Inner {
     }
 
     /// Opens a stream (see `Connection::open`); returns its id.
+    /// `metadata` is lent: the caller has it back as it was.
     pub(crate) fn open(
         &mut self,
-        metadata: Metadata,
+        metadata: &mut Metadata,
         payload: Bytes,
         end: bool,
     ) -> Result<u32, MuxError> {
-        let opened = self.session.open_unclocked(metadata, payload, end);
+        let opened = self
+            .session
+            .open_direct(metadata, payload, end, &mut self.writer);
         self.opened(opened)
     }
 
     /// Opens a unary call's stream (see `Connection::call`): its request
     /// whole with `END_STREAM`, waiting for the reply in a slot when the
     /// request fits the `OPEN` (`Session::open_call`); returns its id.
+    /// `metadata` is lent, as to [`open`](Self::open).
     pub(crate) fn open_call(
         &mut self,
-        metadata: Metadata,
+        metadata: &mut Metadata,
         payload: Bytes,
     ) -> Result<u32, MuxError> {
-        let opened = self.session.open_call(metadata, payload);
+        let opened = self
+            .session
+            .open_call_direct(metadata, payload, &mut self.writer);
         self.opened(opened)
     }
 
@@ -353,10 +359,13 @@ impl Inner {
     ) -> Poll<Result<(), StreamError>> {
         let mut released = false;
         let sent = (metadata, data, end);
-        match self
-            .session
-            .send_some_releasing(id, sent, &mut now, &mut released)
-        {
+        match self.session.send_releasing_direct(
+            id,
+            sent,
+            &mut now,
+            &mut released,
+            &mut self.writer,
+        ) {
             Ok(true) => {
                 if released {
                     *life = Life::Released;

@@ -101,11 +101,10 @@ fn whole_frames(chunk: usize, overhead: u8) -> usize {
 /// held move to a spare or a new chunk instead.
 const MIN_TAIL_PARTS: usize = 16;
 const MIN_TAIL_SHIFT: u8 = MIN_TAIL_PARTS.trailing_zeros() as u8;
-/// Below this chunk size the start of a frame split at the end of a full
-/// buffer is left to the codec's own reserve, as for small calls: moving
-/// it only pays under a transfer (and would allocate where small calls
-/// allocate nothing today).
-const MOVE_TAIL_MIN_CHUNK: usize = 64 * 1024;
+/// The least chunk of a transfer: from this size on, an encrypted
+/// connection's buffer is rewound to whole records when the chunk does not
+/// fit (see [`ReadBuf::make_room`]).
+const TRANSFER_CHUNK_MIN: usize = 64 * 1024;
 
 #[cfg(test)]
 thread_local! {
@@ -344,7 +343,7 @@ impl ReadBuf {
         if rewind
             && (self.buf.try_reclaim(chunk)
                 || (self.overhead != 0
-                    && chunk >= MOVE_TAIL_MIN_CHUNK
+                    && chunk >= TRANSFER_CHUNK_MIN
                     && self.buf.try_reclaim(self.serving(chunk))))
         {
             return self.room();
@@ -393,16 +392,35 @@ impl ReadBuf {
 
     /// Called before each decode: a full buffer ending in the start of a
     /// frame would have the codec `reserve` the rest of that frame, which
-    /// allocates while earlier frames hold the buffer. Under a transfer
-    /// (a large chunk) that start is moved to a spare or a new chunk
-    /// first, so the codec finds room. At most a quarter chunk is copied,
-    /// once per buffer filled; the codec's reserve would copy it too.
-    /// `window` as for [`make_room`](Self::make_room).
+    /// allocates while earlier frames hold the buffer. So once at most a
+    /// quarter chunk is left in it, that is rewound in place if the frames
+    /// are gone, else moved to a spare or a new chunk, before the codec
+    /// looks: at most a quarter chunk is copied, once per buffer filled
+    /// (the codec's reserve would copy it too).
+    ///
+    /// Small calls too, not only a transfer: 64 requests or replies that
+    /// arrive together (about 2 KiB) often fill the buffer (a first-size
+    /// one, or the tail a short read left) and are cut at its end, and
+    /// the codec's reserve then allocated a new buffer, and the first
+    /// slice of it a shared header, at most such fills. Moved, the bytes
+    /// go to the spare of the fill before, whose calls have been
+    /// answered. `window` as for [`make_room`](Self::make_room).
     #[inline]
     pub(super) fn before_decode(&mut self, window: impl FnOnce() -> usize) {
         let len = self.buf.len();
-        let chunk = self.chunk();
-        if len == self.buf.capacity() && chunk >= MOVE_TAIL_MIN_CHUNK && len <= chunk / 4 {
+        // Not an empty buffer (at the end of input): nothing to move.
+        if len == self.buf.capacity() && len.wrapping_sub(1) < self.chunk() / 4 {
+            self.move_cut(window);
+        }
+    }
+
+    /// [`before_decode`](Self::before_decode)'s move: in place when no
+    /// frame holds the buffer and it has half a chunk of room once
+    /// rewound (as the codec's reserve would, without allocating), else
+    /// to another buffer.
+    #[inline(never)]
+    fn move_cut(&mut self, window: impl FnOnce() -> usize) {
+        if !self.buf.try_reclaim(self.chunk() / 2) {
             self.move_to_another(window);
         }
     }
@@ -542,6 +560,50 @@ mod tests {
         let held = r.buf.split_to(cap - 8).freeze();
         r.buf.reserve(8);
         std::mem::forget(held);
+    }
+
+    /// Small calls: requests that arrive together fill a first-size
+    /// buffer and the last is cut at its end while the ones before it are
+    /// held (their calls not answered yet). Its start moves to the spare
+    /// of the fill before, whose frames are gone, so the codec's reserve
+    /// for the rest finds room: once warm, fills allocate nothing. With no
+    /// frame held, the buffer is rewound in place instead.
+    #[test]
+    fn a_small_calls_cut_frame_moves_to_the_last_spare() {
+        const CUT: usize = 20;
+        let mut r = ReadBuf::new(BytesMut::new());
+        // One fill, its whole frames held while `before_decode` looks; the
+        // cut frame's rest then arrives and is decoded. Whether the cut
+        // frame's start stayed in the buffer read into.
+        let fill = |r: &mut ReadBuf, hold: bool| {
+            let room = r.make_room(no_window);
+            let start = r.buf.as_ptr();
+            r.buf.resize(r.buf.len() + room, 7);
+            let frames = r.buf.split_to(r.buf.len() - CUT).freeze();
+            let held = hold.then_some(frames);
+            r.before_decode(no_window);
+            let room = r.buf.capacity() - r.buf.len();
+            assert!(
+                room >= r.chunk() / 2,
+                "the codec's reserve allocates: {room}"
+            );
+            let stayed = r.buf.as_ptr() == start;
+            drop(held);
+            r.buf.resize(CUT + 24, 7);
+            drop(r.buf.split_to(CUT + 24));
+            stayed
+        };
+        for _ in 0..4 {
+            assert!(!fill(&mut r, true), "moved");
+        }
+        let before = allocations();
+        for _ in 0..16 {
+            fill(&mut r, true);
+        }
+        assert_eq!(allocations(), before, "16 fills, no allocation");
+        assert_eq!(r.chunk(), READ_FIRST);
+        assert!(fill(&mut r, false), "rewound in place, not moved");
+        assert_eq!(allocations(), before);
     }
 
     /// A connection whose receive window is below the floor (the default

@@ -1,7 +1,10 @@
 //! The write side: whoever holds the state encodes every queued frame
 //! into one buffer and writes it; with other streams in flight the
 //! connection task does, after one yield, so many calls share a syscall.
-//! Large payloads are chained rather than copied (see [`WriteBuf`]).
+//! Large payloads are chained rather than copied (see [`WriteBuf`]). On a
+//! plain connection a call's `OPEN` and a reply made at once are encoded
+//! into the buffer as they are made, when nothing is queued ahead of them
+//! (the [`Direct`] impl below); the write itself still waits its turn.
 //!
 //! A write is bounded by what the transport took lately ([`WriteBound`]): the
 //! frames of a large message leave in a few large vectored writes while
@@ -12,7 +15,7 @@
 use std::io;
 use std::task::{Context, Poll};
 
-use weft_frame::{CHAIN_THRESHOLD, Reason};
+use weft_frame::{CHAIN_THRESHOLD, Frame, Reason};
 
 use super::Inner;
 use super::batch::Batching;
@@ -20,6 +23,7 @@ use super::task::{Pace, Turn};
 use super::wbuf::WriteBuf;
 use crate::error::CloseCause;
 use crate::pipeline::Outbound;
+use crate::session::Direct;
 
 /// The record pipeline and the coalescing buffer.
 pub(super) struct Writer {
@@ -119,6 +123,47 @@ impl Writer {
     /// Whether nothing is buffered or owed a flush.
     fn is_idle(&self) -> bool {
         self.buf.is_empty() && !self.needs_flush
+    }
+}
+
+/// A frame made by an application command (an `OPEN`, a reply), encoded
+/// into the buffer as it is made when the session has nothing queued
+/// ahead of it (see `session/direct.rs`): only on the passthrough (a
+/// sealed frame waits for the writer, which seals the frames of one write
+/// together), only a payload too short to be chained, and only while the
+/// buffer has room under the write's bounds, as the writer's loop would
+/// have taken it. Otherwise it is queued and the writer takes it.
+impl Direct for Writer {
+    #[inline(always)]
+    fn takes_frames(&self) -> bool {
+        self.outbound.is_plain()
+    }
+
+    /// Always inline: the tests stay at the call site (a sealed frame's
+    /// open or reply pays a few of them, not a call); the encoder is a
+    /// call of its own.
+    #[inline(always)]
+    fn put(&mut self, frame: &Frame) -> bool {
+        // Shut only once the session is closed, which sends nothing here.
+        debug_assert!(!self.shut, "a frame made after the writer shut");
+        let buf = &mut self.buf;
+        let Some(codec) = self.outbound.plain_codec() else {
+            return false;
+        };
+        if frame.payload.len() >= CHAIN_THRESHOLD {
+            return false;
+        }
+        if buf.bytes.capacity() == 0 {
+            // As in `write_out`: the first size, not a reserve per frame.
+            buf.bytes.reserve(WRITE_FIRST);
+        }
+        if buf.room(self.bound.bytes(), self.coalesce as usize) == 0 {
+            return false;
+        }
+        // A frame over the peer's limits writes nothing and fails here:
+        // queued, it fails the writer's encode, which closes the
+        // connection as before.
+        codec.encode_frame(frame, &mut buf.bytes).is_ok()
     }
 }
 
@@ -401,7 +446,56 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
+    use bytes::{Bytes, BytesMut};
+    use weft_frame::{Flags, FrameCodec, FrameType, Limits};
+    use weft_transform::{EncryptionPolicy, HandshakeConfig, Offer, handshake_in_memory};
+
     use super::*;
+
+    fn frame(len: usize) -> Frame {
+        Frame::new(
+            FrameType::DATA,
+            Flags::END_STREAM,
+            1,
+            Bytes::from(vec![3; len]),
+        )
+    }
+
+    /// A plain writer takes a small frame as its encoder writes it, and
+    /// leaves to the queues a payload long enough to be chained and any
+    /// frame past the bytes it copies ahead of a write.
+    #[test]
+    fn a_plain_writer_takes_small_frames_within_its_bounds() {
+        let limits = Limits::default();
+        let mut w = Writer::new(crate::pipeline::passthrough(limits).0, 100);
+        assert!(w.takes_frames());
+        assert!(w.put(&frame(10)));
+        let mut want = BytesMut::new();
+        FrameCodec::new(limits)
+            .encode_frame(&frame(10), &mut want)
+            .unwrap();
+        assert_eq!(w.buf.bytes, want);
+        assert!(!w.put(&frame(CHAIN_THRESHOLD)), "chained by the writer");
+        assert!(w.put(&frame(70)), "the buffer is under 100 bytes");
+        assert!(!w.put(&frame(1)), "over 100 bytes copied");
+        assert_eq!(w.buf.len(), want.len() + frame(70).encoded_len());
+    }
+
+    /// A sealing writer takes no frame: the writer seals the frames of a
+    /// write together.
+    #[test]
+    fn a_sealing_writer_takes_no_frame() {
+        let config = || HandshakeConfig {
+            offer: Offer {
+                encryption: EncryptionPolicy::Required,
+                ..Offer::default()
+            },
+            ..HandshakeConfig::default()
+        };
+        let (a, _) = handshake_in_memory(config(), config()).unwrap();
+        let w = Writer::new(a.outbound, 64 * 1024);
+        assert!(!w.takes_frames());
+    }
 
     #[test]
     fn a_batch_grows_while_writes_go_whole_and_shrinks_to_what_a_write_took() {

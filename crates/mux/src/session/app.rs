@@ -9,6 +9,26 @@ use super::*;
 /// frame goes out whole, ahead of every stream's queue).
 const IMMEDIATE_MAX: usize = 16 * 1024;
 
+/// Whether an open's caller keeps the `OPEN` metadata (a driver's handle
+/// does, for its stream): the block is lent, taken for the frame and given
+/// back — as it was when the frame went straight to the writer's buffer
+/// (see `direct.rs`), a clone while the frame is queued. Lent rather than
+/// cloned by the caller: a block built for the call is shared, and a clone
+/// and its drop are two atomic operations through its vtable.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Yes,
+    No,
+}
+
+/// Puts `m` back in `slot`, which holds the empty block `mem::take` left:
+/// that owns nothing (a static, empty `Bytes`), so it is forgotten rather
+/// than dropped through its vtable.
+#[inline(always)]
+fn give_back(slot: &mut Metadata, m: Metadata) {
+    std::mem::forget(std::mem::replace(slot, m));
+}
+
 /// What an open is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Opening {
@@ -30,48 +50,72 @@ impl Session {
         now: Instant,
     ) -> Result<u32, OpenError> {
         self.clock = now;
-        self.open_unclocked(metadata, payload, end)
+        let mut metadata = metadata;
+        let sent = (&mut metadata, Keep::No);
+        self.open_as(sent, payload, end, Opening::Stream, &mut Queued)
     }
 
-    /// [`open`](Self::open) without a clock reading, for a driver that
-    /// would read the clock for nothing: the session's clock only stamps
-    /// the start of the idle period when a stream leaves the table with no
-    /// clock at hand, and a stream opened here can only leave that way
-    /// after its handle's release, which reads the clock (see
+    /// [`open`](Self::open) for a driver's `Stream` handle, which keeps
+    /// `metadata` (it is lent: see [`Keep`]), the `OPEN` put to `direct`
+    /// when nothing is queued ahead of it (see `direct.rs`); and without a
+    /// clock reading, which would be for nothing: the session's clock only
+    /// stamps the start of the idle period when a stream leaves the table
+    /// with no clock at hand, and a stream opened here can only leave that
+    /// way after its handle's release, which reads the clock (see
     /// `finish_release`). An open empties no table, and it stops the idle
     /// clock without reading it.
-    pub(crate) fn open_unclocked(
+    pub(crate) fn open_direct(
         &mut self,
-        metadata: Metadata,
+        metadata: &mut Metadata,
         payload: Bytes,
         end: bool,
+        direct: &mut impl Direct,
     ) -> Result<u32, OpenError> {
-        self.open_as(metadata, payload, end, Opening::Stream)
+        let sent = (metadata, Keep::Yes);
+        self.open_as(sent, payload, end, Opening::Stream, direct)
     }
 
-    /// [`open_unclocked`](Self::open_unclocked) with `end`, for a unary
-    /// call (`Connection::call`): when the request goes whole in the
-    /// `OPEN`, the stream waits for its reply as a slot (`unary.rs`)
-    /// instead of a full stream state, with the same semantics. Not while
-    /// a progress deadline watches the streams: it would have to watch
-    /// slots too, and the full stream already does.
+    /// [`open`](Self::open) with `end`, for a unary call
+    /// (`Connection::call`): when the request goes whole in the `OPEN`,
+    /// the stream waits for its reply as a slot (`unary.rs`) instead of a
+    /// full stream state, with the same semantics. Not while a progress
+    /// deadline watches the streams: it would have to watch slots too, and
+    /// the full stream already does. (The driver's is
+    /// [`open_call_direct`](Self::open_call_direct).)
+    #[cfg(test)]
     pub(crate) fn open_call(
         &mut self,
         metadata: Metadata,
         payload: Bytes,
     ) -> Result<u32, OpenError> {
-        self.open_as(metadata, payload, true, Opening::Call)
+        let mut metadata = metadata;
+        let sent = (&mut metadata, Keep::No);
+        self.open_as(sent, payload, true, Opening::Call, &mut Queued)
     }
 
-    /// Always inline: each caller is one call path, and `opening` is a
-    /// constant there.
+    /// [`open_call`](Self::open_call) for a driver's call, which keeps
+    /// `metadata` (lent: see [`Keep`]), the `OPEN` put to `direct` when
+    /// nothing is queued ahead of it (see `direct.rs`).
+    pub(crate) fn open_call_direct(
+        &mut self,
+        metadata: &mut Metadata,
+        payload: Bytes,
+        direct: &mut impl Direct,
+    ) -> Result<u32, OpenError> {
+        let sent = (metadata, Keep::Yes);
+        self.open_as(sent, payload, true, Opening::Call, direct)
+    }
+
+    /// Always inline: each caller is one call path, and `opening` and
+    /// `keep` are constants there.
     #[inline(always)]
     fn open_as(
         &mut self,
-        metadata: Metadata,
+        (metadata, keep): (&mut Metadata, Keep),
         payload: Bytes,
         end: bool,
         opening: Opening,
+        direct: &mut impl Direct,
     ) -> Result<u32, OpenError> {
         if let State::Closed(c) = &self.state {
             return Err(OpenError::Closed(CloseCause::clone(c)));
@@ -98,7 +142,7 @@ impl Session {
         window.debit_with(&mut self.conn_send, n);
         let all = rest.is_none();
         let ended = end && all;
-        self.push_control_in_order(Frame {
+        let open = Frame {
             ty: FrameType::OPEN,
             flags: if ended {
                 Flags::END_STREAM
@@ -106,9 +150,21 @@ impl Session {
                 Flags::NONE
             },
             stream_id: id,
-            metadata,
+            metadata: std::mem::take(metadata),
             payload: first,
-        });
+        };
+        if self.put_direct(direct, &open) {
+            if keep == Keep::Yes {
+                // Encoded: the block goes back to the caller uncloned.
+                let Frame { metadata: m, .. } = open;
+                give_back(metadata, m);
+            }
+        } else {
+            if keep == Keep::Yes {
+                give_back(metadata, open.metadata.clone());
+            }
+            self.push_control_in_order(open);
+        }
         let recv_window = RecvWindow::new(self.limits.stream_window);
         if opening == Opening::Call && ended && self.limits.progress_timeout.is_none() {
             self.streams.insert_slot(id, window, recv_window);
@@ -180,7 +236,7 @@ impl Session {
         data: &mut Bytes,
         end: bool,
     ) -> Result<bool, StreamError> {
-        self.send_then_release(id, (metadata, data, end), None)
+        self.send_then_release(id, (metadata, data, end), None, &mut Queued)
     }
 
     /// [`send_some`](Self::send_some), then
@@ -196,7 +252,22 @@ impl Session {
         now: &mut dyn FnMut() -> Instant,
         released: &mut bool,
     ) -> Result<bool, StreamError> {
-        self.send_then_release(id, (metadata, data, end), Some((now, released)))
+        self.send_releasing_direct(id, (metadata, data, end), now, released, &mut Queued)
+    }
+
+    /// [`send_some_releasing`](Self::send_some_releasing), a frame made at
+    /// once put to `direct` when nothing is queued ahead of it (see
+    /// `direct.rs`).
+    #[inline]
+    pub(crate) fn send_releasing_direct(
+        &mut self,
+        id: u32,
+        sent: (&mut Metadata, &mut Bytes, bool),
+        now: &mut dyn FnMut() -> Instant,
+        released: &mut bool,
+        direct: &mut impl Direct,
+    ) -> Result<bool, StreamError> {
+        self.send_then_release(id, sent, Some((now, released)), direct)
     }
 
     #[inline(always)]
@@ -205,6 +276,7 @@ impl Session {
         id: u32,
         (metadata, data, end): (&mut Metadata, &mut Bytes, bool),
         mut release: Option<(&mut dyn FnMut() -> Instant, &mut bool)>,
+        direct: &mut impl Direct,
     ) -> Result<bool, StreamError> {
         let (cap, conn) = (self.limits.max_send_buffer, self.conn_send);
         let s = match self.streams.lookup_at(id) {
@@ -223,7 +295,7 @@ impl Session {
                 {
                     let total = data.len() + metadata.len();
                     slot.send_window.debit_with(&mut self.conn_send, total);
-                    self.reply_at_once((id, at), (metadata, data), &mut **now);
+                    self.reply_at_once((id, at), (metadata, data), &mut **now, direct);
                     **released = true;
                     return Ok(true);
                 }
@@ -253,7 +325,9 @@ impl Session {
         {
             let frame = s.send_now(&mut self.conn_send, id, (metadata, data), total, end);
             let done = if end { release_done(s, &release) } else { None };
-            self.immediate.push(frame);
+            if !self.put_direct(direct, &frame) {
+                self.immediate.push(frame);
+            }
             if let (Some(r), Some((now, released))) = (done, release) {
                 self.finish_release(id, r, now);
                 *released = true;
@@ -303,14 +377,18 @@ impl Session {
         (id, at): (u32, crate::idmap::At),
         (metadata, data): (&mut Metadata, &mut Bytes),
         now: &mut dyn FnMut() -> Instant,
+        direct: &mut impl Direct,
     ) {
-        self.immediate.push(Frame {
+        let reply = Frame {
             ty: FrameType::DATA,
             flags: Flags::END_STREAM,
             stream_id: id,
             metadata: std::mem::take(metadata),
             payload: std::mem::take(data),
-        });
+        };
+        if !self.put_direct(direct, &reply) {
+            self.immediate.push(reply);
+        }
         if self.streams.len() == 1 {
             self.clock = now();
         }
