@@ -147,9 +147,13 @@ impl Outbound {
 
     /// Seals `batch`: writes its header, encrypts its frames in place under
     /// the next nonce and appends the tag. An empty batch leaves nothing
-    /// (its header slot is removed). Errors are fatal: `dst` lost the
-    /// batch's bytes since [`begin_batch`](Self::begin_batch), or the
-    /// nonces are used up.
+    /// (its header slot is removed), and a batch of one frame goes as that
+    /// frame's own record, as [`encode`](Self::encode) would have sealed
+    /// it (a batch of one costs more than the record: the peer reads it
+    /// through the batch's path and 16 bytes more are sealed), so a writer
+    /// may begin a batch before it knows whether a second frame follows.
+    /// Errors are fatal: `dst` lost the batch's bytes since
+    /// [`begin_batch`](Self::begin_batch), or the nonces are used up.
     pub fn seal_batch(&mut self, batch: Batch, dst: &mut BytesMut) -> Result<(), TransformError> {
         if self.poisoned {
             return Err(fatal(TransformErrorKind::Poisoned));
@@ -167,8 +171,17 @@ impl Outbound {
             // `begin_batch` starts none without a key.
             return Err(bad("a batch on a connection without encryption"));
         };
-        let header = batch_header(len);
-        let raw = header.to_bytes();
+        let raw = match lone_frame(&dst[batch.start + HEADER_LEN..]) {
+            Some(mut header) => {
+                // The batch's header slot removed: the frame's own record,
+                // its payload length counting the tag (`encode`'s layout).
+                dst.copy_within(batch.start + HEADER_LEN.., batch.start);
+                dst.truncate(dst.len() - HEADER_LEN);
+                header.payload_len += TAG;
+                header.to_bytes()
+            }
+            None => batch_header(len).to_bytes(),
+        };
         header_slot(dst, batch.start).copy_from_slice(&raw);
         match seal.seal(&raw, &mut dst[batch.start + HEADER_LEN..]) {
             Ok(tag) => {
@@ -218,6 +231,14 @@ impl Outbound {
             None => Ok(()),
         }
     }
+}
+
+/// The header of the one frame a batch's `plaintext` holds, or `None` when
+/// it holds more (or, never from `push`, something that is not a frame).
+#[inline]
+fn lone_frame(plaintext: &[u8]) -> Option<Header> {
+    let header = Header::parse(plaintext.first_chunk::<HEADER_LEN>()?).ok()?;
+    (HEADER_LEN + header.body_len() == plaintext.len()).then_some(header)
 }
 
 /// The header of a batch of `len` plaintext bytes (the tag counted in the

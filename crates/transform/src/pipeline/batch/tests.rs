@@ -128,6 +128,36 @@ fn a_batch_counts_its_whole_plaintext_against_the_key() {
     assert_eq!(got.len(), 6);
 }
 
+/// A batch that ends up holding one frame leaves as that frame's own
+/// record, byte for byte what `encode` seals under the same key and
+/// nonce; with two frames it stays a batch. (A writer begins a batch
+/// before it knows whether a second frame follows.)
+#[test]
+fn a_batch_of_one_frame_is_sealed_as_the_frames_own_record() {
+    for frame in frames() {
+        let (mut batched, mut inb) = halves(RekeyLimits::default());
+        let (mut alone, _) = halves(RekeyLimits::default());
+        let mut wire = BytesMut::new();
+        let mut batch = batched.begin_batch(&mut wire).unwrap().unwrap();
+        assert!(batched.push(&mut batch, &frame, &mut wire).unwrap());
+        batched.seal_batch(batch, &mut wire).unwrap();
+        let mut want = BytesMut::new();
+        alone.encode(&frame, &mut want).unwrap();
+        assert_eq!(wire, want, "{:?}", frame.ty);
+        assert_eq!(batched.records(), 1);
+        assert_eq!(inb.decode(&mut wire).unwrap(), Some(frame));
+        assert!(wire.is_empty());
+    }
+    let (mut out, _) = halves(RekeyLimits::default());
+    let mut wire = BytesMut::new();
+    let mut batch = out.begin_batch(&mut wire).unwrap().unwrap();
+    for frame in &frames()[..2] {
+        assert!(out.push(&mut batch, frame, &mut wire).unwrap());
+    }
+    out.seal_batch(batch, &mut wire).unwrap();
+    assert_eq!(wire[1], super::BATCH.0, "two frames: a batch");
+}
+
 /// The vector as docs/PROTOCOL.md 5.2 prints it (the hex runs after
 /// "record (92 bytes):"), so the document cannot drift from the test.
 #[test]
