@@ -144,7 +144,10 @@ fn a_batch_never_holds_more_than_the_peers_max_payload() {
     let tys: Vec<FrameType> = records(&wire).iter().map(|r| r.0).collect();
     // The third frame, alone before the large one, and the last, alone
     // after it, go as their own records: a batch of one costs more.
-    assert_eq!(tys, [BATCH, FrameType::DATA, FrameType::DATA, FrameType::DATA]);
+    assert_eq!(
+        tys,
+        [BATCH, FrameType::DATA, FrameType::DATA, FrameType::DATA]
+    );
     assert!(records(&wire).iter().all(|r| r.1 as usize <= max + 16));
     assert_eq!(decode_all(&mut b, &mut wire), frames);
 }

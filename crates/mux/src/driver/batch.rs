@@ -31,10 +31,19 @@ pub(super) enum Batching {
 }
 
 impl Batching {
-    /// How a fill of the buffer with `streams` open batches.
+    /// How a fill of the buffer with `streams` open batches: it goes on
+    /// with `open`, the batch frames made since the last write began (see
+    /// [`put`]), if any (taken: the fill seals it). Batches allowed tested
+    /// first: a plain connection, which has none, pays that one test.
     #[inline]
-    pub(super) fn start(out: &Outbound, streams: usize) -> Batching {
-        if streams < 2 || !out.batches_allowed() {
+    pub(super) fn start(out: &Outbound, streams: usize, open: &mut Option<Batch>) -> Batching {
+        if !out.batches_allowed() {
+            return Batching::Off;
+        }
+        if let Some(batch) = open.take() {
+            return Batching::Open(batch);
+        }
+        if streams < 2 {
             return Batching::Off;
         }
         Batching::Idle
@@ -100,6 +109,34 @@ impl Batching {
     }
 }
 
+/// Puts `frame`, made by an application command, in `open`, the batch at
+/// the end of `dst` (begun here if none is open), as the writer's loop
+/// would have pushed it; false, with nothing written, when it goes
+/// through the queues instead: the frame is too large to ride in a batch,
+/// the batch is full, or the frame fails (the writer then meets the same
+/// failure). A lone frame is not worth a batch, but `seal_batch` seals a
+/// batch of one as the frame's own record, so the batch is begun before
+/// it is known whether another frame follows.
+#[inline(always)]
+pub(super) fn put(
+    open: &mut Option<Batch>,
+    out: &mut Outbound,
+    dst: &mut BytesMut,
+    frame: &Frame,
+) -> bool {
+    if frame.encoded_len() > SMALL_FRAME {
+        return false;
+    }
+    let batch = match open {
+        Some(batch) => batch,
+        None => match out.begin_batch(dst) {
+            Ok(Some(batch)) => open.insert(batch),
+            _ => return false,
+        },
+    };
+    matches!(out.push(batch, frame, dst), Ok(true))
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use bytes::Bytes;
@@ -130,7 +167,7 @@ mod tests {
         };
         // More small frames than one batch holds.
         let n = a.negotiated.peer_limits.max_payload as usize / SMALL_FRAME + 2;
-        let mut sealed = Batching::start(&a.outbound, 2);
+        let mut sealed = Batching::start(&a.outbound, 2, &mut None);
         let mut wire = BytesMut::new();
         for i in 0..n {
             assert!(sealed.push(&mut a.outbound, &mut wire, &frame(i)).unwrap());

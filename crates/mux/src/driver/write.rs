@@ -18,11 +18,11 @@ use std::task::{Context, Poll};
 use weft_frame::{CHAIN_THRESHOLD, Frame, Reason};
 
 use super::Inner;
-use super::batch::Batching;
+use super::batch::{self, Batching};
 use super::task::{Pace, Turn};
 use super::wbuf::WriteBuf;
 use crate::error::CloseCause;
-use crate::pipeline::Outbound;
+use crate::pipeline::{Batch, Outbound};
 use crate::session::Direct;
 
 /// The record pipeline and the coalescing buffer.
@@ -35,6 +35,11 @@ pub(super) struct Writer {
     coalesce: u32,
     /// Bytes, copied and chained, encoded ahead of a write at most.
     bound: WriteBound,
+    /// On a sealing connection, the batch at the end of the buffer that
+    /// frames made since the last write went into (see the [`Direct`]
+    /// impl): the next write's loop goes on with it and seals it before
+    /// any of its bytes is written.
+    open: Option<Batch>,
     needs_flush: bool,
     pub(super) shut: bool,
 }
@@ -101,6 +106,7 @@ impl Writer {
             buf: WriteBuf::with_capacity(WRITE_FIRST),
             coalesce: u32::try_from(coalesce).unwrap_or(u32::MAX),
             bound: WriteBound::new(coalesce),
+            open: None,
             needs_flush: false,
             shut: false,
         }
@@ -128,28 +134,25 @@ impl Writer {
 
 /// A frame made by an application command (an `OPEN`, a reply), encoded
 /// into the buffer as it is made when the session has nothing queued
-/// ahead of it (see `session/direct.rs`): only on the passthrough (a
-/// sealed frame waits for the writer, which seals the frames of one write
-/// together), only a payload too short to be chained, and only while the
-/// buffer has room under the write's bounds, as the writer's loop would
-/// have taken it. Otherwise it is queued and the writer takes it.
+/// ahead of it (see `session/direct.rs`): on the passthrough as the
+/// codec writes it, on a sealing connection into the batch the next write
+/// seals (once the peer reads batches; [`batch::put`]); only a payload
+/// too short to be chained, and only while the buffer has room under the
+/// write's bounds, as the writer's loop would have taken it. Otherwise it
+/// is queued and the writer takes it.
 impl Direct for Writer {
     #[inline(always)]
     fn takes_frames(&self) -> bool {
-        self.outbound.is_plain()
+        self.outbound.is_plain() || self.outbound.batches_allowed()
     }
 
-    /// Always inline: the tests stay at the call site (a sealed frame's
-    /// open or reply pays a few of them, not a call); the encoder is a
+    /// Always inline: the tests stay at the call site; the encoder is a
     /// call of its own.
     #[inline(always)]
     fn put(&mut self, frame: &Frame) -> bool {
         // Shut only once the session is closed, which sends nothing here.
         debug_assert!(!self.shut, "a frame made after the writer shut");
         let buf = &mut self.buf;
-        let Some(codec) = self.outbound.plain_codec() else {
-            return false;
-        };
         if frame.payload.len() >= CHAIN_THRESHOLD {
             return false;
         }
@@ -163,7 +166,27 @@ impl Direct for Writer {
         // A frame over the peer's limits writes nothing and fails here:
         // queued, it fails the writer's encode, which closes the
         // connection as before.
-        codec.encode_frame(frame, &mut buf.bytes).is_ok()
+        match self.outbound.plain_codec() {
+            Some(codec) => codec.encode_frame(frame, &mut buf.bytes).is_ok(),
+            None => self.put_sealed(frame),
+        }
+    }
+}
+
+impl Writer {
+    /// [`Direct::put`] on a sealing connection: into the open batch.
+    /// Out of line: inlined at the put's call sites (an open, a reply),
+    /// whose frames are large, the frame's encoder was not inlined into
+    /// it (three calls to copy a small frame) and the call sites' own
+    /// code grew, plain connections' included.
+    #[inline(never)]
+    fn put_sealed(&mut self, frame: &Frame) -> bool {
+        batch::put(
+            &mut self.open,
+            &mut self.outbound,
+            &mut self.buf.bytes,
+            frame,
+        )
     }
 }
 
@@ -206,6 +229,7 @@ impl Inner {
         };
         tracing::debug!(error = %e, "write failed");
         self.writer.buf.clear();
+        self.writer.open = None;
         self.writer.shut = true;
         // A peer that closed on us (a reset is what fails the write) may
         // have said why first: its `GOAWAY` can still be unread in our
@@ -330,7 +354,7 @@ impl Inner {
             // operation for the write instead of one per frame. Not for a
             // lone stream: a batch of one frame costs more than its record.
             let streams = self.session.senders();
-            let mut sealed = Batching::start(&w.outbound, streams);
+            let mut sealed = Batching::start(&w.outbound, streams, &mut w.open);
             // `has_transmit` first: a few field tests (a `poll_transmit`
             // that finds nothing still moves an `Option<Frame>` around),
             // and after a call's one frame it ends the loop without
@@ -481,20 +505,39 @@ mod tests {
         assert_eq!(w.buf.len(), want.len() + frame(70).encoded_len());
     }
 
-    /// A sealing writer takes no frame: the writer seals the frames of a
-    /// write together.
+    /// A sealing writer takes frames only once the peer reads batches, and
+    /// then puts small ones in one batch, which the write's loop goes on
+    /// with and seals: the peer reads every frame, in order, from one
+    /// record; a frame too large to ride goes to the queues.
     #[test]
-    fn a_sealing_writer_takes_no_frame() {
+    fn a_sealing_writer_puts_small_frames_in_the_batch_its_write_seals() {
         let config = || HandshakeConfig {
             offer: Offer {
                 encryption: EncryptionPolicy::Required,
+                compression: false,
                 ..Offer::default()
             },
             ..HandshakeConfig::default()
         };
-        let (a, _) = handshake_in_memory(config(), config()).unwrap();
-        let w = Writer::new(a.outbound, 64 * 1024);
-        assert!(!w.takes_frames());
+        let (a, mut b) = handshake_in_memory(config(), config()).unwrap();
+        let mut w = Writer::new(a.outbound, 64 * 1024);
+        assert!(!w.takes_frames(), "the peer has not said it reads batches");
+        assert!(w.outbound.allow_batches());
+        assert!(w.takes_frames());
+        let frames: Vec<Frame> = (1..4).map(frame).collect();
+        for f in &frames {
+            assert!(w.put(f));
+        }
+        assert!(!w.put(&frame(4 * 1024)), "too large for a batch");
+        assert!(w.open.is_some());
+        let mut sealed = Batching::start(&w.outbound, 0, &mut w.open);
+        sealed.seal(&mut w.outbound, &mut w.buf.bytes).unwrap();
+        assert_eq!(w.outbound.records(), 1, "one record for three frames");
+        let mut wire = std::mem::take(&mut w.buf.bytes);
+        for f in frames {
+            assert_eq!(b.inbound.decode(&mut wire).unwrap(), Some(f));
+        }
+        assert!(wire.is_empty());
     }
 
     #[test]

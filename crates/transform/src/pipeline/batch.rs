@@ -44,26 +44,32 @@ pub(crate) enum Batching {
     Allowed,
 }
 
-/// A batch being filled in a write buffer: where its header goes and how
+/// A batch being filled in a write buffer: where its frames begin and how
 /// much plaintext it may still take. Seal it with
 /// [`Outbound::seal_batch`] into the same buffer, with nothing else
 /// written to that buffer meanwhile.
+///
+/// The frames go in first and the batch's header is put before them when
+/// it is sealed (moving them once, a few hundred bytes at most calls in
+/// flight): a batch that ends up holding one frame then goes as that
+/// frame's own record with nothing moved, so a writer may begin a batch
+/// before it knows whether a second frame follows.
 #[derive(Debug)]
 #[must_use = "a batch must be sealed, or its frames go out unsealed"]
 pub struct Batch {
-    /// Offset of the batch's header in the buffer.
+    /// Offset of the batch's first frame in the buffer.
     start: usize,
-    /// The buffer's length when the batch is full: its header's end plus
-    /// the peer's max payload (the plaintext a batch may hold). Kept as
-    /// an end rather than a length, so a frame's fit is one addition and
-    /// one comparison.
+    /// The buffer's length when the batch is full: its start plus the
+    /// peer's max payload (the plaintext a batch may hold). Kept as an
+    /// end rather than a length, so a frame's fit is one addition and one
+    /// comparison.
     end: usize,
 }
 
 impl Batch {
     /// Plaintext bytes in the batch so far (the frames, headers included).
     fn len(&self, dst: &BytesMut) -> usize {
-        dst.len().saturating_sub(self.start + HEADER_LEN)
+        dst.len().saturating_sub(self.start)
     }
 }
 
@@ -89,7 +95,9 @@ impl Outbound {
     ///
     /// When the send key would be due within a batch of the largest size,
     /// the `KEY_UPDATE` record goes into `dst` first, so a key update never
-    /// lands inside a batch. Allocates nothing when `dst` has room.
+    /// lands inside a batch. Writes nothing else: the batch's header goes
+    /// in when it is sealed. Allocates nothing when `dst` has room.
+    #[inline]
     pub fn begin_batch(&mut self, dst: &mut BytesMut) -> Result<Option<Batch>, TransformError> {
         if self.poisoned {
             return Err(fatal(TransformErrorKind::Poisoned));
@@ -102,10 +110,9 @@ impl Outbound {
             seal.update(dst).inspect_err(|_| self.poisoned = true)?;
         }
         let start = dst.len();
-        dst.put_slice(&[0; HEADER_LEN]);
         Ok(Some(Batch {
             start,
-            end: start + HEADER_LEN + limit,
+            end: start + limit,
         }))
     }
 
@@ -145,42 +152,44 @@ impl Outbound {
         Ok(true)
     }
 
-    /// Seals `batch`: writes its header, encrypts its frames in place under
-    /// the next nonce and appends the tag. An empty batch leaves nothing
-    /// (its header slot is removed), and a batch of one frame goes as that
-    /// frame's own record, as [`encode`](Self::encode) would have sealed
-    /// it (a batch of one costs more than the record: the peer reads it
-    /// through the batch's path and 16 bytes more are sealed), so a writer
-    /// may begin a batch before it knows whether a second frame follows.
+    /// Seals `batch`: puts its header before its frames, encrypts them in
+    /// place under the next nonce and appends the tag. An empty batch
+    /// leaves nothing, and a batch of one frame goes as that frame's own
+    /// record, as [`encode`](Self::encode) would have sealed it (a batch
+    /// of one costs more than the record: the peer reads it through the
+    /// batch's path and 16 bytes more are sealed).
     /// Errors are fatal: `dst` lost the batch's bytes since
     /// [`begin_batch`](Self::begin_batch), or the nonces are used up.
     pub fn seal_batch(&mut self, batch: Batch, dst: &mut BytesMut) -> Result<(), TransformError> {
         if self.poisoned {
             return Err(fatal(TransformErrorKind::Poisoned));
         }
-        if dst.len() < batch.start + HEADER_LEN {
+        if dst.len() < batch.start {
             self.poisoned = true;
             return Err(bad("the write buffer lost the batch"));
         }
         let len = batch.len(dst);
         if len == 0 {
-            dst.truncate(batch.start);
             return Ok(());
         }
         let Some(seal) = &mut self.seal else {
             // `begin_batch` starts none without a key.
             return Err(bad("a batch on a connection without encryption"));
         };
-        let raw = match lone_frame(&dst[batch.start + HEADER_LEN..]) {
+        let raw = match lone_frame(&dst[batch.start..]) {
             Some(mut header) => {
-                // The batch's header slot removed: the frame's own record,
-                // its payload length counting the tag (`encode`'s layout).
-                dst.copy_within(batch.start + HEADER_LEN.., batch.start);
-                dst.truncate(dst.len() - HEADER_LEN);
+                // The frame's own record: its payload length counts the
+                // tag (`encode`'s layout).
                 header.payload_len += TAG;
                 header.to_bytes()
             }
-            None => batch_header(len).to_bytes(),
+            None => {
+                // The batch's header goes before its frames.
+                dst.reserve(HEADER_LEN + TAG as usize);
+                dst.put_slice(&[0; HEADER_LEN]);
+                dst.copy_within(batch.start..batch.start + len, batch.start + HEADER_LEN);
+                batch_header(len).to_bytes()
+            }
         };
         header_slot(dst, batch.start).copy_from_slice(&raw);
         match seal.seal(&raw, &mut dst[batch.start + HEADER_LEN..]) {
