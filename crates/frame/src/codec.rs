@@ -80,6 +80,24 @@ impl FrameCodec {
         Ok(Some((header, body)))
     }
 
+    /// Like [`decode_raw`](Self::decode_raw), the body split off as
+    /// [`decode`](Decoder::decode) splits it: frozen, the header stepped
+    /// over on it (a pointer bump). For a layer that builds the frame
+    /// itself ([`split_metadata`](Self::split_metadata),
+    /// [`Frame::from_header`]) on a path it shares with frames of its own.
+    #[inline(always)]
+    pub fn decode_body(
+        &mut self,
+        src: &mut BytesMut,
+    ) -> Result<Option<(Header, Bytes)>, FrameError> {
+        let Some(header) = self.whole_frame(src)? else {
+            return Ok(None);
+        };
+        let mut body = src.split_to(HEADER_LEN + header.body_len()).freeze();
+        body.advance(HEADER_LEN);
+        Ok(Some((header, body)))
+    }
+
     /// Splits the metadata block (its first `len` bytes) off the body of
     /// a frame that [`decode_raw`](Self::decode_raw) returned, once the
     /// record layer has opened it, and checks it as

@@ -126,8 +126,9 @@ fn a_frame_arriving_in_pieces_never_grows_the_buffer_past_one_frame() {
 fn a_cut_frame_stays_whole_in_the_buffer_and_leaves_it_in_one_piece() {
     // The header is not consumed on its own: until the frame is whole the
     // buffer holds every byte of it, and once whole, the body `decode_raw`
-    // returns ends where the buffer's remainder starts (the record layer
-    // puts an opened batch back in front of the buffer without a copy).
+    // (or `decode_body`, frozen) returns ends where the buffer's remainder
+    // starts (the record layer puts an opened batch back in front of the
+    // buffer without a copy).
     let frame = data(40);
     let mut wire = BytesMut::new();
     FrameCodec::default()
@@ -135,27 +136,41 @@ fn a_cut_frame_stays_whole_in_the_buffer_and_leaves_it_in_one_piece() {
         .unwrap();
     wire.extend_from_slice(b"next");
     for cut in [1, HEADER_LEN, HEADER_LEN + 1, wire.len() - 5] {
-        for raw in [false, true] {
+        for way in ["raw", "body", "frame"] {
             let mut codec = FrameCodec::default();
             let mut src = BytesMut::from(&wire[..cut]);
-            let got = if raw {
-                codec.decode_raw(&mut src).unwrap().map(|_| ())
-            } else {
-                codec.decode(&mut src).unwrap().map(|_| ())
+            let got = match way {
+                "raw" => codec.decode_raw(&mut src).unwrap().map(|_| ()),
+                "body" => codec.decode_body(&mut src).unwrap().map(|_| ()),
+                _ => codec.decode(&mut src).unwrap().map(|_| ()),
             };
-            assert!(got.is_none(), "cut at {cut}");
-            assert_eq!(src.len(), cut, "cut at {cut}: bytes left the buffer");
+            assert!(got.is_none(), "{way}, cut at {cut}");
+            assert_eq!(src.len(), cut, "{way}, cut at {cut}: bytes left the buffer");
             // The rest arrives: the frame comes out, parsed from the header
             // the codec kept, and the buffer keeps what follows it.
             src.extend_from_slice(&wire[cut..]);
-            if raw {
-                let (header, body) = codec.decode_raw(&mut src).unwrap().unwrap();
-                assert_eq!(header, frame.header());
-                assert_eq!(&body[..], &frame.payload[..]);
-                assert_eq!(body.as_ptr().wrapping_add(body.len()), src.as_ptr());
-            } else {
-                assert_eq!(codec.decode(&mut src).unwrap(), Some(frame.clone()));
-            }
+            let (header, end) = match way {
+                "raw" => {
+                    let (header, body) = codec.decode_raw(&mut src).unwrap().unwrap();
+                    assert_eq!(&body[..], &frame.payload[..]);
+                    (header, body.as_ptr().wrapping_add(body.len()))
+                }
+                "body" => {
+                    let (header, body) = codec.decode_body(&mut src).unwrap().unwrap();
+                    assert_eq!(&body[..], &frame.payload[..]);
+                    (header, body.as_ptr().wrapping_add(body.len()))
+                }
+                _ => {
+                    assert_eq!(codec.decode(&mut src).unwrap(), Some(frame.clone()));
+                    (frame.header(), src.as_ptr())
+                }
+            };
+            assert_eq!(header, frame.header());
+            assert_eq!(
+                end,
+                src.as_ptr(),
+                "{way}: the body ends where the rest starts"
+            );
             assert_eq!(&src[..], b"next");
         }
     }

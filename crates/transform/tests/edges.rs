@@ -273,3 +273,24 @@ fn a_per_frame_error_names_the_type_of_the_frame_that_failed() {
     let forged = b.inbound.decode(&mut wire).unwrap_err();
     assert_eq!((forged.frame_type(), forged.stream_id()), (None, None));
 }
+
+/// A connection that negotiated no compression refuses a `COMPRESSED`
+/// frame as fatal (PROTOCOL 4), and its read half stays failed: the
+/// passthrough shares its frame's way out with the record path, whose
+/// inflate step is where the flag is refused.
+#[test]
+fn a_plain_half_refuses_a_compressed_frame_for_good() {
+    let (_, mut inbound) = passthrough(Limits::default());
+    let mut wire = plain_compressed(3, compress_to_vec(b"hello", 1));
+    let err = inbound.decode(&mut wire).unwrap_err();
+    assert!(err.is_fatal(), "{err}");
+    assert_eq!(err.reason(), Reason::PROTOCOL_ERROR);
+    let mut next = BytesMut::new();
+    FrameCodec::default()
+        .encode_frame(
+            &Frame::new(FrameType::DATA, Flags::NONE, 5, Bytes::from_static(b"x")),
+            &mut next,
+        )
+        .unwrap();
+    assert!(inbound.decode(&mut next).is_err(), "poisoned for good");
+}

@@ -13,7 +13,7 @@
 //! ([`BATCH_SETTING`] in its settings frame), so a peer that predates them
 //! never receives one.
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use weft_frame::{Flags, Frame, FrameType, HEADER_LEN, Header};
 
 use super::{Inbound, Outbound, Pending, TAG, checked_header, fatal, header_slot};
@@ -307,17 +307,34 @@ impl Inbound {
     /// to inflate is confined to its frame (it is consumed, and the next
     /// call goes on with the following one).
     ///
-    /// A fatal error poisons this half here (and in `finish`), so `decode`
-    /// returns this result as it is.
+    /// A fatal error poisons this half here (and in `finish`), so the
+    /// record path returns this result as it is. (`decode` takes a batch's
+    /// later frames itself, by [`split_from_batch`](Self::split_from_batch).)
     pub(super) fn next_in_batch(
         &mut self,
         left: u32,
         src: &mut BytesMut,
     ) -> Result<Option<Frame>, TransformError> {
-        let (header, rest) = match self.batch_header(left as usize, src) {
+        let (header, body) = match self.split_from_batch(left as usize, src) {
             Ok(found) => found,
             Err(e) => return self.fail(e),
         };
+        self.finish(&header, body)
+    }
+
+    /// Splits the next frame of the opened batch at the front of `src`
+    /// (`left` bytes of frames, then the tag) off it, once its header is
+    /// checked ([`batch_header`](Self::batch_header)): its header and its
+    /// body (metadata then payload), to be built by `finish`. Steps over
+    /// the tag after the batch's last frame. An error is fatal; the caller
+    /// poisons this half.
+    #[inline(always)]
+    pub(super) fn split_from_batch(
+        &mut self,
+        left: usize,
+        src: &mut BytesMut,
+    ) -> Result<(Header, Bytes), TransformError> {
+        let (header, rest) = self.batch_header(left, src)?;
         // The frame leaves the read buffer in one split, the header
         // stepped over on the frozen piece (a pointer bump), as the plain
         // codec's `decode` takes it. Two splits of the read buffer
@@ -334,7 +351,7 @@ impl Inbound {
             // `rest` < `left`, a u32.
             _ => Pending::Batch { left: rest as u32 },
         };
-        self.finish(&header, body)
+        Ok((header, body))
     }
 
     /// The header of the batch's next frame (at the front of `src`, within
