@@ -141,25 +141,16 @@ pub(super) fn put(
 mod tests {
     use bytes::Bytes;
     use weft_frame::{Flags, FrameType};
-    use weft_transform::{EncryptionPolicy, HandshakeConfig, Offer, handshake_in_memory};
 
     use super::*;
+    use crate::driver::write::tests::sealed_pair;
 
     /// Small frames fill a batch up to the peer's max payload; the frame
     /// that does not fit goes in a new batch once the full one is sealed,
     /// and the reader gets every frame, in order.
     #[test]
     fn a_full_batch_is_sealed_and_the_next_frame_starts_another() {
-        let config = || HandshakeConfig {
-            offer: Offer {
-                encryption: EncryptionPolicy::Required,
-                // Uncompressed: the frames' bytes fill the batch.
-                compression: false,
-                ..Offer::default()
-            },
-            ..HandshakeConfig::default()
-        };
-        let (mut a, mut b) = handshake_in_memory(config(), config()).unwrap();
+        let (mut a, mut b) = sealed_pair();
         assert!(a.outbound.allow_batches());
         let frame = |i: usize| {
             let payload = Bytes::from(vec![i as u8; SMALL_FRAME - weft_frame::HEADER_LEN]);

@@ -469,12 +469,27 @@ impl Inner {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use bytes::{Bytes, BytesMut};
     use weft_frame::{Flags, FrameCodec, FrameType, Limits};
     use weft_transform::{EncryptionPolicy, HandshakeConfig, Offer, handshake_in_memory};
 
     use super::*;
+    use crate::pipeline::Established;
+
+    /// Two ends of an encrypted connection past the handshake, uncompressed
+    /// (a frame's bytes are what a batch holds).
+    pub(in crate::driver) fn sealed_pair() -> (Established, Established) {
+        let config = || HandshakeConfig {
+            offer: Offer {
+                encryption: EncryptionPolicy::Required,
+                compression: false,
+                ..Offer::default()
+            },
+            ..HandshakeConfig::default()
+        };
+        handshake_in_memory(config(), config()).unwrap()
+    }
 
     fn frame(len: usize) -> Frame {
         Frame::new(
@@ -511,15 +526,7 @@ mod tests {
     /// record; a frame too large to ride goes to the queues.
     #[test]
     fn a_sealing_writer_puts_small_frames_in_the_batch_its_write_seals() {
-        let config = || HandshakeConfig {
-            offer: Offer {
-                encryption: EncryptionPolicy::Required,
-                compression: false,
-                ..Offer::default()
-            },
-            ..HandshakeConfig::default()
-        };
-        let (a, mut b) = handshake_in_memory(config(), config()).unwrap();
+        let (a, mut b) = sealed_pair();
         let mut w = Writer::new(a.outbound, 64 * 1024);
         assert!(!w.takes_frames(), "the peer has not said it reads batches");
         assert!(w.outbound.allow_batches());
