@@ -21,8 +21,8 @@ const SMALL_FRAME: usize = 2 * 1024;
 #[derive(Debug)]
 pub(super) enum Batching {
     /// Every frame goes as its own record: the peer reads no batches, or
-    /// one stream alone is open (a batch of one frame costs more than the
-    /// frame's own record).
+    /// one stream alone is open (its frame is encoded as a record at once,
+    /// not pushed into a batch that sealing would turn into that record).
     Off,
     /// Small frames go in a batch, begun at the next one.
     Idle,

@@ -1,14 +1,17 @@
 //! Sealed batches: one record over several frames written together
 //! (docs/PROTOCOL.md section 5.2), as a TLS record carries many HTTP/2
-//! frames. A record costs one AEAD operation whatever its length (about 700
-//! instructions in ring for a small record, against tens per extra block),
+//! frames. A record costs one AEAD operation whatever its length (about 850
+//! instructions in ring to seal a small record, against tens per extra block),
 //! so when 64 calls' frames leave in one write, one record instead of 64
 //! takes the per-record cost off the call.
 //!
 //! The write half fills a batch frame by frame ([`Outbound::begin_batch`],
 //! [`Outbound::push`], [`Outbound::seal_batch`]) in the same buffer the
-//! writer flushes, so no frame is copied twice; the read half opens a batch
-//! like any record and then hands out its frames one per `decode` call.
+//! writer flushes: a frame is encoded where it is sent, and moved once, 16
+//! bytes on, when the batch's header goes in before it at sealing (a batch
+//! of one frame is sealed as that frame's record, unmoved); the read half
+//! opens a batch like any record and then hands out its frames one per
+//! `decode` call.
 //! A sender batches only once the peer has announced it reads batches
 //! ([`BATCH_SETTING`] in its settings frame), so a peer that predates them
 //! never receives one.
